@@ -1,0 +1,1 @@
+"""Learners and search baselines, one module each (built on `gomoku_jax`)."""

@@ -1,0 +1,1 @@
+"""Experiment configs, command-line entry points and benchmarks."""

@@ -1,0 +1,1 @@
+"""gomoku-jax: a JAX-native, vectorised research framework for k-in-a-row games."""
