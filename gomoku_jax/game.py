@@ -270,6 +270,39 @@ class Gomoku:
             observation_spec=self._spec,
         )
 
+    def from_board(self, board, to_move: int | None = None, last_action: int = -1) -> State:
+        """A state for one game set up from a board (puzzles, tests, analysis).
+
+        ``board`` is ``[N, N]`` with 0 / 1 / 2. The player to move defaults to black when
+        both sides have as many stones, white when black has one more. The position is
+        taken as not finished; the caller vouches that nobody has already won.
+        """
+        board = np.asarray(board)
+        n = self.size
+        if board.shape != (n, n):
+            raise ValueError(f"board must have shape ({n}, {n}), got {board.shape}")
+        if not np.isin(board, (EMPTY, BLACK_STONE, WHITE_STONE)).all():
+            raise ValueError("board cells must be 0 (empty), 1 (black) or 2 (white)")
+        blacks, whites = int((board == BLACK_STONE).sum()), int((board == WHITE_STONE).sum())
+        if to_move is None:
+            if blacks - whites not in (0, 1):
+                raise ValueError(
+                    f"cannot infer the player to move from {blacks} black and {whites} "
+                    "white stones: pass to_move"
+                )
+            to_move = BLACK if blacks == whites else WHITE
+        if to_move not in (BLACK, WHITE):
+            raise ValueError(f"to_move must be 0 (black) or 1 (white), got {to_move!r}")
+        if not -1 <= last_action < n * n:
+            raise ValueError(f"last_action must be from -1 to {n * n - 1}, got {last_action}")
+        return self.init().replace(
+            board=jnp.asarray(board, jnp.int8),
+            current_player=jnp.int32(to_move),
+            legal_action_mask=jnp.asarray(board.reshape(-1) == EMPTY),
+            last_action=jnp.int32(last_action),
+            move_count=jnp.int32(blacks + whites),
+        )
+
     def wins_through(self, board: jax.Array, action: jax.Array, stone: jax.Array) -> jax.Array:
         """Whether the ``stone`` (1 or 2) at ``action`` on ``board`` completes a winning
         line. Looks only at the four lines through that cell: one gather through a

@@ -1,0 +1,100 @@
+"""Observation planes: each encoding by hand, the viewer's side, batches and the bias."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gomoku_jax import features
+from gomoku_jax.game import Gomoku
+
+MOVES = [(1, 1), (0, 2), (2, 3)]  # black, white, black: white to move, last move (2, 3)
+
+
+def _position(encoding, bias=None):
+    env = Gomoku(4, 3, observation=encoding, positional_bias=bias)
+    return env, env.play_moves(MOVES)
+
+
+def test_stones_colour_is_seed_000_layout():
+    env, s = _position("stones-colour")
+    obs = np.asarray(s.observation)
+    assert obs.shape == env.observation_shape == (4, 4, 3) and obs.dtype == np.float32
+    own, opp, colour = obs[..., 0], obs[..., 1], obs[..., 2]
+    assert own.sum() == 1 and own[0, 2] == 1  # white to move: its stone is "own"
+    assert opp.sum() == 2 and opp[1, 1] == 1 and opp[2, 3] == 1
+    assert (colour == 0).all()  # white to move: colour plane all zeros
+    black_view = np.asarray(env.observe(s, 0))
+    assert black_view[1, 1, 0] == 1 and black_view[0, 2, 1] == 1 and (black_view[..., 2] == 1).all()
+
+
+def test_stones_last_colour_marks_the_last_move():
+    env, s = _position("stones-last-colour")
+    obs = np.asarray(s.observation)
+    assert obs.shape == (4, 4, 4)
+    last = obs[..., 2]
+    assert last.sum() == 1 and last[2, 3] == 1
+    assert (obs[..., 3] == 0).all()
+    assert not np.asarray(env.init().observation)[..., 2].any()  # no move yet
+
+
+def test_stones_empty_is_seed_004_layout():
+    _, s = _position("stones-empty")
+    obs = np.asarray(s.observation)
+    board = np.asarray(s.board)
+    np.testing.assert_array_equal(obs[..., 0], board == 2)
+    np.testing.assert_array_equal(obs[..., 1], board == 1)
+    np.testing.assert_array_equal(obs[..., 2], board == 0)
+    assert (obs.sum(-1) == 1).all()  # the three planes partition the board
+
+
+def test_positional_bias_subtracts_the_gaussian_from_every_plane():
+    env, s = _position("stones-colour", bias=1.0)
+    plain = np.asarray(_position("stones-colour")[1].observation)
+    obs = np.asarray(s.observation)
+    bias = plain - obs  # [4, 4, 3], the same on every plane
+    for c in range(3):
+        np.testing.assert_allclose(bias[..., c], bias[..., 0], atol=1e-7)
+    centre = 1.5  # 4x4: the centre lies between cells
+    r, c = 0, 3
+    expected = np.exp(-((r - centre) ** 2 + (c - centre) ** 2) / 2) / (2 * np.pi)
+    np.testing.assert_allclose(bias[r, c, 0], expected, rtol=1e-5)
+    assert bias[1, 1, 0] == pytest.approx(bias.max(), rel=1e-6)  # largest next to the centre
+
+
+def test_batched_observation_equals_stacked_single_observations():
+    env = Gomoku(6, 4, observation="stones-last-colour")
+    keys = jax.random.split(jax.random.key(1), 5)
+    states = jax.vmap(env.init)(keys)
+    for t in range(7):
+        actions = jnp.asarray([(t * 7 + i * 3) % 36 for i in range(5)], jnp.int32)
+        states = jax.vmap(env.step)(states, actions)
+    batched = np.asarray(states.observation)
+    assert batched.shape == (5, 6, 6, 4)
+    for i in range(5):
+        single = jax.tree.map(lambda x: x[i], states)
+        np.testing.assert_array_equal(batched[i], np.asarray(single.observation))
+    # Viewers per game broadcast too.
+    viewers = jnp.asarray([0, 1, 0, 1, 0])
+    per = np.asarray(env.observe(states, viewers))
+    for i in range(5):
+        single = jax.tree.map(lambda x: x[i], states)
+        np.testing.assert_array_equal(per[i], np.asarray(env.observe(single, int(viewers[i]))))
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(observation="rgb"), "observation encoding must be one of stones-colour"),
+    (dict(positional_bias=0.0), "positive number"),
+    (dict(positional_bias=-1), "positive number"),
+    (dict(positional_bias="wide"), "positive number"),
+])
+def test_bad_observation_settings_are_refused(kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        Gomoku(9, 5, **kwargs)
+
+
+def test_every_encoding_is_listed_with_its_plane_count():
+    for name, planes in features.ENCODINGS.items():
+        env = Gomoku(5, 4, observation=name)
+        assert env.observation_shape == (5, 5, len(planes))
+        assert env.init().observation.shape == (5, 5, len(planes))
