@@ -1,1 +1,45 @@
-"""gomoku-jax: a JAX-native, vectorised research framework for k-in-a-row games."""
+"""gomoku-jax: a JAX-native, vectorised research framework for k-in-a-row games.
+
+The public surface is re-exported here; submodules hold the rest:
+`game`, `features`, `symmetry`, `tactics`, `render`, `reference`.
+"""
+
+from gomoku_jax import features, render, symmetry, tactics
+from gomoku_jax.features import ENCODINGS, ObservationSpec
+from gomoku_jax.game import (
+    BLACK,
+    DIRECTIONS,
+    RULES,
+    WHITE,
+    GameConfig,
+    Gomoku,
+    IllegalMoveError,
+    State,
+    auto_reset,
+    describe_result,
+    random_games,
+    sample_legal_action,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BLACK",
+    "DIRECTIONS",
+    "ENCODINGS",
+    "RULES",
+    "WHITE",
+    "GameConfig",
+    "Gomoku",
+    "IllegalMoveError",
+    "ObservationSpec",
+    "State",
+    "auto_reset",
+    "describe_result",
+    "features",
+    "random_games",
+    "render",
+    "sample_legal_action",
+    "symmetry",
+    "tactics",
+]

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = ["ENCODINGS", "ObservationSpec", "gaussian_bias", "num_planes", "observe"]
+
 ENCODINGS = {
     "stones-colour": ("own", "opponent", "colour"),
     "stones-last-colour": ("own", "opponent", "last", "colour"),

@@ -33,6 +33,27 @@ from flax import struct
 
 from gomoku_jax import features as _features
 
+__all__ = [
+    "BLACK",
+    "BLACK_STONE",
+    "DIRECTIONS",
+    "EMPTY",
+    "RULES",
+    "WHITE",
+    "WHITE_STONE",
+    "GameConfig",
+    "Gomoku",
+    "IllegalMoveError",
+    "State",
+    "auto_reset",
+    "describe_result",
+    "is_winning_run",
+    "legal_action_of_rank",
+    "random_games",
+    "run_through_centre",
+    "sample_legal_action",
+]
+
 RULES = ("freestyle", "standard")
 MIN_SIZE, MAX_SIZE = 3, 19
 

@@ -271,10 +271,13 @@ def test_jit_vmap_and_eager_agree_and_step_traces_once():
 
 def test_random_games_compiles_once_per_shape():
     env = Gomoku(5, 4)
-    before = random_games._cache_size()
-    for seed in range(3):
+    random_games(env, jax.random.key(0), 8)
+    compiled = random_games._cache_size()
+    for seed in range(1, 4):  # new keys, same shapes: served from the cache
         random_games(env, jax.random.key(seed), 8)
-    assert random_games._cache_size() == before + 1
+    assert random_games._cache_size() == compiled
+    random_games(env, jax.random.key(0), 16)  # a new batch size is a new shape
+    assert random_games._cache_size() == compiled + 1
 
 
 # ---------------------------------------------- property tests vs the reference

@@ -1,0 +1,82 @@
+"""The ``gomoku-jax`` command line.
+
+Subcommands:
+
+* ``bench game``: throughput of random full games, JAX vs a NumPy engine
+  (`experiments/bench_game.py`; its options follow the subcommand).
+* ``random-game``: play one game of random legal moves and print the board
+  (optionally write an SVG picture and the move list).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+BENCHMARKS = ("game",)
+
+
+def _random_game(args: argparse.Namespace) -> int:
+    import jax
+    import numpy as np
+
+    from gomoku_jax import render
+    from gomoku_jax.game import Gomoku, random_games
+
+    env = Gomoku(args.size, args.k, args.rule)
+    final, moves = random_games(env, jax.random.key(args.seed), 1, record=True)
+    state = jax.tree.map(lambda x: x[0], final)
+    played = [int(a) for a in np.asarray(moves[0]) if a >= 0]
+    print(f"One random game on {env.id} (seed {args.seed}):")
+    print(render.text(state))
+    if args.moves:
+        print(render.game_record_text(played, env.size))
+    if args.svg:
+        args.svg.parent.mkdir(parents=True, exist_ok=True)
+        args.svg.write_text(render.svg(state))
+        print(f"SVG written to {args.svg}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gomoku-jax",
+        description="A JAX-native research framework for Gomoku and other k-in-a-row games.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    bench = sub.add_parser(
+        "bench", help="run a benchmark (options after the name; see `bench game --help`)",
+        add_help=False,
+    )
+    bench.add_argument("which", choices=BENCHMARKS, help="which benchmark")
+    game = sub.add_parser("random-game", help="play and print one game of random moves")
+    game.add_argument("--size", type=int, default=15, help="board side, 3 to 19 (default 15)")
+    game.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
+    game.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
+    game.add_argument("--seed", type=int, default=0)
+    game.add_argument("--moves", action="store_true", help="also print the move list")
+    game.add_argument("--svg", type=Path, default=None, help="write an SVG picture here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.command == "bench":
+            from experiments import bench_game
+
+            bench_game.main(rest)
+            return 0
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return _random_game(args)
+    except ValueError as err:  # bad settings: one clear line, no traceback
+        print(f"gomoku-jax: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

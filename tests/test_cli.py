@@ -1,0 +1,60 @@
+"""The command line: random game, benchmark plumbing and clear errors."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gomoku_jax import cli
+
+
+def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
+    svg = tmp_path / "game.svg"
+    assert cli.main(["random-game", "--size", "7", "--k", "4", "--seed", "1", "--svg", str(svg),
+                     "--moves"]) == 0
+    out = capsys.readouterr().out
+    assert "gomoku-7x7-k4-freestyle" in out
+    assert any(word in out for word in ("black wins", "white wins", "draw"))
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg")
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["random-game", "--size", "25"], "GameConfig.size must be from 3 to 19, got 25"),
+    (["random-game", "--size", "9", "--k", "12"], "GameConfig.k must be from 3 to 9, got 12"),
+])
+def test_bad_settings_give_one_clear_line(argv, text, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+
+
+def test_unknown_options_and_commands_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["random-game", "--colour", "red"])
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "chess"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    cli.main(["bench", "game", "--sizes", "5", "--batches", "4", "8", "--k", "4", "--repeats", "1",
+              "--numpy-seconds", "0.05", "--no-progress", "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert report["device"].startswith("cpu")
+    ref = report["numpy_reference"]["5"]["plies_per_s"]
+    assert [row["batch"] for row in report["jax"]] == [4, 8]
+    for row in report["jax"]:
+        assert row["plies_per_s"] > 0 and 7 <= row["mean_game_length"] <= 25
+        assert row["ratio"] == pytest.approx(row["plies_per_s"] / ref)
+    printed = capsys.readouterr().out
+    assert "NumPy plies/s" in printed and "device: cpu" in printed
+
+
+def test_bench_refuses_bad_options(capsys):
+    assert cli.main(["bench", "game", "--sizes", "2"]) == 2
+    assert "GameConfig.size must be from 3 to 19, got 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "game", "--repeats", "0"])
+    assert "--repeats and --batches must be positive" in capsys.readouterr().err

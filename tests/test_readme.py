@@ -1,0 +1,38 @@
+"""The README stays true: its commands are the ones CI runs and its map names real files."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def _bash_blocks(text):
+    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", text, re.S)]
+
+
+def test_readme_opens_with_the_main_job_and_the_test_command():
+    blocks = _bash_blocks(README)
+    main_job, tests = blocks[0], blocks[1]
+    for command in (main_job, tests):
+        assert command.startswith("python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt")
+    assert "gomoku-jax" in main_job
+    assert tests.endswith("-m pytest")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert tests in ci.splitlines(), ".ci/run must run the README's test command word for word"
+
+
+def test_code_map_names_files_that_exist():
+    block = README.split("## Map of the code", 1)[1].split("```", 2)[1]
+    folder = None
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        name = line.split()[0]
+        if not line[0].isspace():  # a top-level folder
+            folder = name
+            assert (ROOT / folder).is_dir(), f"{folder} is in the README map"
+        elif name.endswith((".py", ".ipynb")):
+            assert (ROOT / folder / name).exists(), f"{folder}{name} is in the README map"
+        elif name.endswith("/"):
+            assert (ROOT / folder / name).is_dir(), f"{folder}{name} is in the README map"
