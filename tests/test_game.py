@@ -442,3 +442,36 @@ def test_auto_reset_keeps_a_batch_full():
         # Games never sit finished: a terminated flag only ever sits on a fresh board.
         assert not np.asarray(s.board)[np.asarray(s.terminated)].any()
     assert finished >= batch  # 40 plies of 3x3 finish every game at least once
+
+
+# ------------------------------------------- any action sequence (hypothesis)
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SMALL = [(3, 3, "freestyle"), (4, 3, "standard"), (5, 4, "standard"), (6, 3, "freestyle")]
+_JIT_STEPS = {cfg: jax.jit(Gomoku(*cfg).step) for cfg in _SMALL}
+
+
+@settings(max_examples=80, deadline=None)
+@given(cfg=st.sampled_from(_SMALL), data=st.data())
+def test_any_action_sequence_matches_the_reference(cfg, data):
+    size, k, rule = cfg
+    nn = size * size
+    actions = data.draw(st.lists(st.integers(-2, nn + 1), max_size=nn + 4))
+    env, step = Gomoku(*cfg), _JIT_STEPS[cfg]
+    ref = NumpyGomoku(*cfg)
+    s = env.init()
+    for a in actions:
+        was_over = ref.terminated
+        if not was_over:
+            try:
+                ref.step(a)
+            except IllegalMoveError:
+                ref.terminated, ref.winner = True, 1 - ref.current_player
+        s = step(s, jnp.int32(a))
+        np.testing.assert_array_equal(np.asarray(s.board), ref.board)
+        assert bool(s.terminated) == ref.terminated and int(s.winner) == ref.winner
+        assert int(s.current_player) == ref.current_player
+        decided_now = ref.terminated and not was_over and ref.winner >= 0
+        assert float(np.abs(np.asarray(s.rewards)).sum()) == (2.0 if decided_now else 0.0)
