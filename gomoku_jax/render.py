@@ -382,16 +382,19 @@ def svg(
                                              r=cell * 0.1, fill=_LINE) + "/>")
 
     if show_coordinates:
-        font = cell * 0.42
-        labels = []
+        # Labels stay clear of the edge stones (radius about half a cell): column
+        # indices centred above, row indices right-aligned to the left of the grid.
+        font = cell * 0.4
+        top, left = [], []
         for i in range(n):
-            labels.append(f'<text class="coord" x="{_num(at(i))}" y="{_num(origin * 0.45)}">{i}</text>')
-            labels.append(f'<text class="coord" x="{_num(origin * 0.45)}" y="{_num(at(i))}">{i}</text>')
-        parts.append(
-            "<g " + _attrs(font_family="Helvetica, Arial, sans-serif", font_size=font,
-                           fill=_LINE, text_anchor="middle",
-                           dominant_baseline="central") + ">" + "".join(labels) + "</g>"
-        )
+            top.append(f'<text class="coord" x="{_num(at(i))}" y="{_num(origin * 0.28)}">{i}</text>')
+            left.append(f'<text class="coord" x="{_num(origin - cell * 0.56)}" y="{_num(at(i))}">{i}</text>')
+        for anchor, labels in (("middle", top), ("end", left)):
+            parts.append(
+                "<g " + _attrs(font_family="Helvetica, Arial, sans-serif", font_size=font,
+                               fill=_LINE, text_anchor=anchor,
+                               dominant_baseline="central") + ">" + "".join(labels) + "</g>"
+            )
 
     if probs is not None:
         shown = np.where(board == EMPTY, probs, 0.0)
