@@ -1,0 +1,174 @@
+"""One interface for every player, learned or not.
+
+An `Agent` answers ``act(state, key) -> action`` for one game on the host. Two kinds:
+
+* `JaxAgent`: a pure, jittable ``policy(params, key, state) -> int32`` for ONE game
+  (``params`` is any pytree, None for rule-based agents). The arena ``vmap``s it over
+  a batch of games and runs whole matches between two JAX agents in one compiled loop.
+* `PythonAgent`: recursive searches written in Python (alpha-beta, engines over a pipe)
+  implement ``select(state, rng) -> int``; the arena calls them one move at a time.
+
+Agents never mutate the state they are given. An agent that returns an illegal action
+loses that game (the engine's forfeit), and the arena reports the reason.
+
+Baselines here: `random_agent`, `heuristic_agent` (seed 000 section 5) and the
+`with_killer` wrapper (seed 001's "killer" module: take an immediate win, else block the
+opponent's immediate win, else defer to the wrapped agent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gomoku_jax import tactics
+from gomoku_jax.game import Gomoku, State, sample_legal_action
+
+__all__ = [
+    "Agent",
+    "JaxAgent",
+    "PythonAgent",
+    "heuristic_agent",
+    "numpy_rng",
+    "random_agent",
+    "with_killer",
+]
+
+Policy = Callable[[Any, jax.Array, State], jax.Array]
+
+
+class Agent:
+    """A player. Subclasses give it a ``name`` and implement `act`."""
+
+    name: str
+
+    def act(self, state: State, key: jax.Array) -> int:
+        """The action (``row * size + col``) to play in one unbatched game."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class JaxAgent(Agent):
+    """An agent given by a pure policy for one game: ``policy(params, key, state)``."""
+
+    name: str
+    policy: Policy
+    params: Any = None
+
+    @functools.cached_property
+    def _jit_policy(self):
+        return jax.jit(self.policy)
+
+    def act(self, state: State, key: jax.Array) -> int:
+        return int(self._jit_policy(self.params, key, state))
+
+    def batch_policy(self) -> Callable[[Any, jax.Array, State], jax.Array]:
+        """``(params, keys [B], states [B]) -> actions [B]``: the policy over a batch."""
+        return jax.vmap(self.policy, in_axes=(None, 0, 0))
+
+
+def numpy_rng(key: jax.Array) -> np.random.Generator:
+    """A NumPy generator seeded from a JAX key, so Python agents are reproducible too."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+
+
+class PythonAgent(Agent):
+    """An agent whose search runs in Python: implement ``select(state, rng)``."""
+
+    def select(self, state: State, rng: np.random.Generator) -> int:
+        raise NotImplementedError
+
+    def act(self, state: State, key: jax.Array) -> int:
+        action = self.select(state, numpy_rng(key))
+        # Integers of any kind become int; anything else is passed on for the caller
+        # (the arena) to report as an illegal answer.
+        return int(action) if isinstance(action, (int, np.integer)) else action
+
+
+# ----------------------------------------------------------------- baselines
+
+
+def _random_policy(params, key, state: State) -> jax.Array:
+    del params
+    return sample_legal_action(key, state.legal_action_mask)
+
+
+def random_agent(name: str = "random") -> JaxAgent:
+    """Uniformly random legal moves."""
+    return JaxAgent(name, _random_policy)
+
+
+def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State) -> jax.Array:
+    """Seed 000's heuristic for one game: win, block a four, block an open three (the
+    block nearest the centre), else one of the ``top_k`` empty cells nearest the centre."""
+    del params
+    board, me = state.board, state.current_player
+    n = env.size
+    win = tactics.winning_moves(board, me, env.k, env.rule)
+    block = tactics.winning_moves(board, 1 - me, env.k, env.rule)
+    three = tactics.open_three_blocks(board, 1 - me, env.k)
+    empty = board == 0
+    # Near the centre with light randomisation: a uniform pick among the top_k empty
+    # cells by Manhattan distance to the centre (ties by a random jitter).
+    distance = jnp.asarray(tactics.centrality(n)).reshape(-1)
+    jitter = jax.random.uniform(key, (n * n,), maxval=0.5)
+    score = jnp.where(empty.reshape(-1), -(distance + jitter), -jnp.inf)
+    _, best = jax.lax.top_k(score, min(top_k, n * n))
+    pick = jax.random.randint(jax.random.fold_in(key, 1), (), 0, jnp.maximum(
+        jnp.minimum(top_k, empty.sum()), 1))
+    fallback = best[pick].astype(jnp.int32)
+    action = fallback
+    for mask in (three, block, win):  # later entries take priority
+        action = jnp.where(mask.any(), tactics.most_central(mask), action)
+    return action.astype(jnp.int32)
+
+
+def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic") -> JaxAgent:
+    """Seed 000's rule-based baseline (section 5), jittable: take a win, block a four
+    (the opponent's immediate win), block an open three, else play near the centre with
+    light randomisation among the ``top_k`` most central empty cells."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"heuristic_agent: top_k must be a positive integer, got {top_k!r}")
+    return JaxAgent(name, functools.partial(_heuristic_policy, env, top_k))
+
+
+def _killer_policy(env: Gomoku, inner: Policy, params, key, state: State) -> jax.Array:
+    forced = _forced_move(env, state)
+    return jnp.where(forced >= 0, forced, inner(params, key, state)).astype(jnp.int32)
+
+
+class _KillerPython(PythonAgent):
+    def __init__(self, env: Gomoku, inner: Agent, name: str):
+        self.env, self.inner, self.name = env, inner, name
+        self._forced = jax.jit(functools.partial(_forced_move, env))
+
+    def act(self, state: State, key: jax.Array) -> int:
+        forced = int(self._forced(state))
+        return forced if forced >= 0 else self.inner.act(state, key)
+
+
+def _forced_move(env: Gomoku, state: State) -> jax.Array:
+    """The killer module's move for one game, or -1 when nothing is forced."""
+    board, me = state.board, state.current_player
+    win = tactics.winning_moves(board, me, env.k, env.rule)
+    block = tactics.winning_moves(board, 1 - me, env.k, env.rule)
+    return jnp.where(win.any(), tactics.most_central(win),
+                     jnp.where(block.any(), tactics.most_central(block), -1))
+
+
+def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
+    """Seed 001's "killer" module around any agent: take an immediate win; else block
+    the opponent's immediate win; else play what ``agent`` plays. A JAX agent stays a
+    JAX agent (and stays batched in the arena)."""
+    name = name or f"{agent.name}+killer"
+    if isinstance(agent, JaxAgent):
+        return JaxAgent(name, functools.partial(_killer_policy, env, agent.policy), agent.params)
+    return _KillerPython(env, agent, name)

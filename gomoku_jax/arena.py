@@ -1,0 +1,367 @@
+"""Matches between agents: colours alternating, optional random openings, seeded.
+
+`play_match(env, a, b, games)` plays ``games`` games with ``a`` black in the even-numbered
+games and white in the odd ones. With ``opening_stones=K`` each pair of games starts from
+the same K random stones near the centre (alternating colours, black first) with the
+colours swapped, so deterministic agents do not replay one game and neither side gets the
+better opening. Everything derives from ``seed``: the same seed gives the same games.
+
+When both agents are `JaxAgent`s the whole match runs as one compiled loop over all games
+in lockstep; otherwise games are played one after the other, one move at a time.
+
+An agent that returns an illegal action (or raises) loses that game; the record keeps the
+reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gomoku_jax.agents import Agent, JaxAgent
+from gomoku_jax.game import Gomoku, State
+
+__all__ = ["GameRecord", "MatchResult", "Tournament", "opening_moves", "play_match", "round_robin"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GameRecord:
+    """One finished game."""
+
+    black: str
+    white: str
+    moves: tuple[int, ...]  # every action played, opening included
+    opening: int  # how many of ``moves`` were the random opening
+    winner: int  # -1 draw, 0 black, 1 white
+    forfeit: str | None = None  # why the loser lost, when it played an illegal move
+
+    @property
+    def length(self) -> int:
+        return len(self.moves)
+
+    def result_for(self, name: str) -> float:
+        """1 win, 0.5 draw, 0 loss for the player ``name``."""
+        if self.winner < 0:
+            return 0.5
+        return 1.0 if (self.black, self.white)[self.winner] == name else 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"moves": list(self.moves)}
+
+
+@dataclasses.dataclass
+class MatchResult:
+    """The games of one match and the thinking time each agent used."""
+
+    names: tuple[str, str]
+    records: list[GameRecord]
+    seconds: dict[str, float]  # total thinking time per agent
+    decisions: dict[str, int]  # moves each agent chose (openings excluded)
+
+    def score(self, name: str) -> dict:
+        """Wins / losses / draws of ``name``, also split by colour."""
+        out = dict(wins=0, losses=0, draws=0, wins_as_black=0, wins_as_white=0, games=0)
+        for r in self.records:
+            if name not in (r.black, r.white):
+                continue
+            out["games"] += 1
+            s = r.result_for(name)
+            if s == 0.5:
+                out["draws"] += 1
+            elif s == 1.0:
+                out["wins"] += 1
+                out["wins_as_black" if r.black == name else "wins_as_white"] += 1
+            else:
+                out["losses"] += 1
+        return out
+
+    def seconds_per_move(self, name: str) -> float:
+        return self.seconds[name] / max(self.decisions[name], 1)
+
+    def to_dict(self) -> dict:
+        return {
+            "names": list(self.names),
+            "scores": {n: self.score(n) for n in self.names},
+            "seconds_per_move": {n: self.seconds_per_move(n) for n in self.names},
+            "games": [r.to_dict() for r in self.records],
+        }
+
+
+def opening_moves(env: Gomoku, key: jax.Array, stones: int) -> list[int]:
+    """``stones`` random distinct cells near the centre (within a square of side about
+    ``2 * ceil(sqrt(stones)) + 1``), played alternately from black. At most ``2(k-1)``
+    stones, so an opening can never already be a win."""
+    if isinstance(stones, bool) or not isinstance(stones, (int, np.integer)) or stones < 0:
+        raise ValueError(f"opening_stones must be a non-negative integer, got {stones!r}")
+    if stones > 2 * (env.k - 1):
+        raise ValueError(
+            f"opening_stones must be at most 2*(k-1) = {2 * (env.k - 1)} so that no opening "
+            f"is already won, got {stones}"
+        )
+    n = env.size
+    radius = int(np.ceil(np.sqrt(stones))) if stones else 0
+    lo, hi = max(0, (n - 1) // 2 - radius), min(n - 1, n // 2 + radius)
+    cells = np.array([r * n + c for r in range(lo, hi + 1) for c in range(lo, hi + 1)])
+    if stones > len(cells):
+        raise ValueError(f"opening_stones={stones} do not fit near the centre of a {n}x{n} board")
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    return [int(a) for a in rng.choice(cells, size=stones, replace=False)]
+
+
+def _illegal_reason(env: Gomoku, state: State, action) -> str | None:
+    n = env.size
+    if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
+        return f"returned {action!r}, not an action index"
+    if not 0 <= action < n * n:
+        return f"played action {action}, off the {n}x{n} board"
+    if int(np.asarray(state.board).reshape(-1)[action]) != 0:
+        return f"played {divmod(int(action), n)}, an occupied cell"
+    return None
+
+
+def _forfeit(env: Gomoku, state: State) -> State:
+    """The mover loses at once (the engine's forfeit, by an off-board action)."""
+    return env._jit_step(state, jnp.int32(-1))
+
+
+def _play_one(env: Gomoku, black: Agent, white: Agent, opening: Sequence[int], key,
+              seconds: dict, decisions: dict) -> GameRecord:
+    state = env.init()
+    for a in opening:
+        state = env._jit_step(state, jnp.int32(a))
+    moves, forfeit = list(opening), None
+    players = (black, white)
+    ply = 0
+    while not bool(state.terminated):
+        agent = players[int(state.current_player)]
+        start = time.perf_counter()
+        try:
+            action = agent.act(state, jax.random.fold_in(key, ply))
+        except Exception as err:  # an agent's crash costs it the game, not the match
+            action, reason = None, f"raised {type(err).__name__}: {err}"
+        else:
+            reason = _illegal_reason(env, state, action)
+        seconds[agent.name] += time.perf_counter() - start
+        decisions[agent.name] += 1
+        ply += 1
+        if reason is not None:
+            forfeit = f"{agent.name} {reason}"
+            state = _forfeit(env, state)
+            break
+        moves.append(int(action))
+        state = env._jit_step(state, jnp.int32(action))
+    return GameRecord(black.name, white.name, tuple(moves), len(opening), int(state.winner), forfeit)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy_a", "policy_b"))
+def _lockstep(env, policy_a, policy_b, params_a, params_b, key, a_is_black, openings):
+    """All games of a JAX-vs-JAX match at once. Returns moves [B, N*N] (-1 padded), the
+    winners [B] and a flag [B] for games lost by an illegal action."""
+    batch, n_open = openings.shape
+    nn = env.num_actions
+    step = jax.vmap(env.step)
+    act_a = jax.vmap(policy_a, in_axes=(None, 0, 0))
+    act_b = jax.vmap(policy_b, in_axes=(None, 0, 0))
+    state = jax.vmap(env.init)(jax.random.split(key, batch))
+    moves = jnp.full((batch, nn), -1, jnp.int32)
+    for t in range(n_open):
+        state = step(state, openings[:, t])
+        moves = moves.at[:, t].set(openings[:, t])
+
+    def body(carry):
+        t, state, moves, illegal = carry
+        keys = jax.random.split(jax.random.fold_in(key, t), 2 * batch)
+        a_moves = (state.current_player == 0) == a_is_black
+        action = jnp.where(a_moves, act_a(params_a, keys[:batch], state),
+                           act_b(params_b, keys[batch:], state))
+        live = ~state.terminated
+        ok = (action >= 0) & (action < nn) & jnp.take_along_axis(
+            state.legal_action_mask, jnp.clip(action, 0, nn - 1)[:, None], axis=1)[:, 0]
+        illegal = illegal | (live & ~ok)
+        moves = moves.at[:, t].set(jnp.where(live & ok, action, moves[:, t]))
+        return t + 1, step(state, action), moves, illegal
+
+    def cond(carry):
+        t, state, _, _ = carry
+        return (t < nn) & ~jnp.all(state.terminated)
+
+    init = (jnp.int32(n_open), state, moves, jnp.zeros((batch,), bool))
+    _, state, moves, illegal = jax.lax.while_loop(cond, body, init)
+    return moves, state.winner, illegal
+
+
+def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: int = 0,
+               opening_stones: int = 0, progress: bool = False) -> MatchResult:
+    """Play ``games`` games between two agents (``agent_a`` black in even games)."""
+    if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
+        raise ValueError(f"games must be a positive integer, got {games!r}")
+    if agent_a.name == agent_b.name:
+        raise ValueError(f"the two agents need different names, both are {agent_a.name!r}")
+    key = jax.random.key(seed)
+    openings = [opening_moves(env, jax.random.fold_in(key, 10_000 + g // 2), opening_stones)
+                for g in range(games)]
+    names = (agent_a.name, agent_b.name)
+    seconds = {n: 0.0 for n in names}
+    decisions = {n: 0 for n in names}
+    records: list[GameRecord] = []
+    if isinstance(agent_a, JaxAgent) and isinstance(agent_b, JaxAgent):
+        a_is_black = jnp.asarray([g % 2 == 0 for g in range(games)])
+        start = time.perf_counter()
+        moves, winners, illegal = _lockstep(
+            env, agent_a.policy, agent_b.policy, agent_a.params, agent_b.params, key,
+            a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
+        moves, winners, illegal = map(np.asarray, (moves, winners, illegal))
+        elapsed = time.perf_counter() - start
+        for g in range(games):
+            black, white = names if g % 2 == 0 else names[::-1]
+            played = tuple(int(a) for a in moves[g] if a >= 0)
+            forfeit = None
+            if illegal[g]:
+                loser = (black, white)[1 - int(winners[g])]
+                forfeit = f"{loser} played an illegal action"
+            records.append(GameRecord(black, white, played, opening_stones, int(winners[g]), forfeit))
+        total = sum(r.length - r.opening for r in records) + int(illegal.sum())
+        for n in names:  # both policies run on every ply of the lockstep loop
+            seconds[n] = elapsed / 2
+            decisions[n] = max(total // 2, 1)
+    else:
+        iterator = range(games)
+        if progress:
+            from tqdm import tqdm
+
+            iterator = tqdm(iterator, desc=f"{names[0]} vs {names[1]}")
+        for g in iterator:
+            black, white = (agent_a, agent_b) if g % 2 == 0 else (agent_b, agent_a)
+            records.append(_play_one(env, black, white, openings[g], jax.random.fold_in(key, g),
+                                     seconds, decisions))
+    return MatchResult(names, records, seconds, decisions)
+
+
+@dataclasses.dataclass
+class Tournament:
+    """A round robin: every pair of agents played one match."""
+
+    names: list[str]
+    matches: list[MatchResult]
+
+    @property
+    def records(self) -> list[GameRecord]:
+        return [r for m in self.matches for r in m.records]
+
+    def report(self, anchor: str | None = "random") -> dict:
+        """Seed 000 section 5's tables plus Elo ratings and time per move (seed 003)."""
+        from gomoku_jax import ratings as _ratings
+
+        names, records = self.names, self.records
+        index = {n: i for i, n in enumerate(names)}
+        k = len(names)
+        wins = np.zeros((k, k), int)
+        games = np.zeros((k, k), int)
+        pairings = []
+        for m in self.matches:
+            a, b = m.names
+            lengths = [r.length for r in m.records]
+            pairings.append({
+                "pairing": f"{a} vs {b}",
+                "games": len(m.records),
+                "mean_moves": float(np.mean(lengths)),
+                "black_wins": sum(r.winner == 0 for r in m.records),
+                "white_wins": sum(r.winner == 1 for r in m.records),
+                "draws": sum(r.winner < 0 for r in m.records),
+            })
+        for r in records:
+            i, j = index[r.black], index[r.white]
+            games[i, j] += 1
+            games[j, i] += 1
+            if r.winner == 0:
+                wins[i, j] += 1
+            elif r.winner == 1:
+                wins[j, i] += 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(games > 0, wins / np.maximum(games, 1), np.nan)
+        per_agent = {}
+        for n in names:
+            total = dict(wins=0, losses=0, draws=0, wins_as_black=0, wins_as_white=0, games=0)
+            seconds, decisions = 0.0, 0
+            for m in self.matches:
+                if n in m.names:
+                    for key, value in m.score(n).items():
+                        total[key] += value
+                    seconds += m.seconds[n]
+                    decisions += m.decisions[n]
+            total["win_rate"] = total["wins"] / max(total["games"], 1)
+            total["seconds_per_move"] = seconds / max(decisions, 1)
+            per_agent[n] = total
+        anchor = anchor if anchor in names else None
+        elo = _ratings.elo_from_games(
+            names, [(index[r.black], index[r.white], r.result_for(r.black)) for r in records],
+            anchor=anchor,
+        )
+        return {
+            "agents": names,
+            "win_rate_matrix": [[None if np.isnan(x) else float(x) for x in row] for row in rate],
+            "per_agent": per_agent,
+            "pairings": pairings,
+            "colours": {
+                "games": len(records),
+                "black_wins": sum(r.winner == 0 for r in records),
+                "white_wins": sum(r.winner == 1 for r in records),
+                "draws": sum(r.winner < 0 for r in records),
+            },
+            "forfeits": [r.forfeit for r in records if r.forfeit],
+            "ratings": elo.to_dict(),
+            "ratings_table": elo.table(),
+        }
+
+    def to_markdown(self, report: dict | None = None) -> str:
+        report = report or self.report()
+        names = report["agents"]
+        lines = ["### Win rate (row agent's wins against the column agent)", "",
+                 "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        for n, row in zip(names, report["win_rate_matrix"]):
+            cells = ["—" if x is None else f"{100 * x:.0f}%" for x in row]
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines += ["", "### Per agent", "",
+                  "| agent | W | L | D | win % | W as black | W as white | s / move |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for n in names:
+            a = report["per_agent"][n]
+            lines.append(f"| {n} | {a['wins']} | {a['losses']} | {a['draws']} | "
+                         f"{100 * a['win_rate']:.1f}% | {a['wins_as_black']} | {a['wins_as_white']} | "
+                         f"{a['seconds_per_move']:.4f} |")
+        lines += ["", "### Pairings", "", "| pairing | games | mean moves | black wins | white wins | draws |",
+                  "|---|---|---|---|---|---|"]
+        for p in report["pairings"]:
+            lines.append(f"| {p['pairing']} | {p['games']} | {p['mean_moves']:.1f} | "
+                         f"{p['black_wins']} | {p['white_wins']} | {p['draws']} |")
+        c = report["colours"]
+        lines += ["", f"Black won {c['black_wins']}, white {c['white_wins']}, draws {c['draws']} "
+                  f"of {c['games']} games.", "", "### Elo (maximum likelihood, 95% interval)", ""]
+        lines.append(report["ratings_table"])
+        return "\n".join(lines)
+
+
+def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed: int = 0,
+                opening_stones: int = 0, progress: bool = False) -> Tournament:
+    """Every pair of ``agents`` plays a match of ``games_per_pair`` games."""
+    names = [a.name for a in agents]
+    if len(set(names)) != len(names):
+        raise ValueError(f"agent names must be unique, got {names}")
+    if len(agents) < 2:
+        raise ValueError("a round robin needs at least two agents")
+    pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
+    iterator = pairs
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(pairs, desc="round robin")
+    matches = [play_match(env, agents[i], agents[j], games_per_pair,
+                          seed=seed + 1_000 * (i * len(agents) + j), opening_stones=opening_stones)
+               for i, j in iterator]
+    return Tournament(names, matches)

@@ -1,0 +1,457 @@
+"""Elo ratings by maximum likelihood from game results (pure NumPy).
+
+Used by the arena's round-robin reports.  Two entry points:
+
+* :func:`elo_from_games` takes one record ``(i, j, score)`` per game, where
+  ``i`` and ``j`` are player indices (or names) and ``score`` is what player
+  ``i`` scored against ``j``: ``1`` win, ``0.5`` draw, ``0`` loss.
+* :func:`elo_from_matrix` takes aggregated results: ``points[i, j]`` is the
+  points ``i`` scored against ``j`` and ``games[i, j]`` the number of games
+  between them (symmetric, so ``points + points.T == games``).
+
+Model
+-----
+Bradley-Terry on the Elo scale::
+
+    P(i beats j) = 1 / (1 + 10 ** (-(r_i - r_j) / 400))
+
+A draw counts as half a win and half a loss, i.e. it contributes
+``0.5 * log P(i beats j) + 0.5 * log P(j beats i)`` to the log-likelihood
+(the usual Elo convention; there is no separate draw parameter).
+
+The ratings maximise the (penalised) log-likelihood, found with damped
+Newton's method to convergence.  Only rating *differences* are identified, so
+one *anchor* player is fixed at 0 (by default ``"random"`` when present, else
+the first player); ``anchor=None`` instead centres the ratings on mean 0.
+
+Prior
+-----
+A player with a perfect (or zero) score has an infinite unregularised MLE.
+To keep ratings finite a weak Gaussian prior is put on every pairwise rating
+difference, ``r_i - r_j ~ N(0, prior_sigma**2)`` (default 1000 Elo), which is
+equivalent to the penalty ``sum_{i<j} (r_i - r_j)**2 / (2 * prior_sigma**2)``.
+It is invariant to shifting all ratings, so the choice of anchor only shifts
+the result.  Its information per pair, ``(400 / ln 10 / prior_sigma)**2``
+(about 0.03 in log-odds units for ``prior_sigma=1000``), equals that of about
+0.12 games at even odds (each worth 0.25), so with tens of games per pair it
+moves ratings by a small fraction of an Elo point; it only matters when the
+data alone cannot pin a rating down.  ``prior_sigma=None`` disables
+it, in which case results whose "scored against" graph is not strongly
+connected (someone never lost, never scored, or groups never met) raise
+:class:`ValueError` because the MLE does not exist.
+
+Uncertainty
+-----------
+Standard errors come from the observed Fisher information: the inverse of the
+Hessian of the negative log-posterior (log-likelihood plus the prior above)
+with the anchor's row and column removed.  The anchor's ``sd`` is 0; with
+``anchor=None`` the ``sd`` is that of ``r_i - mean(r)``.  Intervals are
+``rating +- z * sd`` with ``z = 1.96`` for the default 95% confidence.
+
+Players without games
+---------------------
+A player that played no games has no information about its rating, so both
+functions raise :class:`ValueError` naming such players; drop them first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_ANCHOR",
+    "DEFAULT_PRIOR_SIGMA",
+    "Ratings",
+    "elo_from_games",
+    "elo_from_matrix",
+    "win_probability",
+]
+
+DEFAULT_ANCHOR = "random"
+"""Anchor name used by default; falls back to the first player if absent."""
+
+DEFAULT_PRIOR_SIGMA = 1000.0
+"""Default sd (Elo) of the Gaussian prior on each pairwise rating difference."""
+
+_ELO_SCALE = 400.0 / math.log(10.0)  # Elo points per natural-log-odds unit
+_VALID_SCORES = (0.0, 0.5, 1.0)
+
+
+def win_probability(r_i: Any, r_j: Any) -> Any:
+    """Model probability that a player rated ``r_i`` beats one rated ``r_j``."""
+    return 1.0 / (1.0 + 10.0 ** (-(np.asarray(r_i) - np.asarray(r_j)) / 400.0))
+
+
+@dataclass(frozen=True)
+class Ratings:
+    """Fitted Elo ratings with confidence intervals.
+
+    All arrays are indexed like ``names``.  ``games`` is the number of games
+    each player played; ``anchor`` is the name fixed at 0 (``None`` when the
+    ratings are centred on mean 0).
+    """
+
+    names: tuple[str, ...]
+    ratings: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    sd: np.ndarray
+    games: np.ndarray
+    anchor: str | None
+    confidence: float = 0.95
+    prior_sigma: float | None = DEFAULT_PRIOR_SIGMA
+
+    def __getitem__(self, name: str) -> float:
+        """Rating of the player called ``name``."""
+        return float(self.ratings[self.names.index(name)])
+
+    def order(self) -> np.ndarray:
+        """Player indices sorted by rating, best first (ties keep input order)."""
+        return np.argsort(-self.ratings, kind="stable")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict: metadata plus one entry per player, best first."""
+        return {
+            "anchor": self.anchor,
+            "confidence": self.confidence,
+            "prior_sigma": self.prior_sigma,
+            "players": [
+                {
+                    "name": self.names[k],
+                    "rating": float(self.ratings[k]),
+                    "lower": float(self.lower[k]),
+                    "upper": float(self.upper[k]),
+                    "sd": float(self.sd[k]),
+                    "games": int(self.games[k]),
+                }
+                for k in self.order()
+            ],
+        }
+
+    def table(self, digits: int = 0) -> str:
+        """Markdown table of the ratings, sorted best first."""
+        pct = f"{100 * self.confidence:g}%"
+        lines = [
+            f"| rank | player | Elo | {pct} CI | ± | games |",
+            "|---:|:---|---:|:---:|---:|---:|",
+        ]
+        for rank, k in enumerate(self.order(), start=1):
+            name = self.names[k] + (" (anchor)" if self.names[k] == self.anchor else "")
+            lines.append(
+                f"| {rank} | {name} | {self.ratings[k]:.{digits}f} | "
+                f"[{self.lower[k]:.{digits}f}, {self.upper[k]:.{digits}f}] | "
+                f"{self.upper[k] - self.ratings[k]:.{digits}f} | {int(self.games[k])} |"
+            )
+        return "\n".join(lines)
+
+
+def elo_from_games(
+    names: Sequence[str],
+    records: Iterable[Sequence[Any]] | np.ndarray,
+    anchor: str | None = DEFAULT_ANCHOR,
+    *,
+    prior_sigma: float | None = DEFAULT_PRIOR_SIGMA,
+    confidence: float = 0.95,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+) -> Ratings:
+    """Fit Elo ratings from per-game records ``(i, j, score)``.
+
+    ``i`` and ``j`` are indices into ``names`` (or the names themselves);
+    ``score`` is player ``i``'s result against ``j``: 1, 0.5 or 0.  See the
+    module docstring for the model, prior, anchor and intervals.
+    """
+    names = _check_names(names)
+    i, j, score = _parse_records(names, records)
+    n = len(names)
+    games = np.zeros((n, n))
+    points = np.zeros((n, n))
+    np.add.at(games, (i, j), 1.0)
+    np.add.at(games, (j, i), 1.0)
+    np.add.at(points, (i, j), score)
+    np.add.at(points, (j, i), 1.0 - score)
+    return _fit(names, points, games, anchor, prior_sigma, confidence, tol, max_iter)
+
+
+def elo_from_matrix(
+    names: Sequence[str],
+    points: Any,
+    games: Any,
+    anchor: str | None = DEFAULT_ANCHOR,
+    *,
+    prior_sigma: float | None = DEFAULT_PRIOR_SIGMA,
+    confidence: float = 0.95,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+) -> Ratings:
+    """Fit Elo ratings from aggregated results.
+
+    ``points[i, j]`` is the total score of ``i`` against ``j`` (draws count
+    0.5) and ``games[i, j]`` the number of games between ``i`` and ``j``.
+    ``games`` must be symmetric with a zero diagonal, ``0 <= points <= games``
+    and ``points + points.T == games``.
+    """
+    names = _check_names(names)
+    points, games = _check_matrices(names, points, games)
+    return _fit(names, points, games, anchor, prior_sigma, confidence, tol, max_iter)
+
+
+# ---------------------------------------------------------------------------
+# validation
+
+
+def _check_names(names: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise ValueError("names must be a sequence of player names, not a single string")
+    names = tuple(names)
+    if not names:
+        raise ValueError("need at least one player")
+    bad = [x for x in names if not isinstance(x, str)]
+    if bad:
+        raise ValueError(f"player names must be strings, got {bad!r}")
+    dupes = sorted({x for x in names if names.count(x) > 1})
+    if dupes:
+        raise ValueError(f"duplicate player names: {dupes}")
+    return names
+
+
+def _player_index(names: tuple[str, ...], who: Any, where: str) -> int:
+    if isinstance(who, str):
+        if who not in names:
+            raise ValueError(f"{where}: unknown player name {who!r}; players are {list(names)}")
+        return names.index(who)
+    numeric = isinstance(who, (int, np.integer, float, np.floating))
+    if isinstance(who, (bool, np.bool_)) or not numeric:
+        raise ValueError(f"{where}: player must be an index or a name, got {who!r}")
+    if not math.isfinite(who) or who != int(who):
+        raise ValueError(f"{where}: player index must be an integer, got {who!r}")
+    k = int(who)
+    if not 0 <= k < len(names):
+        raise ValueError(f"{where}: unknown player index {k}; valid indices are 0..{len(names) - 1}")
+    return k
+
+
+def _parse_records(
+    names: tuple[str, ...], records: Iterable[Sequence[Any]] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if isinstance(records, np.ndarray) and records.dtype.kind in "iuf":
+        return _parse_record_array(names, records)
+    rows = list(records)
+    if len(rows) == 0:
+        raise ValueError("no game records given")
+    i_idx, j_idx, scores = [], [], []
+    for g, row in enumerate(rows):
+        where = f"record {g}"
+        if len(row) != 3:
+            raise ValueError(f"{where}: expected (i, j, score), got {tuple(row)!r}")
+        a = _player_index(names, row[0], where)
+        b = _player_index(names, row[1], where)
+        if a == b:
+            raise ValueError(f"{where}: player {names[a]!r} cannot play itself")
+        try:
+            s = float(row[2])
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: score must be 0, 0.5 or 1, got {row[2]!r}") from None
+        if s not in _VALID_SCORES:
+            raise ValueError(f"{where}: score must be 0, 0.5 or 1, got {row[2]!r}")
+        i_idx.append(a)
+        j_idx.append(b)
+        scores.append(s)
+    return np.array(i_idx, dtype=int), np.array(j_idx, dtype=int), np.array(scores)
+
+
+def _parse_record_array(names: tuple[str, ...], records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :func:`_parse_records` for a numeric ``(m, 3)`` array."""
+    if records.ndim != 2 or records.shape[1] != 3:
+        raise ValueError(f"records array must have shape (m, 3) of (i, j, score), got {records.shape}")
+    if records.shape[0] == 0:
+        raise ValueError("no game records given")
+    n = len(names)
+    ij = records[:, :2].astype(float)
+    bad = ~np.isfinite(ij) | (ij != np.round(ij)) | (ij < 0) | (ij >= n)
+    if bad.any():
+        g, c = np.argwhere(bad)[0]
+        raise ValueError(f"record {g}: unknown player index {ij[g, c]:g}; valid indices are 0..{n - 1}")
+    i, j = ij[:, 0].astype(int), ij[:, 1].astype(int)
+    if np.any(i == j):
+        g = int(np.flatnonzero(i == j)[0])
+        raise ValueError(f"record {g}: player {names[i[g]]!r} cannot play itself")
+    score = records[:, 2].astype(float)
+    bad = ~np.isin(score, _VALID_SCORES)
+    if bad.any():
+        g = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"record {g}: score must be 0, 0.5 or 1, got {score[g]:g}")
+    return i, j, score
+
+
+def _check_matrices(names: tuple[str, ...], points: Any, games: Any) -> tuple[np.ndarray, np.ndarray]:
+    n = len(names)
+    points = np.asarray(points, dtype=float)
+    games = np.asarray(games, dtype=float)
+    for label, m in (("points", points), ("games", games)):
+        if m.shape != (n, n):
+            raise ValueError(f"{label} must have shape ({n}, {n}) for {n} players, got {m.shape}")
+        if not np.all(np.isfinite(m)):
+            raise ValueError(f"{label} contains non-finite values")
+        if np.any(m < 0):
+            i, j = np.argwhere(m < 0)[0]
+            raise ValueError(f"{label}[{i}, {j}] = {m[i, j]:g} is negative ({names[i]!r} vs {names[j]!r})")
+        if np.any(np.diag(m) != 0):
+            k = int(np.flatnonzero(np.diag(m))[0])
+            raise ValueError(f"{label}[{k}, {k}] must be 0: player {names[k]!r} cannot play itself")
+    atol = 1e-9 * max(1.0, float(games.max()))
+    if not np.allclose(games, games.T, rtol=0.0, atol=atol):
+        i, j = np.argwhere(~np.isclose(games, games.T, rtol=0.0, atol=atol))[0]
+        raise ValueError(
+            f"games must be symmetric: games[{i}, {j}] = {games[i, j]:g} "
+            f"but games[{j}, {i}] = {games[j, i]:g}"
+        )
+    if np.any(points > games + atol):
+        i, j = np.argwhere(points > games + atol)[0]
+        raise ValueError(f"points[{i}, {j}] = {points[i, j]:g} exceeds games[{i}, {j}] = {games[i, j]:g}")
+    bad = ~np.isclose(points + points.T, games, rtol=0.0, atol=atol)
+    if np.any(bad):
+        i, j = np.argwhere(bad)[0]
+        raise ValueError(
+            f"points[{i}, {j}] + points[{j}, {i}] = {points[i, j] + points[j, i]:g} "
+            f"must equal games[{i}, {j}] = {games[i, j]:g}"
+        )
+    return points, games
+
+
+def _resolve_anchor(names: tuple[str, ...], anchor: str | None) -> int | None:
+    if anchor is None:
+        return None
+    if not isinstance(anchor, str):
+        raise ValueError(f"anchor must be a player name or None, got {anchor!r}")
+    if anchor in names:
+        return names.index(anchor)
+    if anchor == DEFAULT_ANCHOR:
+        return 0
+    raise ValueError(f"anchor {anchor!r} is not among the players {list(names)}")
+
+
+def _strongly_connected(beats: np.ndarray) -> bool:
+    """Whether every player can reach every other along 'scored against' edges."""
+    n = beats.shape[0]
+    for adj in (beats, beats.T):
+        seen = np.zeros(n, dtype=bool)
+        seen[0] = True
+        frontier = seen.copy()
+        while frontier.any():
+            nxt = adj[frontier].any(axis=0) & ~seen
+            seen |= nxt
+            frontier = nxt
+        if not seen.all():
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# fitting (natural log-odds units internally: s = r / _ELO_SCALE)
+
+
+def _objective(s: np.ndarray, points: np.ndarray, prec: float) -> float:
+    d = s[:, None] - s[None, :]
+    nll = float(np.sum(points * np.logaddexp(0.0, -d)))
+    return nll + 0.25 * prec * float(np.sum(d * d))
+
+
+def _grad_hess(
+    s: np.ndarray, points: np.ndarray, games: np.ndarray, prec: float
+) -> tuple[np.ndarray, np.ndarray]:
+    n = s.size
+    d = s[:, None] - s[None, :]
+    p = 0.5 * (1.0 + np.tanh(0.5 * d))  # logistic(d), overflow-free
+    grad = -(points - games * p).sum(axis=1) + prec * (n * s - s.sum())
+    w = games * p * (1.0 - p)
+    hess = np.diag(w.sum(axis=1)) - w + prec * (n * np.eye(n) - 1.0)
+    return grad, hess
+
+
+def _fit(
+    names: tuple[str, ...],
+    points: np.ndarray,
+    games: np.ndarray,
+    anchor: str | None,
+    prior_sigma: float | None,
+    confidence: float,
+    tol: float,
+    max_iter: int,
+) -> Ratings:
+    n = len(names)
+    anchor_idx = _resolve_anchor(names, anchor)
+    played = games.sum(axis=1)
+    idle = [names[k] for k in range(n) if played[k] == 0]
+    if idle:
+        raise ValueError(f"players with no games have no defined rating: {idle}; remove them first")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if prior_sigma is None or prior_sigma == math.inf:
+        prec = 0.0
+        if not _strongly_connected(points > 0):
+            raise ValueError(
+                "the maximum-likelihood ratings are infinite without a prior: some group of "
+                "players never scored against (or never lost to) the rest, e.g. a perfect "
+                "record; pass a finite prior_sigma"
+            )
+    elif not (isinstance(prior_sigma, (int, float)) and prior_sigma > 0 and math.isfinite(prior_sigma)):
+        raise ValueError(f"prior_sigma must be a positive number of Elo points or None, got {prior_sigma!r}")
+    else:
+        prec = (_ELO_SCALE / float(prior_sigma)) ** 2
+
+    # Fit with player `ref` pinned at 0; the objective is shift invariant.
+    ref = 0 if anchor_idx is None else anchor_idx
+    free = np.array([k for k in range(n) if k != ref], dtype=int)
+    s = np.zeros(n)
+    if free.size:
+        f_old = _objective(s, points, prec)
+        for _ in range(max_iter):
+            grad, hess = _grad_hess(s, points, games, prec)
+            step = np.linalg.solve(hess[np.ix_(free, free)], -grad[free])
+            t = 1.0  # backtracking line search (Armijo) keeps Newton monotone
+            slope = float(grad[free] @ step)
+            while True:
+                trial = s.copy()
+                trial[free] += t * step
+                f_new = _objective(trial, points, prec)
+                if f_new <= f_old + 1e-4 * t * slope or t < 1e-10:
+                    break
+                t *= 0.5
+            s, f_old = trial, f_new
+            if np.max(np.abs(t * step)) < tol:
+                break
+        else:
+            raise RuntimeError(f"Elo fit did not converge in {max_iter} Newton iterations")
+
+    _, hess = _grad_hess(s, points, games, prec)
+    cov = np.zeros((n, n))
+    if free.size:
+        cov[np.ix_(free, free)] = np.linalg.inv(hess[np.ix_(free, free)])
+    if anchor_idx is None:
+        s = s - s.mean()
+        centre = np.eye(n) - 1.0 / n
+        cov = centre @ cov @ centre
+    ratings = s * _ELO_SCALE
+    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * _ELO_SCALE
+    if anchor_idx is not None:
+        ratings[anchor_idx] = 0.0
+        sd[anchor_idx] = 0.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return Ratings(
+        names=names,
+        ratings=ratings,
+        lower=ratings - z * sd,
+        upper=ratings + z * sd,
+        sd=sd,
+        games=np.rint(played).astype(int),
+        anchor=None if anchor_idx is None else names[anchor_idx],
+        confidence=float(confidence),
+        prior_sigma=None if prec == 0.0 else float(prior_sigma),
+    )

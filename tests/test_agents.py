@@ -1,0 +1,98 @@
+"""Baseline agents: legal play, the heuristic's priority order, the killer wrapper."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gomoku_jax import agents
+from gomoku_jax.game import Gomoku, random_games
+
+ENV = Gomoku(9, 5)
+
+
+def _pos(stones, to_move=0, env=ENV):
+    board = np.zeros((env.size, env.size), np.int8)
+    for (r, c), v in stones.items():
+        board[r, c] = v
+    return env.from_board(board, to_move=to_move)
+
+
+def _acts(agent, state, seeds=range(8)):
+    return {divmod(agent.act(state, jax.random.key(s)), ENV.size) for s in seeds}
+
+
+def test_random_agent_plays_only_legal_moves():
+    rng = np.random.default_rng(0)
+    agent = agents.random_agent()
+    for _ in range(4):
+        cells = rng.permutation(81)[:40]
+        s = _pos({divmod(int(a), 9): 1 + (i % 2) for i, a in enumerate(cells)})
+        chosen = {agent.act(s, jax.random.key(seed)) for seed in range(30)}
+        assert all(bool(s.legal_action_mask[a]) for a in chosen)
+        assert len(chosen) > 10  # spread over the 41 empty cells, not stuck on one
+
+
+def test_heuristic_takes_a_win_before_blocking():
+    # Black (to move) has four at (4,1..4); white has four at (0,0..3).
+    stones = {(4, c): 1 for c in range(1, 5)} | {(0, c): 2 for c in range(4)}
+    s = _pos(stones, to_move=0)
+    assert _acts(agents.heuristic_agent(ENV), s) <= {(4, 0), (4, 5)}
+    assert _acts(agents.heuristic_agent(ENV), s) == {(4, 5)}  # the more central winning cell
+
+
+def test_heuristic_blocks_a_four_then_an_open_three():
+    four = {(2, c): 2 for c in range(2, 6)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
+    assert _acts(agents.heuristic_agent(ENV), _pos(four, to_move=0)) == {(2, 6)}
+    three = {(4, 2): 2, (4, 3): 2, (4, 4): 2, (0, 0): 1, (0, 8): 1, (8, 0): 1}
+    # White's .XXX. on row 4: blocks at (4, 1) and (4, 5); (4, 5) is nearer the centre.
+    assert _acts(agents.heuristic_agent(ENV), _pos(three, to_move=0)) == {(4, 5)}
+    broken = {(4, 2): 2, (4, 4): 2, (4, 5): 2, (0, 0): 1, (0, 8): 1, (8, 0): 1}
+    assert _acts(agents.heuristic_agent(ENV), _pos(broken, to_move=0)) == {(4, 3)}  # the gap
+
+
+def test_heuristic_opens_near_the_centre_with_light_randomisation():
+    moves = _acts(agents.heuristic_agent(ENV, top_k=3), ENV.init(), seeds=range(40))
+    centre_ring = {(4, 4), (3, 4), (4, 3), (4, 5), (5, 4)}
+    assert moves <= centre_ring and len(moves) >= 2
+    assert _acts(agents.heuristic_agent(ENV, top_k=1), ENV.init(), seeds=range(10)) == {(4, 4)}
+    with pytest.raises(ValueError, match="top_k"):
+        agents.heuristic_agent(ENV, top_k=0)
+
+
+def test_batched_policy_equals_single_calls():
+    agent = agents.heuristic_agent(ENV)
+    final, moves = random_games(ENV, jax.random.key(1), 16, record=True)
+    # Positions after 6 random plies of each recorded game.
+    states = []
+    for g in range(16):
+        s = ENV.init()
+        for a in np.asarray(moves[g][:6]):
+            s = ENV.step(s, int(a))
+        states.append(s)
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *states)
+    keys = jax.random.split(jax.random.key(2), 16)
+    batch = np.asarray(jax.jit(agent.batch_policy())(None, keys, stacked))
+    single = [agent.act(states[g], keys[g]) for g in range(16)]
+    assert batch.tolist() == single
+
+
+class _Fixed(agents.PythonAgent):
+    def __init__(self, action):
+        self.name, self.action = "fixed", action
+
+    def select(self, state, rng):
+        return self.action
+
+
+@pytest.mark.parametrize("make", [lambda: agents.random_agent(), lambda: _Fixed(0)])
+def test_killer_takes_a_win_then_blocks_a_loss(make):
+    killer = agents.with_killer(make(), ENV)
+    assert isinstance(killer, agents.JaxAgent) == isinstance(make(), agents.JaxAgent)
+    win = {(6, c): 1 for c in range(4)} | {(0, c): 2 for c in range(4)}
+    assert _acts(killer, _pos(win, to_move=0)) == {(6, 4)}
+    block = {(0, c): 2 for c in range(4)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
+    assert _acts(killer, _pos(block, to_move=0)) == {(0, 4)}
+    quiet = _pos({(4, 4): 1}, to_move=1)
+    moves = _acts(killer, quiet)
+    assert all(quiet.legal_action_mask[r * 9 + c] for r, c in moves)

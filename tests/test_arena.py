@@ -1,0 +1,141 @@
+"""The arena: reproducible matches, colours and openings, forfeits, round robins."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gomoku_jax import agents, arena
+from gomoku_jax.game import Gomoku
+
+ENV = Gomoku(7, 4)
+
+
+def _replay(env, record):
+    """Replay a record in the engine; return the final state."""
+    s = env.init()
+    for a in record.moves:
+        assert bool(s.legal_action_mask[a]) and not bool(s.terminated)
+        s = env.step(s, a)
+    return s
+
+
+class _PyRandom(agents.PythonAgent):
+    def __init__(self, name="py-random"):
+        self.name = name
+
+    def select(self, state, rng):
+        return int(rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask))))
+
+
+@pytest.mark.parametrize("pair", ["jax", "python"])
+def test_match_is_reproducible_alternates_colours_and_replays(pair):
+    a = agents.heuristic_agent(ENV)
+    b = agents.random_agent() if pair == "jax" else _PyRandom()
+    m1 = arena.play_match(ENV, a, b, 6, seed=3, opening_stones=2)
+    m2 = arena.play_match(ENV, a, b, 6, seed=3, opening_stones=2)
+    assert [r.moves for r in m1.records] == [r.moves for r in m2.records]
+    m3 = arena.play_match(ENV, a, b, 6, seed=4, opening_stones=2)
+    assert [r.moves for r in m1.records] != [r.moves for r in m3.records]
+    for g, r in enumerate(m1.records):
+        assert (r.black, r.white) == ((a.name, b.name) if g % 2 == 0 else (b.name, a.name))
+        assert r.opening == 2 and r.forfeit is None
+        s = _replay(ENV, r)
+        assert bool(s.terminated) and int(s.winner) == r.winner
+    # Each pair of games shares its opening, with the colours swapped.
+    for g in range(0, 6, 2):
+        assert m1.records[g].moves[:2] == m1.records[g + 1].moves[:2]
+    assert len({m1.records[g].moves[:2] for g in range(0, 6, 2)}) > 1
+    score = m1.score(a.name)
+    assert score["wins"] + score["losses"] + score["draws"] == score["games"] == 6
+    assert score["wins_as_black"] + score["wins_as_white"] == score["wins"]
+
+
+def test_openings_are_near_the_centre_and_never_decided():
+    env = Gomoku(15, 5)
+    for seed in range(20):
+        cells = arena.opening_moves(env, jax.random.key(seed), 8)
+        assert len(set(cells)) == 8
+        assert all(abs(r - 7) <= 3 and abs(c - 7) <= 3 for r, c in map(lambda a: divmod(a, 15), cells))
+        s = env.play_moves([divmod(a, 15) for a in cells])
+        assert not bool(s.terminated)
+    with pytest.raises(ValueError, match="at most 2\\*\\(k-1\\) = 8"):
+        arena.opening_moves(env, jax.random.key(0), 9)
+    with pytest.raises(ValueError, match="non-negative"):
+        arena.opening_moves(env, jax.random.key(0), -1)
+
+
+class _Cheat(agents.PythonAgent):
+    def __init__(self, action, name="cheat"):
+        self.name, self.action = name, action
+
+    def select(self, state, rng):
+        if self.action == "raise":
+            raise RuntimeError("out of ideas")
+        return self.action
+
+
+@pytest.mark.parametrize("action, reason", [
+    (0, "played (0, 0), an occupied cell"),
+    (49, "played action 49, off the 7x7 board"),
+    ("e4", "returned 'e4', not an action index"),
+    ("raise", "raised RuntimeError: out of ideas"),
+])
+def test_illegal_output_loses_with_its_reason(action, reason):
+    first = _Cheat(action)  # (0, 0) is legal once; it always comes back to it
+    m = arena.play_match(ENV, first, agents.random_agent(), 4, seed=0)
+    for r in m.records:
+        loser = 0 if r.black == "cheat" else 1
+        assert r.winner == 1 - loser
+        assert r.forfeit == f"cheat {reason}"
+
+
+def test_illegal_jax_policy_is_a_forfeit_in_the_batched_loop():
+    always_centre = agents.JaxAgent("centre", lambda p, k, s: jnp.int32(24))
+    m = arena.play_match(ENV, always_centre, agents.random_agent(), 4, seed=0)
+    for r in m.records:
+        s = _replay(ENV, r)
+        centre_player = 0 if r.black == "centre" else 1
+        assert r.winner == 1 - centre_player  # its second move repeats the centre
+        assert r.forfeit == "centre played an illegal action"
+        assert not bool(s.terminated)  # the replayed legal moves alone did not end it
+
+
+def test_bad_match_arguments():
+    a, b = agents.random_agent(), agents.heuristic_agent(ENV)
+    with pytest.raises(ValueError, match="positive integer"):
+        arena.play_match(ENV, a, b, 0)
+    with pytest.raises(ValueError, match="different names"):
+        arena.play_match(ENV, a, agents.random_agent(), 2)
+
+
+def test_round_robin_report_adds_up():
+    ags = [agents.random_agent(), agents.heuristic_agent(ENV),
+           agents.with_killer(agents.random_agent(), ENV, name="killer")]
+    t = arena.round_robin(ENV, ags, 10, seed=0, opening_stones=2)
+    rep = t.report()
+    names = rep["agents"]
+    assert names == ["random", "heuristic", "killer"]
+    matrix = np.asarray(rep["win_rate_matrix"], dtype=float)
+    assert np.isnan(np.diag(matrix)).all()
+    for i, n in enumerate(names):
+        a = rep["per_agent"][n]
+        assert a["games"] == 20 and a["wins"] + a["losses"] + a["draws"] == 20
+        assert a["wins_as_black"] + a["wins_as_white"] == a["wins"]
+        # The row's win rates times games per pair give the agent's wins.
+        assert np.nansum(matrix[i]) * 10 == pytest.approx(a["wins"])
+    # Off the diagonal a pair's win rates and draws fill its games.
+    for i in range(3):
+        for j in range(i + 1, 3):
+            assert matrix[i, j] + matrix[j, i] <= 1.0 + 1e-9
+    c = rep["colours"]
+    assert c["games"] == 30 and c["black_wins"] + c["white_wins"] + c["draws"] == 30
+    assert sum(p["games"] for p in rep["pairings"]) == 30
+    elo = {p["name"]: p for p in rep["ratings"]["players"]}
+    assert elo["random"]["rating"] == 0.0  # the anchor
+    assert elo["heuristic"]["rating"] > elo["random"]["rating"]
+    md = t.to_markdown(rep)
+    for heading in ("Win rate", "Per agent", "Pairings", "Elo"):
+        assert heading in md
+    with pytest.raises(ValueError, match="unique"):
+        arena.round_robin(ENV, [agents.random_agent(), agents.random_agent()], 2)
