@@ -34,6 +34,7 @@ __all__ = [
     "JaxAgent",
     "PythonAgent",
     "heuristic_agent",
+    "make",
     "numpy_rng",
     "random_agent",
     "with_killer",
@@ -172,3 +173,35 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     if isinstance(agent, JaxAgent):
         return JaxAgent(name, functools.partial(_killer_policy, env, agent.policy), agent.params)
     return _KillerPython(env, agent, name)
+
+
+def make(spec: str, env: Gomoku) -> Agent:
+    """An agent from its name, for configs and the command line.
+
+    ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation), any
+    name from `algorithms.alphabeta.by_name` (``minimax``, ``alphabeta-3``,
+    ``gomokubot``...), and any of them with ``+killer`` appended.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"an agent name must be a non-empty string, got {spec!r}")
+    if spec.endswith("+killer"):
+        return with_killer(make(spec[: -len("+killer")], env), env, name=spec)
+    if spec == "random":
+        return random_agent()
+    if spec == "heuristic":
+        return heuristic_agent(env)
+    if spec.startswith("heuristic-") and spec[len("heuristic-"):].isdigit():
+        return heuristic_agent(env, top_k=int(spec[len("heuristic-"):]), name=spec)
+    try:
+        from algorithms import alphabeta
+    except ImportError:  # pragma: no cover - the search baselines are optional here
+        alphabeta = None
+    if alphabeta is not None:
+        try:
+            return alphabeta.by_name(spec, env)
+        except ValueError:
+            pass
+    raise ValueError(
+        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, the search "
+        "baselines (minimax, alphabeta-D, gomokubot-D), each optionally with +killer"
+    )

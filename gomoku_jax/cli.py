@@ -6,11 +6,14 @@ Subcommands:
   (`experiments/bench_game.py`; its options follow the subcommand).
 * ``random-game``: play one game of random legal moves and print the board
   (optionally write an SVG picture and the move list).
+* ``tournament``: a round robin between named agents (from a JSON config or the
+  command line), with a progress bar; writes the report as JSON and Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -39,6 +42,61 @@ def _random_game(args: argparse.Namespace) -> int:
     return 0
 
 
+TOURNAMENT_KEYS = {"game", "agents", "games_per_pair", "opening_stones", "seed"}
+
+
+def _tournament_config(args: argparse.Namespace) -> dict:
+    """The tournament settings: the config file, overridden by explicit options."""
+    config: dict = {}
+    if args.config is not None:
+        try:
+            config = json.loads(args.config.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"cannot read tournament config {args.config}: {err}") from None
+        if not isinstance(config, dict):
+            raise ValueError(f"tournament config {args.config} must be a JSON object")
+        unknown = set(config) - TOURNAMENT_KEYS
+        if unknown:
+            raise ValueError(
+                f"tournament config {args.config}: unknown keys {sorted(unknown)}; "
+                f"allowed: {sorted(TOURNAMENT_KEYS)}"
+            )
+    game = dict(config.get("game", {}))
+    for key in ("size", "k", "rule"):
+        if getattr(args, key) is not None:
+            game[key] = getattr(args, key)
+    config["game"] = game
+    for key in ("agents", "games_per_pair", "opening_stones", "seed"):
+        if getattr(args, key) is not None:
+            config[key] = getattr(args, key)
+    if not config.get("agents"):
+        raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
+    return config
+
+
+def _tournament(args: argparse.Namespace) -> int:
+    from gomoku_jax import agents, arena
+    from gomoku_jax.game import Gomoku
+
+    config = _tournament_config(args)
+    env = Gomoku(**config["game"])
+    players = [agents.make(name, env) for name in config["agents"]]
+    result = arena.round_robin(
+        env, players, int(config.get("games_per_pair", 20)), seed=int(config.get("seed", 0)),
+        opening_stones=int(config.get("opening_stones", 0)), progress=True,
+    )
+    report = result.report()
+    report["config"] = config
+    markdown = result.to_markdown(report)
+    print(markdown)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tournament.json").write_text(json.dumps(report, indent=2))
+        (args.out / "tournament.md").write_text(markdown + "\n")
+        print(f"report written to {args.out}/tournament.json and tournament.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gomoku-jax",
@@ -57,6 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--seed", type=int, default=0)
     game.add_argument("--moves", action="store_true", help="also print the move list")
     game.add_argument("--svg", type=Path, default=None, help="write an SVG picture here")
+    tour = sub.add_parser("tournament", help="round robin between named agents")
+    tour.add_argument("--config", type=Path, default=None,
+                      help="JSON with game, agents, games_per_pair, opening_stones, seed")
+    tour.add_argument("--agents", nargs="+", default=None,
+                      help="agent names, e.g. random heuristic random+killer alphabeta-2")
+    tour.add_argument("--size", type=int, default=None)
+    tour.add_argument("--k", type=int, default=None)
+    tour.add_argument("--rule", default=None, choices=["freestyle", "standard"])
+    tour.add_argument("--games-per-pair", type=int, default=None)
+    tour.add_argument("--opening-stones", type=int, default=None)
+    tour.add_argument("--seed", type=int, default=None)
+    tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
     return parser
 
 
@@ -72,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        if args.command == "tournament":
+            return _tournament(args)
         return _random_game(args)
     except ValueError as err:  # bad settings: one clear line, no traceback
         print(f"gomoku-jax: error: {err}", file=sys.stderr)

@@ -58,3 +58,31 @@ def test_bench_refuses_bad_options(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "game", "--repeats", "0"])
     assert "--repeats and --batches must be positive" in capsys.readouterr().err
+
+
+def test_tournament_from_config_writes_reports(tmp_path, capsys):
+    config = tmp_path / "t.json"
+    config.write_text(json.dumps({"game": {"size": 6, "k": 4}, "agents": ["random", "heuristic"],
+                                  "games_per_pair": 4, "seed": 1}))
+    out = tmp_path / "out"
+    assert cli.main(["tournament", "--config", str(config), "--out", str(out),
+                     "--opening-stones", "2"]) == 0
+    report = json.loads((out / "tournament.json").read_text())
+    assert report["agents"] == ["random", "heuristic"]
+    assert report["config"]["opening_stones"] == 2 and report["config"]["game"]["size"] == 6
+    assert report["colours"]["games"] == 4
+    assert "### Elo" in (out / "tournament.md").read_text()
+    assert "Win rate" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, text", [
+    ('{"agents": ["random", "heuristic"], "rounds": 3}', "unknown keys ['rounds']"),
+    ('{"agents": ["random", "chess"]}', "unknown agent 'chess'"),
+    ('{"agents": []}', "a tournament needs agents"),
+    ("[1, 2", "cannot read tournament config"),
+])
+def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
+    config = tmp_path / "bad.json"
+    config.write_text(content)
+    assert cli.main(["tournament", "--config", str(config), "--size", "5", "--k", "4"]) == 2
+    assert text in capsys.readouterr().err
