@@ -1,6 +1,9 @@
 """One interface for every player, learned or not.
 
-An `Agent` answers ``act(state, key) -> action`` for one game on the host. Two kinds:
+An `Agent` answers ``act(state, key, deadline=None) -> action`` for one game on the host;
+``deadline`` is an absolute ``time.perf_counter()`` time by which an agent that can budget
+its search (pure MCTS, iterative-deepening alpha-beta) must answer; others ignore it. Two
+kinds:
 
 * `JaxAgent`: a pure, jittable ``policy(params, key, state) -> int32`` for ONE game
   (``params`` is any pytree, None for rule-based agents). The arena ``vmap``s it over
@@ -48,8 +51,9 @@ class Agent:
 
     name: str
 
-    def act(self, state: State, key: jax.Array) -> int:
-        """The action (``row * size + col``) to play in one unbatched game."""
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
+        """The action (``row * size + col``) to play in one unbatched game, chosen before
+        ``deadline`` (a ``time.perf_counter()`` time) when the agent can budget its time."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -68,7 +72,8 @@ class JaxAgent(Agent):
     def _jit_policy(self):
         return jax.jit(self.policy)
 
-    def act(self, state: State, key: jax.Array) -> int:
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
+        del deadline  # a fixed computation: its cost does not depend on a budget
         return int(self._jit_policy(self.params, key, state))
 
     def batch_policy(self) -> Callable[[Any, jax.Array, State], jax.Array]:
@@ -82,13 +87,20 @@ def numpy_rng(key: jax.Array) -> np.random.Generator:
 
 
 class PythonAgent(Agent):
-    """An agent whose search runs in Python: implement ``select(state, rng)``."""
+    """An agent whose search runs in Python: implement ``select(state, rng)``; agents
+    that budget their time read ``self.deadline`` (None: no limit) during `select`."""
+
+    deadline: float | None = None
 
     def select(self, state: State, rng: np.random.Generator) -> int:
         raise NotImplementedError
 
-    def act(self, state: State, key: jax.Array) -> int:
-        action = self.select(state, numpy_rng(key))
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
+        self.deadline = deadline
+        try:
+            action = self.select(state, numpy_rng(key))
+        finally:
+            self.deadline = None
         # Integers of any kind become int; anything else is passed on for the caller
         # (the arena) to report as an illegal answer.
         return int(action) if isinstance(action, (int, np.integer)) else action
@@ -151,9 +163,9 @@ class _KillerPython(PythonAgent):
         self.env, self.inner, self.name = env, inner, name
         self._forced = jax.jit(functools.partial(_forced_move, env))
 
-    def act(self, state: State, key: jax.Array) -> int:
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         forced = int(self._forced(state))
-        return forced if forced >= 0 else self.inner.act(state, key)
+        return forced if forced >= 0 else self.inner.act(state, key, deadline)
 
 
 def _forced_move(env: Gomoku, state: State) -> jax.Array:
