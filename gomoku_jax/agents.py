@@ -190,7 +190,8 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
 def make(spec: str, env: Gomoku) -> Agent:
     """An agent from its name, for configs and the command line.
 
-    ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation), any
+    ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation),
+    ``pure-mcts-N`` (N simulations), any
     name from `algorithms.alphabeta.by_name` (``minimax``, ``alphabeta-3``,
     ``gomokubot``...), and any of them with ``+killer`` appended.
     """
@@ -204,6 +205,10 @@ def make(spec: str, env: Gomoku) -> Agent:
         return heuristic_agent(env)
     if spec.startswith("heuristic-") and spec[len("heuristic-"):].isdigit():
         return heuristic_agent(env, top_k=int(spec[len("heuristic-"):]), name=spec)
+    if spec.startswith("pure-mcts-") and spec[len("pure-mcts-"):].isdigit():
+        from algorithms import pure_mcts
+
+        return pure_mcts.pure_mcts_agent(env, int(spec[len("pure-mcts-"):]), name=spec)
     try:
         from algorithms import alphabeta
     except ImportError:  # pragma: no cover - the search baselines are optional here
@@ -214,6 +219,6 @@ def make(spec: str, env: Gomoku) -> Agent:
         except ValueError:
             pass
     raise ValueError(
-        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, the search "
+        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, pure-mcts-N, the search "
         "baselines (minimax, alphabeta-D, gomokubot-D), each optionally with +killer"
     )

@@ -12,7 +12,7 @@ import numpy as np
 
 from gomoku_jax.game import DIRECTIONS, GameConfig, IllegalMoveError
 
-__all__ = ["NumpyGomoku"]
+__all__ = ["NumpyGomoku", "NumpyPureMCTS"]
 
 
 class NumpyGomoku:
@@ -79,3 +79,62 @@ class NumpyGomoku:
         while not self.terminated:
             self.step(int(rng.choice(self.legal_actions())))
         return self.move_count
+
+
+class _Node:
+    __slots__ = ("children", "visits", "score", "untried", "mover")
+
+    def __init__(self, untried: list[int], mover: int):
+        self.children: dict[int, _Node] = {}
+        self.visits = 0
+        self.score = 0.0  # summed results for ``mover``, the player who moved here
+        self.untried = untried
+        self.mover = mover
+
+
+class NumpyPureMCTS:
+    """Plain pure MCTS (UCT, random rollouts) in Python and NumPy, one game at a time:
+    the kind of baseline the reports use, and the reference the JAX search's benchmark
+    is measured against. Draws count half."""
+
+    def __init__(self, size: int, k: int, rule: str = "freestyle", simulations: int = 1000,
+                 exploration: float = 2 ** 0.5, seed: int = 0):
+        self.config = GameConfig(size, k, rule)
+        self.simulations, self.exploration = simulations, exploration
+        self.rng = np.random.default_rng(seed)
+
+    def _copy(self, game: NumpyGomoku) -> NumpyGomoku:
+        g = NumpyGomoku.__new__(NumpyGomoku)
+        g.config, g.board = game.config, game.board.copy()
+        g.current_player, g.move_count, g.last_action = game.current_player, game.move_count, game.last_action
+        g.terminated, g.winner = game.terminated, game.winner
+        return g
+
+    def search(self, game: NumpyGomoku) -> int:
+        """The most visited move after ``simulations`` rounds from ``game``'s position."""
+        root = _Node(list(game.legal_actions()), 1 - game.current_player)
+        for _ in range(self.simulations):
+            sim, node, path = self._copy(game), root, [root]
+            while not node.untried and node.children and not sim.terminated:
+                log_n = np.log(node.visits)
+                action, node = max(
+                    node.children.items(),
+                    key=lambda kv: kv[1].score / kv[1].visits
+                    + self.exploration * np.sqrt(log_n / kv[1].visits),
+                )
+                sim.step(action)
+                path.append(node)
+            if node.untried and not sim.terminated:
+                action = node.untried.pop(int(self.rng.integers(len(node.untried))))
+                mover = sim.current_player
+                sim.step(action)
+                child = _Node(list(sim.legal_actions()), mover)
+                node.children[action] = child
+                path.append(child)
+            while not sim.terminated:
+                legal = sim.legal_actions()
+                sim.step(int(legal[self.rng.integers(len(legal))]))
+            for n in path:
+                n.visits += 1
+                n.score += 0.5 if sim.winner < 0 else float(sim.winner == n.mover)
+        return int(max(root.children.items(), key=lambda kv: kv[1].visits)[0])

@@ -1,0 +1,125 @@
+"""Pure MCTS: exact rollouts, wins and blocks in one, legal and reproducible search."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import pure_mcts as pm
+from gomoku_jax.game import EMPTY, Gomoku, random_games
+from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
+
+ENV = Gomoku(9, 5)
+CFG = pm.MCTSConfig(simulations=300)
+SEARCH = jax.jit(lambda key, state: pm.search(ENV, CFG, key, state))
+
+
+def _replayed(moves, env=ENV):
+    ref = NumpyGomoku(env.size, env.k, env.rule)
+    for a in moves:
+        ref.step(int(a))
+    return ref
+
+
+@pytest.mark.parametrize("rule", ["freestyle", "standard"])
+def test_vectorised_rollout_equals_playing_the_same_order(rule):
+    env = Gomoku(7, 4, rule)
+    _, moves = random_games(env, jax.random.key(5), 40, record=True)
+    rollout = jax.jit(lambda key, board, to_move: pm._rollout_winner(env, key, board, to_move))
+    checked = 0
+    for g in range(40):
+        played = [int(a) for a in np.asarray(moves[g]) if a >= 0]
+        ref = _replayed(played[: len(played) // 3], env)  # a position a third of the way in
+        board = jnp.asarray(ref.board.reshape(-1))
+        for seed in range(5):
+            key = jax.random.key(100 * g + seed)
+            got = int(rollout(key, board, jnp.int32(ref.current_player)))
+            # The same random order, played move by move in the NumPy engine.
+            noise = np.asarray(jax.random.uniform(key, (49,)))
+            order = np.argsort(np.where(ref.board.reshape(-1) == EMPTY, noise, 2.0), kind="stable")
+            sim = _replayed(played[: len(played) // 3], env)
+            for a in order:
+                if sim.terminated:
+                    break
+                sim.step(int(a))
+            assert got == sim.winner
+            checked += 1
+    assert checked == 200
+
+
+def _position(stones_black, stones_white, env=ENV):
+    board = np.zeros((env.size, env.size), np.int8)
+    for r, c in stones_black:
+        board[r, c] = 1
+    for r, c in stones_white:
+        board[r, c] = 2
+    return env.from_board(board)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_takes_a_win_in_one_and_blocks_a_loss_in_one(seed):
+    key = jax.random.key(seed)
+    # Black to move with four in a column: (0..3, 6) -> wins only at (4, 6).
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    assert int(SEARCH(key, win).action) == 4 * 9 + 6
+    # White to move; black threatens a diagonal five at (4, 4) only.
+    block = _position([(0, 0), (1, 1), (2, 2), (3, 3)], [(0, 8), (8, 8), (8, 0)])
+    assert int(SEARCH(key, block).action) == 4 * 9 + 4
+
+
+def test_plain_uct_still_plays_legal_moves_and_counts_every_simulation():
+    plain = pm.MCTSConfig(simulations=200, solver=False, decisive_expansion=False)
+    _, moves = random_games(ENV, jax.random.key(2), 6, record=True)
+    search = jax.jit(lambda key, state: pm.search(ENV, plain, key, state))
+    for g in range(6):
+        played = [int(a) for a in np.asarray(moves[g]) if a >= 0][:20]
+        state = ENV.play_moves([divmod(a, 9) for a in played])
+        if bool(state.terminated):
+            continue
+        out = search(jax.random.key(g), state)
+        assert bool(state.legal_action_mask[int(out.action)])
+        visits = np.asarray(out.visits)
+        assert visits.sum() == 200  # every simulation passes through one root child
+        assert (visits[~np.asarray(state.legal_action_mask)] == 0).all()
+        assert int(out.action) == int(np.argmax(np.where(np.asarray(state.legal_action_mask), visits + 0.5, -1)))
+
+
+def test_same_key_same_move_and_batch_equals_single():
+    states = jax.tree.map(lambda x: jnp.stack([x] * 4), ENV.play_moves([(4, 4), (3, 3)]))
+    keys = jax.random.split(jax.random.key(7), 4)
+    batch = jax.jit(jax.vmap(lambda k, s: pm.search(ENV, CFG, k, s).action))(keys, states)
+    single = [int(SEARCH(keys[i], jax.tree.map(lambda x: x[i], states)).action) for i in range(4)]
+    assert np.asarray(batch).tolist() == single
+    assert int(SEARCH(keys[0], ENV.init()).action) == int(SEARCH(keys[0], ENV.init()).action)
+
+
+def test_heavy_playouts_find_the_win_too():
+    heavy = pm.MCTSConfig(simulations=100, heavy_playouts=True)
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    out = jax.jit(lambda key, s: pm.search(ENV, heavy, key, s))(jax.random.key(0), win)
+    assert int(out.action) == 4 * 9 + 6
+
+
+def test_pure_mcts_beats_random():
+    from gomoku_jax import agents, arena
+
+    m = arena.play_match(Gomoku(7, 4), pm.pure_mcts_agent(Gomoku(7, 4), 100), agents.random_agent(), 8)
+    assert m.score("pure-mcts-100")["wins"] >= 7
+
+
+def test_numpy_reference_mcts_returns_legal_moves():
+    game = NumpyGomoku(5, 4)
+    for a in (12, 0, 13):
+        game.step(a)
+    move = NumpyPureMCTS(5, 4, simulations=50, seed=1).search(game)
+    assert isinstance(move, int) and game.board.reshape(-1)[move] == 0
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(simulations=0), "simulations must be a positive integer"),
+    (dict(exploration=-1.0), "exploration must be a number >= 0"),
+    (dict(draw_score=2.0), "draw_score must be from 0 to 1"),
+])
+def test_bad_settings(kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        pm.MCTSConfig(**kwargs)
