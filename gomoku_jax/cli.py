@@ -4,10 +4,13 @@ Subcommands:
 
 * ``bench game``: throughput of random full games, JAX vs a NumPy engine
   (`experiments/bench_game.py`; its options follow the subcommand).
+* ``bench mcts``: pure MCTS speed, JAX vs a plain NumPy search (`experiments/bench_mcts.py`).
 * ``random-game``: play one game of random legal moves and print the board
   (optionally write an SVG picture and the move list).
 * ``tournament``: a round robin between named agents (from a JSON config or the
   command line), with a progress bar; writes the report as JSON and Markdown.
+* ``pbrain``: run an agent as a Gomocup (Piskvork) brain on stdin / stdout
+  (`gomoku_jax.gomocup`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("game",)
+BENCHMARKS = ("game", "mcts")
 
 
 def _random_game(args: argparse.Namespace) -> int:
@@ -97,6 +100,12 @@ def _tournament(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pbrain(args: argparse.Namespace) -> int:
+    from gomoku_jax import gomocup
+
+    return gomocup.run_engine(args.agent, sys.stdin, sys.stdout, seed=args.seed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gomoku-jax",
@@ -127,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--opening-stones", type=int, default=None)
     tour.add_argument("--seed", type=int, default=None)
     tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
+    pbrain = sub.add_parser("pbrain", help="run an agent as a Gomocup (Piskvork) brain on stdin/stdout")
+    pbrain.add_argument("--agent", default="heuristic",
+                        help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
+    pbrain.add_argument("--seed", type=int, default=0)
     return parser
 
 
@@ -136,14 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "bench":
-            from experiments import bench_game
+            import importlib
 
-            bench_game.main(rest)
+            importlib.import_module(f"experiments.bench_{args.which}").main(rest)
             return 0
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "tournament":
             return _tournament(args)
+        if args.command == "pbrain":
+            return _pbrain(args)
         return _random_game(args)
     except ValueError as err:  # bad settings: one clear line, no traceback
         print(f"gomoku-jax: error: {err}", file=sys.stderr)

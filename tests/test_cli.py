@@ -86,3 +86,15 @@ def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
     config.write_text(content)
     assert cli.main(["tournament", "--config", str(config), "--size", "5", "--k", "4"]) == 2
     assert text in capsys.readouterr().err
+
+
+def test_bench_mcts_reports_ratio_against_numpy(tmp_path):
+    out = tmp_path / "mcts.json"
+    assert cli.main(["bench", "mcts", "--size", "5", "--k", "4", "--simulations", "20", "--batch", "2",
+                     "--positions", "2", "--numpy-simulations", "10", "--no-progress",
+                     "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["simulations"] == 20 and r["batch"]["games"] == 2 and r["device"].startswith("cpu")
+    numpy_rate = r["numpy_reference"]["simulations_per_s"]
+    assert r["ratio_batch"] == pytest.approx(r["batch"]["simulations_per_s"] / numpy_rate)
+    assert r["ratio_single"] == pytest.approx(r["single_game"]["simulations_per_s"] / numpy_rate)

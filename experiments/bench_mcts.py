@@ -1,0 +1,153 @@
+"""Benchmark: pure MCTS with random rollouts, JAX vs a plain Python/NumPy search.
+
+Command (about a minute on a 2-core CPU)::
+
+    gomoku-jax bench mcts                       # 9x9, 1000 simulations, batch 64
+    gomoku-jax bench mcts --json experiments/results/bench_mcts_cpu.json
+
+Measures, on positions from the opening (the empty board and a few random stones):
+
+* seconds for one move of one game with ``--simulations`` (jitted `algorithms.pure_mcts.search`);
+* simulations per second summed over a batch of ``--batch`` games searching in lockstep;
+* simulations per second of `gomoku_jax.reference.NumpyPureMCTS`, a plain UCT search in
+  Python and NumPy (node objects, move-by-move random rollouts), timed in the same run;
+  the ratio is JAX / NumPy.
+
+Targets on the 2-core CPU: at most 0.5 s a move at 1000 simulations for one game, and at
+least 20,000 simulations/s over a batch of 64 (see the README's performance table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from algorithms import pure_mcts
+from experiments.bench_game import device_description
+from gomoku_jax.game import Gomoku
+from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
+
+
+def _positions(env: Gomoku, count: int, seed: int) -> list:
+    """The empty board and openings of 2 to 6 random stones near the centre."""
+    rng = np.random.default_rng(seed)
+    out = [[]]
+    centre = [r * env.size + c for r in range(env.size // 2 - 2, env.size // 2 + 3)
+              for c in range(env.size // 2 - 2, env.size // 2 + 3)]
+    while len(out) < count:
+        out.append([int(a) for a in rng.choice(centre, size=2 * len(out) % 6 + 2, replace=False)])
+    return out
+
+
+def _state(env: Gomoku, moves: list):
+    return env.play_moves([divmod(a, env.size) for a in moves])
+
+
+def run(size=9, k=5, simulations=1000, batch=64, positions=4, numpy_simulations=200,
+        seed=0, progress=True) -> dict:
+    env = Gomoku(size, k)
+    config = pure_mcts.MCTSConfig(simulations=simulations)
+    single = jax.jit(lambda key, s: pure_mcts.search(env, config, key, s).action)
+    batched = jax.jit(jax.vmap(lambda key, s: pure_mcts.search(env, config, key, s).action))
+    openings = _positions(env, positions, seed)
+    bar = tqdm(total=3 * len(openings), desc="bench mcts", disable=not progress)
+
+    start = time.perf_counter()
+    single(jax.random.key(0), env.init()).block_until_ready()
+    compile_single = time.perf_counter() - start
+    move_times = []
+    for i, moves in enumerate(openings):
+        state = _state(env, moves)
+        start = time.perf_counter()
+        int(single(jax.random.key(i + 1), state))
+        move_times.append(time.perf_counter() - start)
+        bar.update()
+
+    start = time.perf_counter()
+    stacked = jax.tree.map(lambda x: jnp.stack([x] * batch), env.init())
+    batched(jax.random.split(jax.random.key(0), batch), stacked).block_until_ready()
+    compile_batch = time.perf_counter() - start
+    batch_seconds = 0.0
+    for i, moves in enumerate(openings):
+        stacked = jax.tree.map(lambda x: jnp.stack([x] * batch), _state(env, moves))
+        start = time.perf_counter()
+        batched(jax.random.split(jax.random.key(i + 1), batch), stacked).block_until_ready()
+        batch_seconds += time.perf_counter() - start
+        bar.update()
+
+    numpy_seconds = 0.0
+    for i, moves in enumerate(openings):
+        game = NumpyGomoku(size, k)
+        for a in moves:
+            game.step(a)
+        search = NumpyPureMCTS(size, k, simulations=numpy_simulations, seed=seed + i)
+        start = time.perf_counter()
+        search.search(game)
+        numpy_seconds += time.perf_counter() - start
+        bar.update()
+    bar.close()
+
+    single_rate = simulations / np.mean(move_times)
+    batch_rate = simulations * batch * len(openings) / batch_seconds
+    numpy_rate = numpy_simulations * len(openings) / numpy_seconds
+    return {
+        "benchmark": "pure MCTS, random rollouts",
+        "device": device_description(),
+        "board": f"{size}x{size}, k={k}",
+        "simulations": simulations,
+        "positions": len(openings),
+        "single_game": {"seconds_per_move": float(np.mean(move_times)),
+                        "max_seconds_per_move": float(np.max(move_times)),
+                        "simulations_per_s": single_rate, "compile_s": compile_single},
+        "batch": {"games": batch, "simulations_per_s": batch_rate, "compile_s": compile_batch},
+        "numpy_reference": {"simulations": numpy_simulations, "simulations_per_s": numpy_rate},
+        "ratio_single": single_rate / numpy_rate,
+        "ratio_batch": batch_rate / numpy_rate,
+    }
+
+
+def format_report(r: dict) -> str:
+    s, b, n = r["single_game"], r["batch"], r["numpy_reference"]
+    return "\n".join([
+        f"Pure MCTS on {r['board']}, {r['simulations']} simulations a move, device: {r['device']}",
+        f"  one game      : {s['seconds_per_move']:.3f} s a move (max {s['max_seconds_per_move']:.3f}), "
+        f"{s['simulations_per_s']:,.0f} sims/s  = {r['ratio_single']:.0f}x NumPy",
+        f"  batch of {b['games']:<4} : {b['simulations_per_s']:,.0f} sims/s summed  = {r['ratio_batch']:.0f}x NumPy",
+        f"  NumPy UCT     : {n['simulations_per_s']:,.0f} sims/s (plain Python/NumPy, same run)",
+    ])
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="gomoku-jax bench mcts", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=9)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--simulations", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--positions", type=int, default=4)
+    parser.add_argument("--numpy-simulations", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    Gomoku(args.size, args.k)  # a clear error before any timing
+    if min(args.simulations, args.batch, args.positions, args.numpy_simulations) < 1:
+        parser.error("--simulations, --batch, --positions and --numpy-simulations must be positive")
+    report = run(args.size, args.k, args.simulations, args.batch, args.positions,
+                 args.numpy_simulations, args.seed, progress=not args.no_progress)
+    print(format_report(report))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        print(f"report written to {args.json}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
