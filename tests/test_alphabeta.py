@@ -1,0 +1,352 @@
+"""Tests of algorithms.alphabeta: the exact solver against brute force and every line of
+play on tic-tac-toe, tactical positions for the heuristic searches, agreement of the
+Python pattern evaluation with gomoku_jax.tactics, determinism and by_name."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+from algorithms import alphabeta as AB
+from algorithms.alphabeta import BIG, GomokuBotAgent, MinimaxAgent, NegamaxAgent, by_name
+from gomoku_jax import tactics
+from gomoku_jax.game import Gomoku
+from gomoku_jax.reference import NumpyGomoku
+
+CHAR = {".": 0, "X": 1, "O": 2}
+
+
+def grid(text: str) -> np.ndarray:
+    """A board drawn as rows of space-separated ``.``, ``X`` (black), ``O`` (white)."""
+    rows = [line.split() for line in text.strip().splitlines()]
+    return np.array([[CHAR[ch] for ch in row] for row in rows], np.int8)
+
+
+def empty_with(n: int, black=(), white=()) -> np.ndarray:
+    b = np.zeros((n, n), np.int8)
+    for r, c in black:
+        b[r, c] = 1
+    for r, c in white:
+        b[r, c] = 2
+    return b
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def random_position(n: int, k: int, rule: str, seed: int, plies: int) -> tuple[np.ndarray, int]:
+    """A position reached by random play, stopped before anyone wins."""
+    g = NumpyGomoku(n, k, rule)
+    r = np.random.default_rng(seed)
+    while g.move_count < plies:
+        board, player = g.board.copy(), g.current_player
+        g.step(int(r.choice(g.legal_actions())))
+        if g.terminated:
+            return board, player
+    return g.board.copy(), g.current_player
+
+
+# ------------------------------------------------------- evaluation vs tactics
+@pytest.mark.parametrize("n,k,rule", [(9, 5, "freestyle"), (9, 5, "standard"), (6, 3, "freestyle")])
+def test_line_patterns_agree_with_tactics(n, k, rule):
+    """The memoised line evaluation equals tactics.pattern_score / move_scores /
+    winning_moves on random boards, also after make and unmake."""
+    geom, pats = AB._Geometry(n, 2), AB._LinePatterns(k, rule)
+    r = np.random.default_rng(1)
+    for _ in range(8):
+        board = r.choice(3, size=(n, n), p=[0.5, 0.25, 0.25]).astype(np.int8)
+        sb = AB._SearchBoard(geom, pats, board)
+        assert sb.value == pytest.approx(float(tactics.pattern_score(board, 0, k, rule)), rel=1e-6)
+        flat = board.reshape(-1)
+        ref = np.asarray(tactics.move_scores(board, 0, k, rule)).reshape(-1)
+        mine = np.array([sb.move_info(c)[0] if flat[c] == 0 else -np.inf for c in range(n * n)])
+        np.testing.assert_allclose(mine, ref, rtol=1e-6)
+        for player in (0, 1):
+            wins = np.flatnonzero(np.asarray(tactics.winning_moves(board, player, k, rule)))
+            assert sb.winning_cells(player + 1) == [int(c) for c in wins]
+        before = sb.value
+        cells = [int(c) for c in np.flatnonzero(flat == 0)[:6]]
+        for i, c in enumerate(cells):
+            sb.play(c, 1 + i % 2)
+        after = np.array(sb.cells, np.int8).reshape(n, n)
+        assert sb.value == pytest.approx(float(tactics.pattern_score(after, 0, k, rule)), rel=1e-6)
+        for c in reversed(cells):
+            sb.undo(c)
+        assert sb.cells == [int(x) for x in flat]
+        assert sb.value == pytest.approx(before, rel=1e-6)
+
+
+def test_evaluate_is_pattern_score_for_the_mover(env9):
+    board, player = random_position(9, 5, "freestyle", 3, 20)
+    agent = NegamaxAgent(env9, 1)
+    state = env9.from_board(board, to_move=player)
+    assert agent.evaluate(state) == pytest.approx(
+        float(tactics.pattern_score(board, player, 5, "freestyle")), rel=1e-6
+    )
+
+
+# ----------------------------------------------------------------- exact solver
+@pytest.fixture(scope="module")
+def ttt():
+    return Gomoku(3, 3)
+
+
+@pytest.fixture(scope="module")
+def perfect(ttt):
+    return MinimaxAgent(ttt)
+
+
+@functools.lru_cache(maxsize=None)
+def _brute(cells: tuple, stone: int) -> int:
+    g = NumpyGomoku(3, 3)
+    stones = sum(1 for x in cells if x)
+    best = None
+    for c in range(9):
+        if cells[c]:
+            continue
+        g.board = np.array(cells, np.int8).reshape(3, 3)
+        g.board[divmod(c, 3)] = stone
+        if g.wins_at(*divmod(c, 3)):
+            v = BIG - (stones + 1)
+        elif stones + 1 == 9:
+            v = 0
+        else:
+            v = -_brute(tuple(int(x) for x in g.board.reshape(-1)), 3 - stone)
+        best = v if best is None else max(best, v)
+    return best
+
+
+def _reachable(cells=(0,) * 9, stone=1, seen=None):
+    """Every non-terminal position of tic-tac-toe reachable from the empty board."""
+    seen = {} if seen is None else seen
+    if cells in seen:
+        return seen
+    seen[cells] = stone
+    g = NumpyGomoku(3, 3)
+    for c in range(9):
+        if cells[c]:
+            continue
+        board = np.array(cells, np.int8).reshape(3, 3)
+        board[divmod(c, 3)] = stone
+        g.board = board
+        if g.wins_at(*divmod(c, 3)) or all(board.reshape(-1)):
+            continue
+        _reachable(tuple(int(x) for x in board.reshape(-1)), 3 - stone, seen)
+    return seen
+
+
+def test_tic_tac_toe_is_a_draw(ttt, perfect):
+    assert perfect.value(ttt.init()) == 0
+    assert set(perfect.move_values(ttt.init()).values()) == {0}
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_solver_values_equal_brute_force_minimax(ttt, canonical):
+    """Every reachable position, both colours to move: exact values including the
+    quicker-win / slower-loss magnitudes."""
+    solver = MinimaxAgent(ttt, canonical=canonical)
+    positions = _reachable()
+    assert len(positions) == 4520  # non-terminal positions of tic-tac-toe
+    for cells, stone in positions.items():
+        state = ttt.from_board(np.array(cells).reshape(3, 3), to_move=stone - 1)
+        assert solver.value(state) == _brute(cells, stone), cells
+
+
+def _never_loses(env, agent, agent_player, seed):
+    """Walk every line of opponent play against ``agent``; return the outcomes seen."""
+    outcomes = set()
+
+    def walk(g: NumpyGomoku):
+        if g.terminated:
+            outcomes.add(g.winner)
+            return
+        if g.current_player == agent_player:
+            state = env.from_board(g.board, to_move=g.current_player)
+            move = agent.select(state, np.random.default_rng(seed))
+            assert g.board.reshape(-1)[move] == 0
+            replies = [move]
+        else:
+            replies = [int(c) for c in g.legal_actions()]
+        for move in replies:
+            child = NumpyGomoku(env.size, env.k, env.rule)
+            child.board, child.current_player = g.board.copy(), g.current_player
+            child.move_count, child.terminated, child.winner = g.move_count, False, -1
+            child.step(move)
+            walk(child)
+
+    walk(NumpyGomoku(env.size, env.k, env.rule))
+    return outcomes
+
+
+@pytest.mark.parametrize("agent_player", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_perfect_player_never_loses_tic_tac_toe(ttt, perfect, agent_player, seed):
+    outcomes = _never_loses(ttt, perfect, agent_player, seed)
+    assert 1 - agent_player not in outcomes
+    assert agent_player in outcomes  # it punishes the opponent's mistakes
+
+
+def test_perfect_player_wins_4x4_k3_as_black_against_everything():
+    env = Gomoku(4, 3)
+    solver = MinimaxAgent(env)
+    assert solver.value(env.init()) == BIG - 5  # black wins with its third stone
+    outcomes = _never_loses(env, solver, 0, 0)
+    assert outcomes == {0}
+
+
+def test_4x4_k4_is_a_draw():
+    env = Gomoku(4, 4)
+    assert MinimaxAgent(env).value(env.init()) == 0
+
+
+def test_solver_wins_in_one_and_blocks_in_one(ttt, perfect):
+    # Black to move wins at (0, 2) (top row), though white also threatens (1, 2).
+    board = grid("""
+        X X .
+        O O .
+        X . O
+    """)
+    state = ttt.from_board(board, to_move=0)
+    assert perfect.select(state, rng()) == 2
+    assert perfect.move_values(state)[2] == BIG - 7  # the 7th stone wins
+    # White to move must block the top row at (0, 2).
+    board = grid("""
+        X X .
+        . O .
+        . . .
+    """)
+    state = ttt.from_board(board, to_move=1)
+    for seed in range(4):
+        assert perfect.select(state, rng(seed)) == 2
+
+
+def test_solver_prefers_the_quicker_win():
+    env = Gomoku(4, 3)
+    solver = MinimaxAgent(env)
+    # Black wins at once at (0, 2); other moves also win, but later.
+    board = empty_with(4, black=[(0, 0), (0, 1)], white=[(3, 3), (3, 2)])
+    state = env.from_board(board, to_move=0)
+    values = solver.move_values(state)
+    assert max(values.values()) == BIG - 5
+    assert solver.select(state, rng()) == 2
+
+
+# ------------------------------------------------------------ heuristic agents
+def heuristic_agents(env):
+    return [NegamaxAgent(env, 2), NegamaxAgent(env, 3), GomokuBotAgent(env)]
+
+
+@pytest.fixture(scope="module")
+def env15():
+    return Gomoku(15, 5)
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_takes_the_win_in_one(env9, which):
+    agent = heuristic_agents(env9)[which]
+    # Black wins at (4, 5); white's four on column 7 would win at (4, 7).
+    board = empty_with(9, black=[(4, 1), (4, 2), (4, 3), (4, 4), (6, 6)],
+                       white=[(4, 0), (0, 7), (1, 7), (2, 7), (3, 7)])
+    state = env9.from_board(board, to_move=0)
+    for seed in range(3):
+        assert agent.select(state, rng(seed)) == 4 * 9 + 5
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_blocks_a_loss_in_one(env9, which):
+    agent = heuristic_agents(env9)[which]
+    # White's broken four O O . O O on row 2: black must fill the gap (2, 4).
+    board = empty_with(9, black=[(4, 4), (5, 5), (6, 3), (4, 5)],
+                       white=[(2, 2), (2, 3), (2, 5), (2, 6)])
+    state = env9.from_board(board, to_move=0)
+    assert agent.select(state, rng()) == 2 * 9 + 4
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_blocks_an_open_three(env15, which):
+    """White's open three on row 7 would become an open four: black blocks an end."""
+    agent = heuristic_agents(env15)[which]
+    board = empty_with(15, black=[(3, 3), (11, 12)], white=[(7, 6), (7, 7), (7, 8)])
+    state = env15.from_board(board, to_move=0)
+    assert agent.select(state, rng()) in (7 * 15 + 5, 7 * 15 + 9)
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_makes_an_open_four_from_an_open_three(env15, which):
+    agent = heuristic_agents(env15)[which]
+    board = empty_with(15, black=[(7, 6), (7, 7), (7, 8)], white=[(3, 3), (11, 12)])
+    state = env15.from_board(board, to_move=0)
+    assert agent.select(state, rng()) in (7 * 15 + 5, 7 * 15 + 9)
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_centre_on_an_empty_board(env9, env15, which):
+    for env in (env9, env15):
+        agent = heuristic_agents(env)[which]
+        c = env.size // 2
+        assert agent.select(env.init(), rng()) == c * env.size + c
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_legal_and_deterministic_on_random_positions(env9, which):
+    agent = heuristic_agents(env9)[which]
+    for seed in range(6):
+        board, player = random_position(9, 5, "freestyle", seed, plies=4 + 5 * seed)
+        state = env9.from_board(board, to_move=player)
+        move = agent.select(state, rng(seed))
+        assert 0 <= move < 81 and board.reshape(-1)[move] == 0
+        assert agent.select(state, rng(seed)) == move
+        key = jax.random.key(seed)
+        assert agent.act(state, key) == agent.act(state, key)
+
+
+def test_standard_rule_overline_is_not_a_win():
+    env = Gomoku(9, 5, "standard")
+    agent = NegamaxAgent(env, 2)
+    # X X X X . X: the gap makes six, no win under the standard rule.
+    board = empty_with(9, black=[(4, 0), (4, 1), (4, 2), (4, 3), (4, 5)],
+                       white=[(0, 0), (0, 8), (8, 0), (8, 8), (1, 4)])
+    sb = AB._SearchBoard(AB._Geometry(9, 2), AB._LinePatterns(5, "standard"), board)
+    assert sb.winning_cells(1) == []
+    values = agent.root_values(env.from_board(board, to_move=0))
+    assert values[4 * 9 + 4] < BIG / 2
+    free = Gomoku(9, 5)
+    assert NegamaxAgent(free, 2).select(free.from_board(board, to_move=0), rng()) == 4 * 9 + 4
+
+
+def test_self_play_finishes_with_legal_moves(env9):
+    black, white = GomokuBotAgent(env9), NegamaxAgent(env9, 2)
+    g = NumpyGomoku(9, 5)
+    r = rng(5)
+    while not g.terminated:
+        agent = (black, white)[g.current_player]
+        g.step(agent.select(env9.from_board(g.board, to_move=g.current_player), r))
+    assert g.move_count <= 81
+
+
+def test_settings_are_checked(env9):
+    with pytest.raises(ValueError):
+        NegamaxAgent(env9, 0)
+    with pytest.raises(ValueError):
+        GomokuBotAgent(env9, top_n=0)
+    with pytest.raises(ValueError):
+        NegamaxAgent(env9, 2, weights={"six": 1.0})
+
+
+# -------------------------------------------------------------------- by_name
+def test_by_name(env9, ttt):
+    assert isinstance(by_name("minimax", ttt), MinimaxAgent)
+    a = by_name("alphabeta-3", env9)
+    assert isinstance(a, NegamaxAgent) and a.depth == 3 and a.name == "alphabeta-3"
+    assert by_name("alphabeta", env9).depth == 2
+    assert by_name("negamax-1", env9).depth == 1
+    b = by_name("gomokubot", env9)
+    assert isinstance(b, GomokuBotAgent) and b.depth == 6 and b.top_n == 10
+    assert by_name("GomokuBot-4", env9).depth == 4
+    for bad in ("minimax-3", "alphabeta-0", "mcts", "gomokubot-x", ""):
+        with pytest.raises(ValueError):
+            by_name(bad, env9)
