@@ -27,7 +27,16 @@ import numpy as np
 from gomoku_jax.agents import Agent, JaxAgent
 from gomoku_jax.game import Gomoku, State
 
-__all__ = ["GameRecord", "MatchResult", "Tournament", "opening_moves", "play_match", "round_robin"]
+__all__ = [
+    "GameRecord",
+    "MatchResult",
+    "Tournament",
+    "heatmap",
+    "ladder",
+    "opening_moves",
+    "play_match",
+    "round_robin",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,3 +374,65 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
                           seed=seed + 1_000 * (i * len(agents) + j), opening_stones=opening_stones)
                for i, j in iterator]
     return Tournament(names, matches)
+
+
+def heatmap(report: dict, path, title: str | None = None):
+    """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = report["agents"]
+    matrix = np.array([[np.nan if x is None else 100 * x for x in row]
+                       for row in report["win_rate_matrix"]], dtype=float)
+    size = 1.0 + 0.9 * len(names)
+    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    image = ax.imshow(matrix, cmap="RdYlGn", vmin=0, vmax=100)
+    ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("opponent")
+    ax.set_ylabel("agent (row): its win rate")
+    for i in range(len(names)):
+        for j in range(len(names)):
+            text = "—" if np.isnan(matrix[i, j]) else f"{matrix[i, j]:.0f}%"
+            ax.text(j, i, text, ha="center", va="center", fontsize=9)
+    fig.colorbar(image, ax=ax, label="win rate (%)")
+    ax.set_title(title or f"Round robin, {report['colours']['games']} games")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: int = 10,
+           pass_wins: int = 8, max_simulations: int = 5000, seed: int = 0,
+           opening_stones: int = 0, make_opponent=None, progress: bool = False) -> dict:
+    """Seed 003's ladder: ``agent`` plays ``games`` games against pure MCTS at ``start``
+    simulations, then ``+step`` at a time, until it wins fewer than ``pass_wins`` (7 or
+    fewer of 10 by default) or ``max_simulations`` is passed. Reports every level and the
+    last one cleared (0 if none)."""
+    for name, value in (("start", start), ("step", step), ("games", games),
+                        ("max_simulations", max_simulations)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"ladder: {name} must be a positive integer, got {value!r}")
+    if not 0 < pass_wins <= games:
+        raise ValueError(f"ladder: pass_wins must be from 1 to games={games}, got {pass_wins}")
+    if make_opponent is None:
+        from algorithms.pure_mcts import pure_mcts_agent
+
+        make_opponent = lambda sims: pure_mcts_agent(env, sims)  # noqa: E731
+    levels, cleared, sims = [], 0, start
+    while sims <= max_simulations:
+        match = play_match(env, agent, make_opponent(sims), games, seed=seed + sims,
+                           opening_stones=opening_stones)
+        score = match.score(agent.name)
+        levels.append({"simulations": sims, **score})
+        if progress:
+            print(f"ladder: {agent.name} vs {sims} simulations: {score['wins']}/{games} wins",
+                  flush=True)
+        if score["wins"] < pass_wins:
+            break
+        cleared, sims = sims, sims + step
+    return {"agent": agent.name, "games_per_level": games, "pass_wins": pass_wins,
+            "cleared": cleared, "levels": levels}

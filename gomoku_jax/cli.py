@@ -96,7 +96,9 @@ def _tournament(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tournament.json").write_text(json.dumps(report, indent=2))
         (args.out / "tournament.md").write_text(markdown + "\n")
-        print(f"report written to {args.out}/tournament.json and tournament.md")
+        arena.heatmap(report, args.out / "heatmap.png",
+                      title=f"{env.id}: {report['colours']['games']} games")
+        print(f"report written to {args.out}/tournament.json, tournament.md and heatmap.png")
     return 0
 
 

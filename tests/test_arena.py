@@ -139,3 +139,31 @@ def test_round_robin_report_adds_up():
         assert heading in md
     with pytest.raises(ValueError, match="unique"):
         arena.round_robin(ENV, [agents.random_agent(), agents.random_agent()], 2)
+
+
+def test_ladder_climbs_until_the_agent_wins_too_few():
+    strong = agents.heuristic_agent(ENV)
+
+    def opponent(sims):  # random below 300 "simulations", the heuristic itself from 300 on
+        return agents.random_agent(f"rand-{sims}") if sims < 300 else agents.heuristic_agent(
+            ENV, name=f"heur-{sims}")
+
+    result = arena.ladder(ENV, strong, start=100, step=100, games=6, pass_wins=5,
+                          max_simulations=1000, make_opponent=opponent, opening_stones=2)
+    sims = [lvl["simulations"] for lvl in result["levels"]]
+    assert sims == [100, 200, 300]  # stops at the first level it fails
+    assert result["cleared"] == 200
+    assert all(lvl["games"] == 6 for lvl in result["levels"])
+    assert result["levels"][-1]["wins"] < 5 <= result["levels"][0]["wins"]
+    capped = arena.ladder(ENV, strong, start=100, step=50, games=2, pass_wins=1,
+                          max_simulations=200, make_opponent=lambda s: agents.random_agent(f"r{s}"))
+    assert [lvl["simulations"] for lvl in capped["levels"]] == [100, 150, 200]
+    assert capped["cleared"] == 200
+    with pytest.raises(ValueError, match="pass_wins must be from 1 to games=10"):
+        arena.ladder(ENV, strong, pass_wins=11)
+
+
+def test_heatmap_writes_a_picture(tmp_path):
+    t = arena.round_robin(ENV, [agents.random_agent(), agents.heuristic_agent(ENV)], 2)
+    path = arena.heatmap(t.report(), tmp_path / "heat.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
