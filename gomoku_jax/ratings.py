@@ -70,6 +70,7 @@ __all__ = [
     "Ratings",
     "elo_from_games",
     "elo_from_matrix",
+    "score_interval",
     "win_probability",
 ]
 
@@ -81,6 +82,25 @@ DEFAULT_PRIOR_SIGMA = 1000.0
 
 _ELO_SCALE = 400.0 / math.log(10.0)  # Elo points per natural-log-odds unit
 _VALID_SCORES = (0.0, 0.5, 1.0)
+
+
+def score_interval(points: float, games: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a match score (wins + draws / 2 out of ``games``).
+
+    The usual interval for a win rate from a modest number of games: it stays inside
+    [0, 1] and is sensible at 0 % and 100 %, unlike the normal approximation.
+    """
+    if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
+        raise ValueError(f"score_interval: games must be a positive integer, got {games!r}")
+    if not 0 <= points <= games:
+        raise ValueError(f"score_interval: points must be from 0 to games={games}, got {points}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"score_interval: confidence must be in (0, 1), got {confidence}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p, n = points / games, games
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def win_probability(r_i: Any, r_j: Any) -> Any:

@@ -212,3 +212,19 @@ def test_bad_game_inputs(names, records, kwargs, match):
 def test_bad_matrix_inputs(points, games, match):
     with pytest.raises(ValueError, match=match):
         elo_from_matrix(["a", "b"], points, games)
+
+
+def test_score_interval_is_wilson():
+    from gomoku_jax.ratings import score_interval
+
+    lo, hi = score_interval(95, 100)
+    # Wilson interval by hand: p = .95, n = 100, z = 1.959964
+    z, p, n = 1.959964, 0.95, 100
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert lo == pytest.approx(centre - half, abs=1e-6) and hi == pytest.approx(centre + half, abs=1e-6)
+    lo, hi = score_interval(10, 10)
+    assert hi == 1.0 and 0.65 < lo < 0.75  # 10/10 does not prove 100 %
+    assert score_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="points must be from 0 to games=10"):
+        score_interval(11, 10)
