@@ -20,9 +20,6 @@ on 9x9 and 2.5 million on 15x15 at B = 4096; see the README's performance table.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -30,28 +27,13 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
+from experiments.common import device_description, publish
 from gomoku_jax.game import Gomoku, random_games
 from gomoku_jax.reference import NumpyGomoku
 
 DEFAULT_SIZES = (9, 15)
 DEFAULT_BATCHES = (256, 1024, 4096)
 ACCELERATOR_BATCH = 65536
-
-
-def device_description() -> str:
-    """The device the figures were measured on, in words."""
-    dev = jax.devices()[0]
-    if dev.platform == "cpu":
-        model = platform.processor() or "CPU"
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
-        return f"cpu: {model}, {os.cpu_count()} cores (jax {jax.__version__})"
-    return f"{dev.platform}: {dev.device_kind} x{jax.device_count()} (jax {jax.__version__})"
 
 
 def time_jax(env: Gomoku, batch: int, repeats: int, seed: int) -> dict:
@@ -164,12 +146,7 @@ def main(argv=None) -> dict:
         parser.error("--repeats and --batches must be positive, --numpy-seconds above 0")
     report = run(args.sizes, tuple(args.batches) if args.batches else None, args.k, args.rule,
                  args.repeats, args.numpy_seconds, args.seed, progress=not args.no_progress)
-    print(format_report(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"report written to {args.json}")
-    return report
+    return publish(report, format_report(report), args.json)
 
 
 if __name__ == "__main__":

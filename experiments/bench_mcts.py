@@ -20,7 +20,6 @@ least 20,000 simulations/s over a batch of 64 (see the README's performance tabl
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from algorithms import pure_mcts
-from experiments.bench_game import device_description
+from experiments.common import device_description, publish
 from gomoku_jax.game import Gomoku
 from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
 
@@ -141,12 +140,7 @@ def main(argv=None) -> dict:
         parser.error("--simulations, --batch, --positions and --numpy-simulations must be positive")
     report = run(args.size, args.k, args.simulations, args.batch, args.positions,
                  args.numpy_simulations, args.seed, progress=not args.no_progress)
-    print(format_report(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"report written to {args.json}")
-    return report
+    return publish(report, format_report(report), args.json)
 
 
 if __name__ == "__main__":

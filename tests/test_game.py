@@ -330,6 +330,18 @@ def test_random_games_match_reference_engine(size, k, rule):
         assert oracle == ({ref.winner} if ref.winner >= 0 else set())
 
 
+def _reference_step(ref, action) -> bool:
+    """Step the NumPy engine with the JAX engine's forfeit rule; True on a forfeit."""
+    if ref.terminated:
+        return False
+    try:
+        ref.step(action)
+    except IllegalMoveError:
+        ref.terminated, ref.winner = True, 1 - ref.current_player
+        return True
+    return False
+
+
 @pytest.mark.parametrize("size, k, rule", [(5, 4, "freestyle"), (9, 5, "standard")])
 def test_every_ply_matches_reference_including_forfeits(size, k, rule):
     env = Gomoku(size, k, rule)
@@ -351,12 +363,7 @@ def test_every_ply_matches_reference_including_forfeits(size, k, rule):
         states = step(states, jnp.asarray(actions, jnp.int32))
         for i, (ref, a) in enumerate(zip(refs, actions)):
             was_over = ref.terminated
-            if not was_over:
-                try:
-                    ref.step(a)
-                except IllegalMoveError:
-                    ref.terminated, ref.winner = True, 1 - ref.current_player
-                    forfeited[i] = True
+            forfeited[i] |= _reference_step(ref, a)
             assert bool(states.terminated[i]) == ref.terminated
             assert int(states.winner[i]) == ref.winner
             assert int(states.current_player[i]) == ref.current_player
@@ -464,11 +471,7 @@ def test_any_action_sequence_matches_the_reference(cfg, data):
     s = env.init()
     for a in actions:
         was_over = ref.terminated
-        if not was_over:
-            try:
-                ref.step(a)
-            except IllegalMoveError:
-                ref.terminated, ref.winner = True, 1 - ref.current_player
+        _reference_step(ref, a)
         s = step(s, jnp.int32(a))
         np.testing.assert_array_equal(np.asarray(s.board), ref.board)
         assert bool(s.terminated) == ref.terminated and int(s.winner) == ref.winner

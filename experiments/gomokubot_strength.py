@@ -1,0 +1,77 @@
+"""Experiment: how strong is seed 001's rule-based GomokuBot (alpha-beta on pattern scores)?
+
+Command (about 10 minutes on a 2-core CPU)::
+
+    python -m experiments.gomokubot_strength --json experiments/results/gomokubot_9x9.json
+
+On 9x9 (k = 5, freestyle) GomokuBot plays 100 games against the seed-000 heuristic and 100
+against pure MCTS with 2000 simulations, colours alternating, each pair of games from the
+same random 2-stone opening. Reported: wins / losses / draws, the score with its 95% Wilson
+interval, wins by colour, and the seconds a move each side used. Then GomokuBot's time
+per move on 15x15 over a few games against the heuristic (it must answer within 2 s).
+
+Targets: at least 90% against both opponents on 9x9 (seed 001 reports 97% on 15x15),
+at most 2 s a move on 15x15.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from experiments.common import device_description, publish
+from gomoku_jax import agents, arena
+from gomoku_jax.game import Gomoku
+from gomoku_jax.ratings import score_interval
+
+
+def _summary(match: arena.MatchResult, name: str) -> dict:
+    score = match.score(name)
+    points = score["wins"] + 0.5 * score["draws"]
+    lo, hi = score_interval(points, score["games"])
+    opponent = [n for n in match.names if n != name][0]
+    return {**score, "score": points / score["games"], "score_95": [lo, hi],
+            "seconds_per_move": match.seconds_per_move(name),
+            "opponent_seconds_per_move": match.seconds_per_move(opponent)}
+
+
+def run(games: int = 100, mcts_simulations: int = 2000, timing_games: int = 4, seed: int = 0) -> dict:
+    env = Gomoku(9, 5)
+    bot = agents.make("gomokubot", env)
+    results = {"device": device_description(), "board": env.id, "games": games,
+               "agent": bot.name, "opening_stones": 2, "matches": {}}
+    for opponent in (agents.heuristic_agent(env), agents.make(f"pure-mcts-{mcts_simulations}", env)):
+        start = time.perf_counter()
+        match = arena.play_match(env, bot, opponent, games, seed=seed, opening_stones=2,
+                                 progress=True)
+        results["matches"][opponent.name] = _summary(match, bot.name) | {
+            "wall_seconds": time.perf_counter() - start}
+        print(opponent.name, json.dumps(results["matches"][opponent.name]), flush=True)
+    big = Gomoku(15, 5)
+    bot15 = agents.make("gomokubot", big)
+    match = arena.play_match(big, bot15, agents.heuristic_agent(big), timing_games, seed=seed,
+                             opening_stones=2)
+    results["15x15_timing"] = {
+        "games": timing_games,
+        "seconds_per_move": match.seconds_per_move(bot15.name),
+        "score": match.score(bot15.name),
+    }
+    return results
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games", type=int, default=100)
+    parser.add_argument("--mcts-simulations", type=int, default=2000)
+    parser.add_argument("--timing-games", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    report = run(args.games, args.mcts_simulations, args.timing_games, args.seed)
+    return publish(report, json.dumps(report, indent=2), args.json)
+
+
+if __name__ == "__main__":
+    main()
