@@ -1,0 +1,762 @@
+"""The Gomocup (Piskvork) text protocol, both ways.
+
+* `Engine` / `run_engine`: any `Agent` as a Gomocup brain on stdin / stdout
+  (``gomoku-jax pbrain --agent NAME``), so Piskvork, other managers and other
+  brains can play it.
+* `EngineAgent`: any Gomocup brain (a command line) as an `Agent`, so the arena's
+  `play_match` and round robins can include external engines.
+
+Coordinates. The protocol writes a cell as ``x,y`` with ``x`` the column and ``y`` the
+row, both from 0, row 0 on top; here an action is ``row * size + col``, so ``x,y`` is
+action ``y * size + x``. In ``BOARD`` lines the field is 1 for the brain's own stone,
+2 for the opponent's and 3 for a dead stone of a continuous game (part of an earlier
+winning line): occupied, owned by nobody. Internally the board has colours (1 black,
+the first mover; 2 white): when the brain is to move with as many stones as the
+opponent it is black, with one stone fewer it is white.
+
+Engine side, the supported subset (one reply line where one is due; ``MESSAGE`` lines
+may come at any time and are not replies):
+
+===========================  ===========================================================
+``START n``                  new game on an n x n board, n from 5 to 19: ``OK`` (the
+                             agent is built and compiled here, so moves are not slowed
+                             by JAX compilation), else ``ERROR unsupported size n``
+``RECTSTART w,h``            as ``START w`` when w == h, else ``ERROR``
+``RESTART``                  new game, same size: ``OK``
+``BEGIN``                    the brain opens on the empty board: ``x,y``
+``TURN x,y``                 the opponent played x,y: the brain's reply ``x,y``
+``BOARD`` ... ``DONE``       a whole position, lines ``x,y,field``; the brain is to
+                             move: ``x,y``. Applied only if every line is valid.
+``PLAY x,y``                 the brain must play x,y: ``x,y``
+``TAKEBACK x,y``             remove the stone at x,y: ``OK``
+``INFO key value``           no reply. Used: ``timeout_turn``, ``timeout_match``,
+                             ``time_left`` (milliseconds) and ``rule`` (bit 1: exactly
+                             five, bit 2: continuous game; renju (4) and caro (8) are
+                             answered ``ERROR``). Others (``max_memory``,
+                             ``game_type``, ``folder`` ...) are ignored.
+``ABOUT``                    ``name="gomoku-jax", version=..., author=..., country=...``
+``END``                      exit
+===========================  ===========================================================
+
+Games are five in a row (``Gomoku(n, 5, rule)``): ``rule`` 0 is freestyle (five or
+more wins), 1 is standard (exactly five). Anything wrong (a malformed or unknown line,
+a cell off the board or occupied, a move before ``START``, a move after the game has
+ended) is answered with one ``ERROR <what was wrong>`` line and changes nothing: the
+engine keeps running. An opponent's move that ends the game (a win, or the last free
+cell) is kept on the board and answered ``ERROR game over: ...``; ``TAKEBACK``,
+``BOARD``, ``RESTART`` or ``START`` go on from there.
+
+Time: before each move the engine sets the agent's deadline from ``timeout_turn`` and
+from the match clock (``time_left``, else ``timeout_match``, divided by an estimate of
+the moves still to play), keeping 10% and 50 ms in reserve; without limits the agent
+gets no deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Sequence, TextIO
+
+import jax
+import numpy as np
+
+from gomoku_jax import __version__
+from gomoku_jax.agents import Agent, PythonAgent
+from gomoku_jax.game import DIRECTIONS, Gomoku, State
+
+__all__ = [
+    "MAX_SIZE",
+    "MIN_SIZE",
+    "Engine",
+    "EngineAgent",
+    "EngineError",
+    "run_engine",
+]
+
+MIN_SIZE, MAX_SIZE = 5, 19
+K = 5  # Gomocup is five in a row
+
+_OWN, _OPP, _DEAD = 1, 2, 3  # BOARD fields
+_RULE_EXACT, _RULE_CONTINUOUS = 1, 2
+_SUPPORTED_RULE_BITS = _RULE_EXACT | _RULE_CONTINUOUS
+_RESERVE_FRACTION, _RESERVE_S = 0.10, 0.050
+_MIN_MOVES_LEFT, _MAX_MOVES_LEFT = 5, 25
+
+_COMMANDS = ("START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", "PLAY",
+             "TAKEBACK", "INFO", "ABOUT", "END")
+_INT = re.compile(r"[+-]?\d{1,9}")
+
+
+class EngineError(RuntimeError):
+    """An external engine answered ``ERROR``, an unexpected line, too late, or died."""
+
+
+class _ProtocolError(ValueError):
+    """A bad command line; the message becomes the ``ERROR`` reply."""
+
+
+def _parse_ints(text: str, count: int, what: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != count or not all(_INT.fullmatch(p) for p in parts):
+        shape = "x,y,field" if count == 3 else "x,y"
+        raise _ProtocolError(f"{what}: expected {shape} (integers), got {text.strip()!r}")
+    return [int(p) for p in parts]
+
+
+def _wins_at(cells: np.ndarray, row: int, col: int, exact: bool) -> bool:
+    """Whether the stone at (row, col) is part of a winning run of ``K`` (exactly ``K``
+    when ``exact``). Stones compare by field value; dead stones (3) break runs."""
+    n = cells.shape[0]
+    stone = cells[row, col]
+    if stone not in (_OWN, _OPP):
+        return False
+    for dr, dc in DIRECTIONS:
+        run = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, col + sign * dc
+            while 0 <= r < n and 0 <= c < n and cells[r, c] == stone:
+                run += 1
+                r, c = r + sign * dr, c + sign * dc
+        if run == K or (run > K and not exact):
+            return True
+    return False
+
+
+def _any_winner(cells: np.ndarray, exact: bool) -> int:
+    """The field (1 or 2) of a side with a winning run anywhere, 0 if none."""
+    for row, col in zip(*np.nonzero((cells == _OWN) | (cells == _OPP))):
+        if _wins_at(cells, int(row), int(col), exact):
+            return int(cells[row, col])
+    return 0
+
+
+class _Game:
+    """One game from the brain's view: an ``[N, N]`` grid of BOARD fields."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.cells = np.zeros((size, size), np.int8)
+        self.last = -1  # the last action played, for agents that read it
+        self.colour_hint = 0  # the brain's colour when the stone counts cannot tell
+        self.over: str | None = None  # why the game is over, None while it goes on
+
+    def cell(self, x: int, y: int, what: str) -> int:
+        n = self.size
+        if not (0 <= x < n and 0 <= y < n):
+            raise _ProtocolError(f"{what} {x},{y} is off the {n}x{n} board "
+                                 f"(x and y from 0 to {n - 1})")
+        return y * n + x
+
+    def empty_cell(self, x: int, y: int, what: str) -> int:
+        action = self.cell(x, y, what)
+        field = int(self.cells.reshape(-1)[action])
+        if field:
+            owner = {_OWN: "the engine's stone", _OPP: "the opponent's stone",
+                     _DEAD: "a dead stone"}[field]
+            raise _ProtocolError(f"{what} {x},{y} is occupied by {owner}")
+        return action
+
+    def place(self, action: int, field: int, exact: bool) -> None:
+        row, col = divmod(action, self.size)
+        self.cells[row, col] = field
+        self.last = action
+        if _wins_at(self.cells, row, col, exact):
+            who = "the engine" if field == _OWN else "the opponent"
+            self.over = f"{who} won with {col},{row}"
+        elif not (self.cells == 0).any():
+            self.over = "the board is full (draw)"
+
+    def recompute_over(self, exact: bool) -> None:
+        winner = _any_winner(self.cells, exact)
+        if winner:
+            self.over = ("the engine" if winner == _OWN else "the opponent") + " has five in a row"
+        elif not (self.cells == 0).any():
+            self.over = "the board is full (draw)"
+        else:
+            self.over = None
+
+    def colour(self) -> int:
+        """The brain's colour (0 black, 1 white) with the brain to move."""
+        own, opp = int((self.cells == _OWN).sum()), int((self.cells == _OPP).sum())
+        if own == opp:
+            return 0
+        if opp == own + 1:
+            return 1
+        return self.colour_hint
+
+    def state(self, env: Gomoku) -> State:
+        """The position as a `State` with the brain to move. Dead stones are shown to the
+        agent as the opponent's (they block the brain's lines just the same)."""
+        me = self.colour()
+        own, other = me + 1, 2 - me
+        board = np.where(self.cells == _OWN, own, np.where(self.cells == 0, 0, other))
+        return env.from_board(board.astype(np.int8), to_move=me, last_action=self.last)
+
+
+def _fallback_move(cells: np.ndarray) -> int:
+    """The empty cell nearest the centre (the move of last resort)."""
+    n = cells.shape[0]
+    rows, cols = np.divmod(np.arange(n * n), n)
+    distance = np.abs(rows - (n - 1) / 2) + np.abs(cols - (n - 1) / 2)
+    distance = np.where(cells.reshape(-1) == 0, distance, np.inf)
+    return int(np.argmin(distance))
+
+
+class Engine:
+    """A Gomocup brain around an agent: feed it lines with `handle`, or `run` it.
+
+    Args:
+      agent_factory: ``env -> Agent``, called for each board size and rule in use (a
+        ``ValueError`` from it means "unsupported": the command is answered ``ERROR``).
+      agent_name: the agent named in the ``ABOUT`` reply.
+      seed: seeds the agents' random keys.
+      warmup: play two throw-away moves when a game is set up (``START``, or a rule
+        change), so that JAX compiles then and not during the first timed move.
+      log: where diagnostics go (stderr by default); never the protocol channel.
+    """
+
+    def __init__(self, agent_factory: Callable[[Gomoku], Agent], agent_name: str = "",
+                 seed: int = 0, warmup: bool = True, log: TextIO | None = None):
+        self._factory = agent_factory
+        self._agent_name = agent_name
+        self._key = jax.random.key(seed)
+        self._warmup = warmup
+        self._log = log
+        self._agents: dict[tuple[int, str], tuple[Gomoku, Agent]] = {}
+        self._game: _Game | None = None
+        self._rule_bits = 0
+        self._timeout_turn: int | None = None  # ms; 0 = as fast as possible
+        self._timeout_match: int | None = None  # ms; 0 = no limit
+        self._time_left: int | None = None  # ms
+        self._block: list[str] | None = None  # BOARD lines while reading a BOARD block
+        self._decisions = 0
+        self.finished = False  # set by END
+
+    # --------------------------------------------------------------- properties
+    @property
+    def rule(self) -> str:
+        return "standard" if self._rule_bits & _RULE_EXACT else "freestyle"
+
+    @property
+    def size(self) -> int | None:
+        return None if self._game is None else self._game.size
+
+    @property
+    def board(self) -> np.ndarray | None:
+        """A copy of the position as BOARD fields ``[y, x]`` (None before START)."""
+        return None if self._game is None else self._game.cells.copy()
+
+    @property
+    def game_over(self) -> str | None:
+        return None if self._game is None else self._game.over
+
+    @property
+    def reading_board(self) -> bool:
+        """Whether a ``BOARD`` block is being read (lines up to ``DONE`` get no reply)."""
+        return self._block is not None
+
+    # ------------------------------------------------------------------ running
+    def run(self, stdin: TextIO, stdout: TextIO) -> None:
+        """Answer commands from ``stdin`` on ``stdout`` until ``END`` or end of input."""
+        while not self.finished:
+            line = stdin.readline()
+            if not line:
+                break
+            for reply in self.handle(line):
+                stdout.write(reply + "\n")
+                stdout.flush()
+
+    def handle(self, line: str) -> list[str]:
+        """The reply lines to one input line (an empty list where none is due)."""
+        start = time.perf_counter()
+        text = line.strip()
+        try:
+            if self._block is not None:
+                return self._board_line(text, start)
+            if not text:
+                return []
+            word, _, rest = text.partition(" ")
+            word = word.upper()
+            handler = getattr(self, f"_cmd_{word.lower()}", None)
+            if word not in _COMMANDS or handler is None:
+                raise _ProtocolError(f"unknown command {_shorten(text)!r}")
+            return handler(rest.strip(), start)
+        except _ProtocolError as err:
+            return [f"ERROR {_one_line(str(err))}"]
+        except Exception as err:  # a bug must not kill the brain mid-match
+            self._note(f"internal error on {text!r}: {type(err).__name__}: {err}")
+            return [f"ERROR internal error: {type(err).__name__}: {_one_line(str(err))}"]
+
+    def _note(self, text: str) -> None:
+        print(f"gomoku-jax pbrain: {text}", file=self._log or sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ helpers
+    def _need_game(self, command: str) -> _Game:
+        if self._game is None:
+            raise _ProtocolError(f"{command} before START: no game (send START n first)")
+        return self._game
+
+    def _need_live_game(self, command: str) -> _Game:
+        game = self._need_game(command)
+        if game.over is not None:
+            raise _ProtocolError(f"{command}: the game is over ({game.over}); "
+                                 "send RESTART, START, BOARD or TAKEBACK")
+        return game
+
+    def _no_args(self, command: str, rest: str) -> None:
+        if rest:
+            raise _ProtocolError(f"{command} takes no arguments, got {_shorten(rest)!r}")
+
+    def _prepare(self, size: int, rule: str) -> tuple[Gomoku, Agent]:
+        """The env and (warmed-up) agent for a size and rule, built once."""
+        if (size, rule) in self._agents:
+            return self._agents[(size, rule)]
+        env = Gomoku(size, K, rule)
+        agent = self._factory(env)
+        if self._warmup:
+            tic = time.perf_counter()
+            game = _Game(size)
+            self._decide(env, agent, game, time.perf_counter() + 0.5)
+            centre = (size // 2) * size + size // 2
+            game.cells.reshape(-1)[centre] = _OPP
+            game.last = centre
+            self._decide(env, agent, game, time.perf_counter() + 0.5)
+            self._note(f"{agent.name} on {env.id} ready in {time.perf_counter() - tic:.2f} s")
+        self._agents[(size, rule)] = (env, agent)
+        return env, agent
+
+    def deadline(self, start: float) -> float | None:
+        """The agent's deadline for a move asked for at ``start`` (perf_counter time)."""
+        budgets = []
+        if self._timeout_turn is not None:
+            budgets.append(max(self._timeout_turn, 0) / 1000)
+        if self._timeout_match:  # None or 0: no match limit
+            left = self._time_left if self._time_left is not None else self._timeout_match
+            empty = int((self._game.cells == 0).sum()) if self._game is not None else 0
+            moves_left = min(max(empty // 2, _MIN_MOVES_LEFT), _MAX_MOVES_LEFT)
+            budgets.append(max(left, 0) / 1000 / moves_left)
+        if not budgets:
+            return None
+        budget = min(budgets) * (1 - _RESERVE_FRACTION) - _RESERVE_S
+        return start + max(budget, 0.0)
+
+    def _decide(self, env: Gomoku, agent: Agent, game: _Game, deadline: float | None) -> int:
+        """The agent's move; a legal cell whatever the agent does."""
+        key = jax.random.fold_in(self._key, self._decisions)
+        self._decisions += 1
+        try:
+            action = agent.act(game.state(env), key, deadline)
+        except Exception as err:
+            self._note(f"{agent.name} raised {type(err).__name__}: {err}; playing a fallback move")
+            return _fallback_move(game.cells)
+        n = game.size
+        if (isinstance(action, (int, np.integer)) and not isinstance(action, bool)
+                and 0 <= action < n * n and game.cells.reshape(-1)[action] == 0):
+            return int(action)
+        self._note(f"{agent.name} chose {action!r}, not an empty cell; playing a fallback move")
+        return _fallback_move(game.cells)
+
+    def _move(self, game: _Game, start: float) -> list[str]:
+        """The engine plays its move in ``game`` and names it."""
+        if game.over is not None:
+            raise _ProtocolError(f"game over: {game.over}")
+        env, agent = self._prepare(game.size, self.rule)
+        action = self._decide(env, agent, game, self.deadline(start))
+        game.place(action, _OWN, self.rule == "standard")
+        row, col = divmod(action, game.size)
+        return [f"{col},{row}"]
+
+    # ----------------------------------------------------------------- commands
+    def _cmd_start(self, rest: str, start: float) -> list[str]:
+        if not _INT.fullmatch(rest):
+            raise _ProtocolError(f"START: expected a board size, got {_shorten(rest)!r}")
+        return self._start(int(rest))
+
+    def _cmd_rectstart(self, rest: str, start: float) -> list[str]:
+        width, height = _parse_ints(rest, 2, "RECTSTART")
+        if width != height:
+            raise _ProtocolError(f"unsupported rectangular board {width}x{height}: "
+                                 "only square boards")
+        return self._start(width)
+
+    def _start(self, size: int) -> list[str]:
+        if not MIN_SIZE <= size <= MAX_SIZE:
+            raise _ProtocolError(f"unsupported size {size}: board sizes {MIN_SIZE} to {MAX_SIZE}")
+        try:
+            self._prepare(size, self.rule)
+        except ValueError as err:
+            raise _ProtocolError(f"unsupported size {size}: {err}") from None
+        self._game = _Game(size)
+        return ["OK"]
+
+    def _cmd_restart(self, rest: str, start: float) -> list[str]:
+        self._no_args("RESTART", rest)
+        game = self._need_game("RESTART")
+        self._game = _Game(game.size)
+        return ["OK"]
+
+    def _cmd_begin(self, rest: str, start: float) -> list[str]:
+        self._no_args("BEGIN", rest)
+        game = self._need_live_game("BEGIN")
+        if (game.cells != 0).any():
+            raise _ProtocolError("BEGIN on a non-empty board (use BOARD for a position)")
+        game.colour_hint = 0
+        return self._move(game, start)
+
+    def _cmd_turn(self, rest: str, start: float) -> list[str]:
+        x, y = _parse_ints(rest, 2, "TURN")
+        game = self._need_live_game("TURN")
+        action = game.empty_cell(x, y, "TURN")
+        if not (game.cells != 0).any():
+            game.colour_hint = 1
+        game.place(action, _OPP, self.rule == "standard")
+        if game.over is not None:
+            return [f"ERROR game over: {game.over}"]
+        return self._move(game, start)
+
+    def _cmd_play(self, rest: str, start: float) -> list[str]:
+        x, y = _parse_ints(rest, 2, "PLAY")
+        game = self._need_live_game("PLAY")
+        action = game.empty_cell(x, y, "PLAY")
+        game.place(action, _OWN, self.rule == "standard")
+        return [f"{x},{y}"]
+
+    def _cmd_takeback(self, rest: str, start: float) -> list[str]:
+        x, y = _parse_ints(rest, 2, "TAKEBACK")
+        game = self._need_game("TAKEBACK")
+        action = game.cell(x, y, "TAKEBACK")
+        if game.cells.reshape(-1)[action] == 0:
+            raise _ProtocolError(f"TAKEBACK {x},{y}: no stone there")
+        game.cells.reshape(-1)[action] = 0
+        if game.last == action:
+            game.last = -1
+        game.recompute_over(self.rule == "standard")
+        return ["OK"]
+
+    def _cmd_board(self, rest: str, start: float) -> list[str]:
+        self._no_args("BOARD", rest)
+        self._block = []
+        return []
+
+    def _cmd_done(self, rest: str, start: float) -> list[str]:
+        raise _ProtocolError("DONE without BOARD")
+
+    def _board_line(self, text: str, start: float) -> list[str]:
+        word = text.partition(" ")[0].upper()
+        if word == "DONE":
+            lines, self._block = self._block, None
+            return self._apply_board(lines, start)
+        if word in _COMMANDS:  # the manager gave up on the block: so do we
+            self._block = None
+            replies = ["ERROR BOARD not ended by DONE; the position is unchanged"]
+            return replies + self.handle(text)
+        self._block.append(text)
+        return []
+
+    def _apply_board(self, lines: list[str], start: float) -> list[str]:
+        game = self._need_game("BOARD")
+        new = _Game(game.size)
+        order = []
+        for line in lines:
+            if not line:
+                continue
+            x, y, field = _parse_ints(line, 3, "BOARD line")
+            action = new.empty_cell(x, y, "BOARD line")
+            if field not in (_OWN, _OPP, _DEAD):
+                raise _ProtocolError(f"BOARD line {line!r}: field must be 1 (own), "
+                                     f"2 (opponent) or 3 (dead stone), got {field}")
+            new.cells.reshape(-1)[action] = field
+            if field != _DEAD:
+                order.append(action)
+        own, opp = int((new.cells == _OWN).sum()), int((new.cells == _OPP).sum())
+        new.colour_hint = 1 if opp > own else 0
+        new.last = order[-1] if order else -1
+        new.recompute_over(self.rule == "standard")
+        self._game = new  # a valid position replaces the old one whole
+        if new.over is not None:
+            return [f"ERROR game over: {new.over}"]
+        return self._move(new, start)
+
+    def _cmd_info(self, rest: str, start: float) -> list[str]:
+        key, _, value = rest.partition(" ")
+        key, value = key.lower(), value.strip()
+        if key not in ("timeout_turn", "timeout_match", "time_left", "rule"):
+            return []  # max_memory, game_type, folder, evaluate ... and unknown keys
+        if not _INT.fullmatch(value):
+            raise _ProtocolError(f"INFO {key}: expected an integer, got {_shorten(value)!r}")
+        number = int(value)
+        if key == "rule":
+            return self._set_rule(number)
+        setattr(self, f"_{key}", number)
+        return []
+
+    def _set_rule(self, bits: int) -> list[str]:
+        if bits < 0 or bits & ~_SUPPORTED_RULE_BITS:
+            names = [n for b, n in ((4, "renju"), (8, "caro")) if bits >= 0 and bits & b]
+            what = " and ".join(names) if names else "unknown rule bits"
+            raise _ProtocolError(f"unsupported rule {bits} ({what}); still playing "
+                                 f"{self.rule} (rule 0 freestyle, 1 exactly five, +2 continuous)")
+        rule = "standard" if bits & _RULE_EXACT else "freestyle"
+        if self._game is not None:
+            try:
+                self._prepare(self._game.size, rule)
+            except ValueError as err:
+                raise _ProtocolError(f"unsupported rule {bits}: {err}") from None
+        self._rule_bits = bits
+        if self._game is not None:
+            self._game.recompute_over(rule == "standard")
+        return []
+
+    def _cmd_about(self, rest: str, start: float) -> list[str]:
+        agent = f', agent="{self._agent_name}"' if self._agent_name else ""
+        return [f'name="gomoku-jax", version="{__version__}", '
+                f'author="gomoku-jax developers", country="Unknown"{agent}']
+
+    def _cmd_end(self, rest: str, start: float) -> list[str]:
+        self.finished = True
+        return []
+
+
+def _shorten(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | None = None,
+               seed: int = 0) -> int:
+    """Run ``agents.make(agent_name, env)`` as a Gomocup brain until ``END``.
+
+    Anything the code prints while the brain runs goes to stderr, so that only protocol
+    lines reach ``stdout``. Raises ``ValueError`` for an unknown agent name.
+    """
+    from gomoku_jax import agents
+
+    agents.make(agent_name, Gomoku(15, K))  # unknown names fail now, not at START
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    engine = Engine(lambda env: agents.make(agent_name, env),
+                    agent_name=agent_name, seed=seed)
+    with contextlib.redirect_stdout(sys.stderr):
+        engine.run(stdin, stdout)
+    return 0
+
+
+# ------------------------------------------------------------- the other way round
+
+
+class EngineAgent(PythonAgent):
+    """An external Gomocup brain, run as a subprocess, as an `Agent`.
+
+    Each move sends the whole position with ``BOARD`` (``BEGIN`` on the empty board),
+    preceded by ``INFO timeout_turn`` from the deadline (else ``turn_ms``), and reads
+    the ``x,y`` answer; ``MESSAGE``, ``DEBUG`` and ``SUGGEST`` lines are skipped. An
+    ``ERROR`` answer, an unexpected line, no answer in time or a dead process raises
+    `EngineError` (the arena counts it as a forfeit with that reason); the process is
+    started again at the next move if it has gone. Use `close` (or ``with``) to end it.
+
+    Args:
+      command: the brain's command line, e.g. ``["pbrain-foo.exe"]``.
+      env: the game; five in a row on a 5x5 to 19x19 board.
+      name: the agent's name (default: from the command line).
+      turn_ms: ``timeout_turn`` sent when `act` gets no deadline.
+      grace_s: how long past the deadline (or ``turn_ms``) to wait for an answer.
+      start_timeout_s: how long ``START`` may take (engines may load or compile).
+      stderr: where the engine's stderr goes (``subprocess`` convention; default: ours).
+    """
+
+    def __init__(self, command: Sequence[str], env: Gomoku, name: str | None = None,
+                 turn_ms: int = 5000, grace_s: float = 2.0, start_timeout_s: float = 120.0,
+                 stderr=None):
+        if isinstance(command, str) or not command:
+            raise ValueError(f"command must be a non-empty list of strings, got {command!r}")
+        if env.k != K or not MIN_SIZE <= env.size <= MAX_SIZE:
+            raise ValueError(f"Gomocup engines play five in a row on {MIN_SIZE}x{MIN_SIZE} "
+                             f"to {MAX_SIZE}x{MAX_SIZE} boards, not {env.id}")
+        self.command = [str(c) for c in command]
+        self.env = env
+        self.name = name or "engine:" + os.path.basename(self.command[-1])
+        self.turn_ms = turn_ms
+        self.grace_s = grace_s
+        self.start_timeout_s = start_timeout_s
+        self._stderr = stderr
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue | None = None
+        self._reader: threading.Thread | None = None
+        self._started = False  # START answered OK by the current process
+        self._last_returncode: int | None = None
+        self._spawn()  # start now: engines load while other things happen
+
+    # ------------------------------------------------------------- process
+    def _spawn(self) -> None:
+        self._proc = subprocess.Popen(
+            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            text=True, bufsize=1,
+        )
+        self._lines = queue.Queue()
+        self._reader = threading.Thread(target=_pump, args=(self._proc.stdout, self._lines),
+                                        daemon=True, name=f"{self.name} reader")
+        self._reader.start()
+        self._started = False
+        rule = 1 if self.env.rule == "standard" else 0
+        try:
+            self._send(f"START {self.env.size}", f"INFO rule {rule}")
+        except EngineError:
+            pass  # reported by the first move
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _send(self, *lines: str) -> None:
+        try:
+            self._proc.stdin.write("".join(line + "\n" for line in lines))
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as err:
+            raise EngineError(f"{self.name}: cannot write to the engine ({err}); "
+                              f"exit code {self._proc.poll()}") from None
+
+    def _reply(self, until: float, waiting_for: str) -> str:
+        """The next line that is not a message, before ``until`` (perf_counter)."""
+        while True:
+            left = until - time.perf_counter()
+            try:
+                line = self._lines.get(timeout=max(left, 0.0))
+            except queue.Empty:
+                self._kill()
+                raise EngineError(f"{self.name}: no answer to {waiting_for} in time; "
+                                  "engine stopped") from None
+            if line is None:
+                code = self._proc.wait()
+                raise EngineError(f"{self.name}: the engine exited (code {code}) "
+                                  f"while we waited for {waiting_for}")
+            text = line.strip()
+            word = text.partition(" ")[0].upper()
+            if not text or word in ("MESSAGE", "DEBUG", "SUGGEST", "UNKNOWN"):
+                continue
+            if word == "ERROR":
+                raise EngineError(f"{self.name}: answered {text!r} to {waiting_for}")
+            return text
+
+    def _ensure_started(self) -> None:
+        if not self._alive():
+            self._close_process()
+            self._spawn()
+        if not self._started:
+            answer = self._reply(time.perf_counter() + self.start_timeout_s,
+                                 f"START {self.env.size}")
+            if answer.upper() != "OK":
+                self._kill()
+                raise EngineError(f"{self.name}: answered {answer!r} to START {self.env.size}")
+            self._started = True
+
+    # ------------------------------------------------------------------- play
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
+        del key  # the engine has its own randomness
+        n = self.env.size
+        board = np.asarray(state.board)
+        if board.shape != (n, n):
+            raise ValueError(f"{self.name}: expected one {n}x{n} game, got a board {board.shape}")
+        self._ensure_started()
+        now = time.perf_counter()
+        turn_ms = self.turn_ms if deadline is None else max(int((deadline - now) * 1000), 1)
+        me = int(state.current_player) + 1
+        stones = [int(a) for a in np.flatnonzero(board.reshape(-1))]
+        last = int(state.last_action)
+        if last in stones:  # the last move goes last: some engines read the order
+            stones.remove(last)
+            stones.append(last)
+        lines = [f"INFO timeout_turn {turn_ms}"]
+        if stones:
+            lines.append("BOARD")
+            lines += [f"{a % n},{a // n},{1 if board.flat[a] == me else 2}" for a in stones]
+            lines.append("DONE")
+            asked = "BOARD"
+        else:
+            lines.append("BEGIN")
+            asked = "BEGIN"
+        self._send(*lines)
+        answer = self._reply(now + turn_ms / 1000 + self.grace_s, asked)
+        try:
+            x, y = _parse_ints(answer, 2, "move")
+        except _ProtocolError:
+            raise EngineError(
+                f"{self.name}: answered {answer!r} to {asked}, not a move x,y") from None
+        if not (0 <= x < n and 0 <= y < n):
+            raise EngineError(f"{self.name}: played {x},{y}, off the {n}x{n} board")
+        return y * n + x
+
+    def select(self, state: State, rng) -> int:  # pragma: no cover - act is overridden
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- closing
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        self._close_process()
+
+    def _close_process(self) -> None:
+        if self._proc is None:
+            return
+        proc, self._proc = self._proc, None
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        with contextlib.suppress(Exception):
+            proc.stdout.close()
+        self._started = False
+        self._last_returncode = proc.returncode
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code of the last process once closed (None while it runs)."""
+        return self._last_returncode if self._proc is None else self._proc.poll()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send ``END``, wait up to ``timeout`` seconds for the engine to exit, else kill it."""
+        if self._proc is None:
+            return
+        proc = self._proc
+        if proc.poll() is None:
+            with contextlib.suppress(EngineError):
+                self._send("END")
+            with contextlib.suppress(Exception):
+                proc.stdin.close()  # end of input too, for engines that ignore END
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=timeout)
+        self._close_process()
+
+    def __enter__(self) -> "EngineAgent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self._kill()
+
+
+def _pump(stream: TextIO, lines: queue.Queue) -> None:
+    """Copy a process's output lines into a queue; None marks the end."""
+    try:
+        for line in iter(stream.readline, ""):
+            lines.put(line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        lines.put(None)

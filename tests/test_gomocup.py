@@ -1,0 +1,520 @@
+"""The Gomocup protocol: the engine side in process and over real pipes, and external
+engines as arena agents."""
+
+import collections
+import functools
+import random
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from gomoku_jax import agents, arena, cli, gomocup
+from gomoku_jax.agents import Agent
+from gomoku_jax.game import Gomoku
+
+MOVE = re.compile(r"(\d+),(\d+)")
+PBRAIN = [sys.executable, "-m", "gomoku_jax.cli", "pbrain", "--agent"]
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_agent(name: str, env: Gomoku) -> Agent:
+    return agents.make(name, env)  # one agent (one compilation) per game for the session
+
+
+def make_engine(name: str = "random", **kwargs) -> gomocup.Engine:
+    return gomocup.Engine(functools.partial(_cached_agent, name), agent_name=name, **kwargs)
+
+
+def say(engine: gomocup.Engine, *lines: str) -> list[str]:
+    """All replies to ``lines``."""
+    return [reply for line in lines for reply in engine.handle(line)]
+
+
+def one(engine: gomocup.Engine, line: str) -> str:
+    replies = engine.handle(line)
+    assert len(replies) == 1, (line, replies)
+    return replies[0]
+
+
+def xy(reply: str) -> tuple[int, int]:
+    m = MOVE.fullmatch(reply)
+    assert m, reply
+    return int(m.group(1)), int(m.group(2))
+
+
+class Recorder(Agent):
+    """Plays the first empty cell (or a scripted action) and keeps the states it saw."""
+
+    def __init__(self, env, action=None):
+        self.name, self.env, self.action, self.states = "recorder", env, action, []
+
+    def act(self, state, key, deadline=None):
+        self.states.append((state, deadline))
+        if self.action is not None:
+            return self.action
+        return int(np.flatnonzero(np.asarray(state.board).reshape(-1) == 0)[0])
+
+
+# ------------------------------------------------------------------ engine, in process
+
+
+def test_scripted_session_replies():
+    engine = make_engine()
+    assert say(engine, "INFO timeout_turn 1000", "INFO max_memory 83886080",
+               "INFO folder C:\\tmp", "INFO whatever 1") == []
+    about = one(engine, "ABOUT")
+    assert re.fullmatch(r'name="gomoku-jax", version="[^"]+", author="[^"]+", country="[^"]+"'
+                        r', agent="random"', about)
+    assert one(engine, "START 15") == "OK"
+    x, y = xy(one(engine, "BEGIN"))
+    board = engine.board
+    assert board[y, x] == 1 and (board != 0).sum() == 1
+    ox, oy = (x + 1) % 15, y
+    x2, y2 = xy(one(engine, f"TURN {ox},{oy}"))
+    board = engine.board
+    assert board[oy, ox] == 2 and board[y2, x2] == 1 and (board != 0).sum() == 3
+    assert one(engine, f"TAKEBACK {x2},{y2}") == "OK"
+    assert one(engine, f"TAKEBACK {ox},{oy}") == "OK"
+    assert (engine.board != 0).sum() == 1
+    assert one(engine, "RESTART") == "OK"
+    assert (engine.board == 0).all() and engine.size == 15
+    assert say(engine, "BOARD", "7,7,1", "8,8,2", "7,8,2") == []
+    assert engine.reading_board
+    bx, by = xy(one(engine, "DONE"))
+    assert not engine.reading_board
+    assert (bx, by) not in {(7, 7), (8, 8), (7, 8)}
+    assert (engine.board != 0).sum() == 4
+    assert one(engine, "PLAY 0,0") == "0,0"
+    assert engine.board[0, 0] == 1
+    assert one(engine, "start 9") == "OK"  # commands are case-insensitive
+    assert engine.size == 9 and (engine.board == 0).all()
+    assert one(engine, "RECTSTART 10,10") == "OK" and engine.size == 10
+    assert say(engine, "END") == [] and engine.finished
+
+
+def test_coordinates_are_column_then_row():
+    env = Gomoku(9, 5)
+    recorder = Recorder(env, action=2 * 9 + 7)  # row 2, col 7
+    engine = gomocup.Engine(lambda e: recorder, warmup=False)
+    assert one(engine, "START 9") == "OK"
+    assert one(engine, "TURN 1,4") == "7,2"  # x = col 1, y = row 4
+    state, _ = recorder.states[-1]
+    board = np.asarray(state.board)
+    assert board[4, 1] == 1 and int(state.current_player) == 1  # the opponent was black
+    assert engine.board[4, 1] == 2 and engine.board[2, 7] == 1
+
+
+def test_board_colours_inferred_from_stone_counts():
+    env = Gomoku(9, 5)
+    recorder = Recorder(env)
+    engine = gomocup.Engine(lambda e: recorder, warmup=False)
+    one(engine, "START 9")
+    say(engine, "BOARD", "4,4,2", "3,3,1", "5,5,2")
+    xy(one(engine, "DONE"))  # the opponent has one more stone: the engine is white
+    state, _ = recorder.states[-1]
+    board = np.asarray(state.board)
+    assert int(state.current_player) == 1 and board[4, 4] == 1 and board[3, 3] == 2
+    assert int(state.last_action) == 5 * 9 + 5  # the last BOARD line
+    say(engine, "BOARD", "4,4,2", "3,3,1")
+    xy(one(engine, "DONE"))  # as many stones: the engine is black
+    state, _ = recorder.states[-1]
+    assert int(state.current_player) == 0 and np.asarray(state.board)[3, 3] == 1
+    say(engine, "BOARD")
+    assert one(engine, "DONE") == "0,0"  # an empty BOARD: the engine opens
+
+
+def test_dead_stones_of_continuous_games():
+    env = Gomoku(5, 5)
+    recorder = Recorder(env)
+    engine = gomocup.Engine(lambda e: recorder, warmup=False)
+    assert say(engine, "INFO rule 2") == []  # continuous game: accepted
+    one(engine, "START 5")
+    say(engine, "BOARD", "0,0,3", "1,0,3", "2,0,1")
+    assert one(engine, "DONE") == "3,0"  # dead stones are occupied
+    state, _ = recorder.states[-1]
+    board = np.asarray(state.board)
+    assert board[0, 0] == board[0, 1] == 2  # shown to the agent as the opponent's
+    assert one(engine, "TURN 0,0").startswith("ERROR TURN 0,0 is occupied by a dead stone")
+
+
+def test_engine_never_plays_occupied_or_illegal_cells():
+    env = Gomoku(5, 5)
+    bad = Recorder(env, action=0)  # always the corner, occupied after the first move
+    engine = gomocup.Engine(lambda e: bad, warmup=False, log=open("/dev/null", "w"))
+    one(engine, "START 5")
+    seen = set()
+    assert one(engine, "BEGIN") == "0,0"
+    seen.add((0, 0))
+    for cell in [(1, 0), (2, 0), (3, 0), (0, 1), (1, 1)]:
+        reply = one(engine, f"TURN {cell[0]},{cell[1]}")
+        seen.add(cell)
+        move = xy(reply)
+        assert move not in seen
+        seen.add(move)
+    bad.action = 10**6  # off the board
+    move = xy(one(engine, "TURN 4,4"))
+    assert move not in seen and move != (4, 4)
+
+
+def test_errors_leave_the_state_unchanged():
+    engine = make_engine()
+    for line in ["TURN 1,1", "BEGIN", "RESTART", "TAKEBACK 1,1", "PLAY 1,1"]:
+        reply = one(engine, line)
+        assert reply.startswith("ERROR ") and "before START" in reply, reply
+    say(engine, "BOARD", "1,1,1")
+    assert "before START" in one(engine, "DONE")
+    for size in ("4", "20", "abc", ""):
+        assert one(engine, f"START {size}").startswith("ERROR ")
+    assert one(engine, "START 20") == "ERROR unsupported size 20: board sizes 5 to 19"
+    assert one(engine, "RECTSTART 10,12").startswith("ERROR unsupported rectangular board")
+    assert one(engine, "START 9") == "OK"
+    x, y = xy(one(engine, "BEGIN"))
+    before = engine.board
+    bad = ["TURN", "TURN 1", "TURN a,b", "TURN 1,2,3", "TURN -1,0", "TURN 9,0",
+           f"TURN {x},{y}", "BEGIN", "BEGIN now", "TAKEBACK 8,8", "TAKEBACK 1",
+           "INFO timeout_turn soon", "INFO rule 4", "INFO rule 8", "INFO rule 64",
+           "DONE", "FOO", "hello world", "\x00\xff", "1,2", "RESTART please", "ABOUTT"]
+    for line in bad:
+        reply = one(engine, line)
+        assert reply.startswith("ERROR ") and "\n" not in reply, (line, reply)
+        assert (engine.board == before).all(), line
+    assert "renju" in one(engine, "INFO rule 4") and "caro" in one(engine, "INFO rule 8")
+    assert engine.rule == "freestyle"
+    # A bad BOARD changes nothing, whatever line is wrong.
+    for lines in (["1,1,1", "1,1,2"], ["1,1,4"], ["1,1"], ["x,1,1"], ["9,9,1"]):
+        assert say(engine, "BOARD", *lines) == []
+        assert one(engine, "DONE").startswith("ERROR BOARD line"), lines
+        assert (engine.board == before).all()
+    # A command inside a BOARD block ends it: the block's ERROR, then the command's reply.
+    assert say(engine, "BOARD", "1,1,2", "ABOUT")[0].startswith("ERROR BOARD not ended by DONE")
+    assert not engine.reading_board and (engine.board == before).all()
+    assert say(engine, "") == []  # blank lines are ignored
+    xy(one(engine, "TURN 0,0"))  # still playing
+
+
+def test_game_over_after_the_opponents_move():
+    env = Gomoku(9, 5)
+    engine = gomocup.Engine(lambda e: Recorder(env), warmup=False)  # first empty cell
+    one(engine, "START 9")
+    say(engine, "BOARD", "0,8,2", "1,8,2", "2,8,2", "5,5,1", "6,5,1")
+    assert one(engine, "DONE") == "0,0"
+    assert one(engine, "TURN 3,8") == "1,0"
+    assert one(engine, "TURN 4,8") == "ERROR game over: the opponent won with 4,8"
+    assert engine.board[8, 4] == 2 and engine.game_over  # the winning move stays
+    assert "the game is over" in one(engine, "TURN 5,5")
+    assert "the game is over" in one(engine, "BEGIN")
+    assert one(engine, "TAKEBACK 4,8") == "OK" and engine.game_over is None
+    assert one(engine, "TURN 7,7") == "2,0"
+    # The opponent fills the board without five: a draw, reported.
+    one(engine, "START 5")
+    lines = [f"{c},{r},{2 if (c + 2 * r) % 4 < 2 else 1}"
+             for r in range(5) for c in range(5) if r < 4 or c < 3]
+    say(engine, "BOARD", *lines)
+    assert one(engine, "DONE") == "3,4"
+    assert one(engine, "TURN 4,4") == "ERROR game over: the board is full (draw)"
+    assert one(engine, "TAKEBACK 4,4") == "OK"
+    # The engine's own winning move is played, then the game is over.
+    one(engine, "START 9")
+    say(engine, "BOARD", "1,0,1", "2,0,1", "3,0,1", "4,0,1", "0,8,2", "2,8,2", "4,8,2",
+        "6,8,2")
+    assert one(engine, "DONE") == "0,0"
+    assert engine.game_over == "the engine won with 0,0"
+    assert one(engine, "TURN 8,8").startswith("ERROR TURN: the game is over")
+    assert one(engine, "RESTART") == "OK" and engine.game_over is None
+
+
+def test_standard_rule_ignores_overlines():
+    env = Gomoku(9, 5)
+    engine = gomocup.Engine(lambda e: Recorder(env), warmup=False)  # first empty cell
+    one(engine, "START 9")
+    assert say(engine, "INFO rule 1") == [] and engine.rule == "standard"
+    say(engine, "BOARD", "0,8,2", "1,8,2", "2,8,2", "4,8,2", "5,8,2",
+        "0,6,1", "2,6,1", "4,6,1", "6,6,1")
+    assert one(engine, "DONE") == "0,0"
+    assert one(engine, "TURN 3,8") == "1,0"  # six in a row does not win
+    assert engine.game_over is None
+    assert say(engine, "INFO rule 0") == [] and engine.rule == "freestyle"
+    assert "the opponent has five in a row" in engine.game_over  # but it does here
+    assert one(engine, "TAKEBACK 3,8") == "OK" and engine.game_over is None
+    assert one(engine, "TURN 3,8") == "ERROR game over: the opponent won with 3,8"
+
+
+def test_deadline_from_info():
+    engine = make_engine()
+    one(engine, "START 15")
+    assert engine.deadline(100.0) is None  # no limits given
+    say(engine, "INFO timeout_turn 1000")
+    assert engine.deadline(100.0) == pytest.approx(100.0 + 0.9 - 0.05)
+    say(engine, "INFO timeout_match 100000", "INFO time_left 10000")
+    # 10 s left, an estimated 25 moves to go: 0.4 s, less the reserve
+    assert engine.deadline(100.0) == pytest.approx(100.0 + 0.4 * 0.9 - 0.05)
+    say(engine, "INFO time_left 10")
+    assert engine.deadline(100.0) == 100.0  # nothing left: answer at once
+    say(engine, "INFO timeout_turn 0", "INFO timeout_match 0")
+    assert engine.deadline(100.0) == 100.0
+
+
+def test_deadline_reaches_the_agent():
+    env = Gomoku(9, 5)
+    recorder = Recorder(env)
+    engine = gomocup.Engine(lambda e: recorder, warmup=False)
+    say(engine, "START 9", "INFO timeout_turn 2000")
+    tic = time.perf_counter()
+    one(engine, "BEGIN")
+    _, deadline = recorder.states[-1]
+    assert tic + 1.7 < deadline < time.perf_counter() + 1.9
+
+
+def test_heuristic_engine_blocks_fours():
+    engine = make_engine("heuristic")
+    one(engine, "START 15")
+    # The opponent's open four on row 7 (x 4..7) and a scattered own position.
+    say(engine, "BOARD", "4,7,2", "5,7,2", "6,7,2", "7,7,2", "0,0,1", "14,0,1", "0,14,1")
+    assert xy(one(engine, "DONE")) in {(3, 7), (8, 7)}
+    # A four closed on one side: exactly one block.
+    say(engine, "BOARD", "4,3,2", "4,4,2", "4,5,2", "4,6,2", "4,2,1", "14,0,1", "0,14,1")
+    assert one(engine, "DONE") == "4,7"
+    # And its own win first.
+    say(engine, "BOARD", "4,3,2", "4,4,2", "4,5,2", "4,6,2",
+        "10,10,1", "11,11,1", "12,12,1", "13,13,1")
+    assert xy(one(engine, "DONE")) in {(9, 9), (14, 14)}
+    assert engine.game_over.startswith("the engine won")
+
+
+def test_fuzz_one_reply_per_command_and_consistent_state():
+    engine = make_engine()
+    rng = random.Random(1234)
+    words = ["START", "RESTART", "BEGIN", "TURN", "TAKEBACK", "PLAY", "INFO", "ABOUT",
+             "DONE", "RECTSTART", "FOO", "turn", "Turn", "MESSAGE", "board"]
+
+    def junk() -> str:
+        kind = rng.randrange(6)
+        if kind == 0:
+            return "".join(chr(rng.randrange(1, 0x250)) for _ in range(rng.randrange(12)))
+        if kind == 1:
+            return f"{rng.choice(words)} {rng.randrange(-3, 25)},{rng.randrange(-3, 25)}"
+        if kind == 2:
+            return f"{rng.choice(words)} {rng.choice(['', 'x', '1', '1,', ',', '7,7,7', '99'])}"
+        if kind == 3:
+            return f"INFO {rng.choice(['rule', 'timeout_turn', 'time_left', 'x'])} " \
+                   f"{rng.choice(['0', '1', '3', '4', 'abc', '', '-5', '500'])}"
+        if kind == 4:
+            return f"START {rng.choice(['9', '15', '4', '30', 'x', '7'])}"
+        return f"{rng.randrange(15)},{rng.randrange(15)}"
+
+    def board_block() -> list[str]:
+        cells = rng.sample(range(81), rng.randrange(0, 8))
+        lines = [f"{c % 9},{c // 9},{rng.choice([1, 2, 1, 2, 3])}" for c in cells]
+        if rng.random() < 0.3:
+            lines.insert(rng.randrange(len(lines) + 1), junk().replace("DONE", "D"))
+        return ["BOARD", *[line for line in lines if line.partition(" ")[0].upper()
+                           not in gomocup._COMMANDS], "DONE"]
+
+    good_reply = re.compile(r"OK|\d+,\d+|ERROR [^\n]+|name=\"gomoku-jax\".*")
+    lines = []
+    for _ in range(400):
+        r = rng.random()
+        if r < 0.15:
+            lines += board_block()
+        elif r < 0.40:  # on the board whether the fuzz has started 9x9 or 15x15
+            lines.append(f"TURN {rng.randrange(9)},{rng.randrange(9)}")
+        elif r < 0.45:
+            lines.append(rng.choice(["START 9", "RESTART", "BEGIN"]))
+        else:
+            lines.append(junk())
+    sent, block, counts = 0, [], collections.Counter()
+    for line in lines:
+        if "\n" in line or "\r" in line:
+            continue
+        word = line.strip().partition(" ")[0].upper()
+        in_block = engine.reading_board
+        before = None if engine.board is None else engine.board.copy()
+        replies = [r for r in engine.handle(line) if not r.startswith("MESSAGE")]
+        sent += 1
+        if in_block and word != "DONE":
+            assert replies == [], (line, replies)
+            block.append(line)
+            continue
+        if word == "DONE" and in_block:  # the engine's move is on the new position
+            before = np.zeros_like(engine.board)
+            if MOVE.fullmatch(replies[0]):  # then every entry was valid
+                for entry in filter(str.strip, block):
+                    x, y, _ = map(int, entry.split(","))
+                    before[y, x] = 1
+            block = []
+        if not line.strip() or line.strip().upper() == "BOARD":
+            assert replies == [], (line, replies)
+            continue
+        if word == "INFO":
+            assert replies == [] or (len(replies) == 1 and replies[0].startswith("ERROR ")), replies
+            continue
+        assert len(replies) == 1 and good_reply.fullmatch(replies[0]), (line, replies)
+        counts[replies[0].partition(" ")[0] if replies[0].startswith("ERROR") else
+               "move" if MOVE.fullmatch(replies[0]) else "other"] += 1
+        if MOVE.fullmatch(replies[0]) and before is not None and engine.size == before.shape[0]:
+            x, y = xy(replies[0])
+            assert before[y, x] == 0 and engine.board[y, x] == 1, (line, replies)
+        if engine.board is not None:
+            board = engine.board
+            assert np.isin(board, (0, 1, 2, 3)).all()
+    assert sent > 300 and counts["move"] > 50 and counts["ERROR"] > 100, counts
+    assert not engine.finished
+    # After the fuzz, a fresh valid exchange still works.
+    assert one(engine, "START 9") == "OK"
+    x, y = xy(one(engine, "TURN 4,4"))
+    assert (x, y) != (4, 4) and 0 <= x < 9 and 0 <= y < 9
+
+
+def test_cli_rejects_unknown_agents(capsys):
+    assert cli.main(["pbrain", "--agent", "no-such-agent"]) == 2
+    assert "unknown agent" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- over real pipes
+
+
+def test_subprocess_session_over_pipes():
+    proc = subprocess.Popen(PBRAIN + ["heuristic"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        def ask(line: str) -> str:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            return proc.stdout.readline().rstrip("\n")
+
+        assert ask("START 15") == "OK"
+        proc.stdin.write("INFO timeout_turn 500\nINFO timeout_match 100000\nINFO time_left 90000\n")
+        tic = time.perf_counter()
+        x, y = xy(ask("BEGIN"))
+        assert time.perf_counter() - tic < 1.0  # compiled during START, not now
+        taken = {(x, y)}
+        for cell in [(0, 0), (14, 14), (3, 9)]:
+            if cell in taken:
+                continue
+            taken.add(cell)
+            move = xy(ask(f"TURN {cell[0]},{cell[1]}"))
+            assert move not in taken
+            taken.add(move)
+        assert ask("TURN 0,0").startswith("ERROR TURN 0,0 is occupied")
+        assert ask("bogus").startswith("ERROR unknown command")
+        proc.stdin.write("BOARD\n7,7,1\n7,8,2\n8,8,2\nDONE\n")
+        proc.stdin.flush()
+        assert xy(proc.stdout.readline().strip()) not in {(7, 7), (7, 8), (8, 8)}
+        assert ask("TAKEBACK 7,7") == "OK"
+        assert ask("RESTART") == "OK"
+        assert ask("ABOUT").startswith('name="gomoku-jax"')
+        proc.stdin.write("END\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=10) == 0
+        assert proc.stdout.read() == ""  # nothing else on stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+        proc.stderr.close()
+
+
+def test_match_between_two_engines_in_the_arena():
+    env = Gomoku(9, 5)
+    a = gomocup.EngineAgent(PBRAIN + ["random"], env, name="pbrain-random",
+                            stderr=subprocess.DEVNULL)
+    b = gomocup.EngineAgent(PBRAIN + ["heuristic"], env, name="pbrain-heuristic",
+                            stderr=subprocess.DEVNULL)
+    procs = [a._proc, b._proc]
+    with a, b:
+        result = arena.play_match(env, a, b, games=2, seed=3, opening_stones=2)
+    assert [r.forfeit for r in result.records] == [None, None]
+    for r in result.records:
+        assert r.winner in (-1, 0, 1) and len(set(r.moves)) == len(r.moves)
+        final = env.play_moves([divmod(m, 9) for m in r.moves])
+        assert bool(final.terminated) and int(final.winner) == r.winner
+    assert result.score("pbrain-heuristic")["wins"] >= 1
+    for proc in procs:  # both ended by END and reaped: no zombies
+        assert proc.returncode == 0
+    assert a.returncode == 0 and b.returncode == 0
+
+
+# ------------------------------------------------------ external engines that misbehave
+
+
+def fake_engine(body: str) -> list[str]:
+    """A tiny engine in plain Python (no JAX: starts in milliseconds)."""
+    prelude = textwrap.dedent("""
+        import sys
+        def out(s):
+            print(s, flush=True)
+        for line in sys.stdin:
+            w = line.split()[0] if line.split() else ''
+    """)
+    return [sys.executable, "-c", prelude + textwrap.indent(textwrap.dedent(body), "    ")]
+
+
+def test_engine_agent_reads_moves_and_skips_messages():
+    env = Gomoku(7, 5)
+    cmd = fake_engine("""
+        if w == 'START': out('OK')
+        elif w in ('BEGIN', 'DONE'):
+            out('MESSAGE thinking'); out('DEBUG x'); out('2,5')
+        elif w == 'END': sys.exit(0)
+    """)
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        assert agent.act(env.init(), None) == 5 * 7 + 2
+        state = env.play(env.init(), 0, 0)
+        assert agent.act(state, None, deadline=time.perf_counter() + 1) == 37
+    assert agent.returncode == 0
+
+
+@pytest.mark.parametrize("body, match", [
+    ("""
+        if w == 'START': out('OK')
+        elif w == 'BEGIN': out('ERROR out of ideas')
+     """, "answered 'ERROR out of ideas' to BEGIN"),
+    ("""
+        if w == 'START': out('OK')
+        elif w == 'BEGIN': sys.exit(3)
+     """, "exited \\(code 3\\)"),
+    ("""
+        if w == 'START': out('OK')
+     """, "no answer to BEGIN in time"),
+    ("""
+        if w == 'START': out('OK')
+        elif w == 'BEGIN': out('99,0')
+     """, "off the 7x7 board"),
+    ("""
+        if w == 'START': out('ERROR no thanks')
+     """, "ERROR no thanks"),
+    ("""
+        if w == 'START': out('OK')
+        elif w == 'BEGIN': out('hello')
+     """, "not a move"),
+])
+def test_engine_agent_failures_raise_clearly(body, match):
+    env = Gomoku(7, 5)
+    agent = gomocup.EngineAgent(fake_engine(body), env, name="fake", turn_ms=100, grace_s=0.3)
+    with agent:
+        with pytest.raises(gomocup.EngineError, match=match):
+            agent.act(env.init(), None)
+
+
+def test_engine_agent_restarts_a_dead_engine_and_arena_counts_forfeits():
+    env = Gomoku(7, 5)
+    cmd = fake_engine("""
+        if w == 'START': out('OK')
+        elif w == 'BEGIN': sys.exit(1)
+        elif w == 'DONE': out('3,3')
+    """)
+    with gomocup.EngineAgent(cmd, env, name="flaky") as agent:
+        with pytest.raises(gomocup.EngineError):
+            agent.act(env.init(), None)
+        state = env.play(env.init(), 0, 0)
+        assert agent.act(state, None) == 3 * 7 + 3  # a fresh process
+        result = arena.play_match(env, agent, agents.make("random", env), games=1)
+    record = result.records[0]
+    assert record.winner == 1 and "flaky raised EngineError" in record.forfeit
