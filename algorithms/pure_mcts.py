@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import time
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +49,7 @@ from gomoku_jax import tactics
 from gomoku_jax.agents import JaxAgent
 from gomoku_jax.game import DIRECTIONS, EMPTY, Gomoku, State, legal_action_of_rank
 
-__all__ = ["MCTSConfig", "SearchOutput", "pure_mcts_agent", "search"]
+__all__ = ["MCTSConfig", "PureMCTSAgent", "SearchOutput", "pure_mcts_agent", "search"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,13 +269,11 @@ def _back_up_proofs(tree: _Tree, path: jax.Array, depth: jax.Array) -> _Tree:
     return tree.replace(solved=jax.lax.fori_loop(0, depth + 1, body, tree.solved))
 
 
-def search(env: Gomoku, config: MCTSConfig, key: jax.Array, state: State) -> SearchOutput:
-    """Pure MCTS from ``state`` (one game, not finished). Pure and jittable; vmap it."""
+def _new_tree(env: Gomoku, config: MCTSConfig, state: State) -> _Tree:
     nn = env.num_actions
     m = config.simulations + 1
-    board = state.board.reshape(-1)
-    tree = _Tree(
-        boards=jnp.zeros((m, nn), jnp.int8).at[0].set(board),
+    return _Tree(
+        boards=jnp.zeros((m, nn), jnp.int8).at[0].set(state.board.reshape(-1)),
         to_move=jnp.zeros((m,), jnp.int32).at[0].set(state.current_player),
         mover=jnp.zeros((m,), jnp.int32).at[0].set(1 - state.current_player),
         terminal=jnp.zeros((m,), bool).at[0].set(state.terminated),
@@ -285,9 +284,17 @@ def search(env: Gomoku, config: MCTSConfig, key: jax.Array, state: State) -> Sea
         solved=jnp.zeros((m,), jnp.int32),
         size=jnp.int32(1),
     )
-    tree = jax.lax.fori_loop(
-        0, config.simulations,
+
+
+def _run(env: Gomoku, config: MCTSConfig, tree: _Tree, key: jax.Array, first, count) -> _Tree:
+    """Simulations ``first .. first + count - 1``; simulation i uses ``fold_in(key, i)``,
+    so running them in several chunks gives the same tree as one run."""
+    return jax.lax.fori_loop(
+        first, first + count,
         lambda i, t: _simulate(env, config, t, jax.random.fold_in(key, i)), tree)
+
+
+def _result(config: MCTSConfig, tree: _Tree, state: State) -> SearchOutput:
     children = tree.children[0]
     exists = children >= 0
     visits = jnp.where(exists, tree.visits[jnp.maximum(children, 0)], 0.0)
@@ -303,13 +310,54 @@ def search(env: Gomoku, config: MCTSConfig, key: jax.Array, state: State) -> Sea
     return SearchOutput(action=action, visits=visits, values=values)
 
 
+def search(env: Gomoku, config: MCTSConfig, key: jax.Array, state: State) -> SearchOutput:
+    """Pure MCTS from ``state`` (one game, not finished). Pure and jittable; vmap it."""
+    tree = _run(env, config, _new_tree(env, config, state), key, 0, config.simulations)
+    return _result(config, tree, state)
+
+
 def _policy(env: Gomoku, config: MCTSConfig, params, key, state: State) -> jax.Array:
     del params
     return search(env, config, key, state).action
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class PureMCTSAgent(JaxAgent):
+    """Pure MCTS as an agent. In the arena's batched loop it runs its full simulation
+    count; on its own (``act``) it also honours a deadline: it searches in chunks and
+    answers with the simulations done when the next chunk would overrun."""
+
+    env: Gomoku | None = None
+    config: MCTSConfig | None = None
+    chunk: int = 50
+
+    @functools.cached_property
+    def _chunked(self):
+        env, config = self.env, self.config
+        new = jax.jit(lambda state: _new_tree(env, config, state))
+        run = jax.jit(lambda tree, key, first: _run(env, config, tree, key, first, self.chunk))
+        result = jax.jit(lambda tree, state: _result(config, tree, state).action)
+        return new, run, result
+
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
+        if deadline is None:
+            return super().act(state, key)
+        new, run, result = self._chunked
+        tree, done, chunk_s = new(state), 0, 0.0
+        while done + self.chunk <= self.config.simulations:
+            if done and time.perf_counter() + chunk_s > deadline:
+                break
+            start = time.perf_counter()
+            tree = run(tree, key, done)
+            jax.block_until_ready(tree.visits)
+            chunk_s = max(chunk_s, time.perf_counter() - start)
+            done += self.chunk
+        return int(result(tree, state))
+
+
 def pure_mcts_agent(env: Gomoku, simulations: int = 1000, name: str | None = None,
-                    **options) -> JaxAgent:
+                    **options) -> PureMCTSAgent:
     """Pure MCTS as an agent (``pure-mcts-<simulations>``); options as in `MCTSConfig`."""
     config = MCTSConfig(simulations=simulations, **options)
-    return JaxAgent(name or f"pure-mcts-{simulations}", functools.partial(_policy, env, config))
+    return PureMCTSAgent(name or f"pure-mcts-{simulations}", functools.partial(_policy, env, config),
+                         None, env, config)

@@ -123,3 +123,17 @@ def test_numpy_reference_mcts_returns_legal_moves():
 def test_bad_settings(kwargs, text):
     with pytest.raises(ValueError, match=text):
         pm.MCTSConfig(**kwargs)
+
+
+def test_deadline_search_matches_the_full_search_and_stops_early():
+    import time
+
+    agent = pm.pure_mcts_agent(ENV, 300)
+    state = ENV.play_moves([(4, 4), (3, 3)])
+    key = jax.random.key(4)
+    full = agent.act(state, key)
+    assert agent.act(state, key, deadline=time.perf_counter() + 60) == full  # chunks == one run
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    # An already-passed deadline: one chunk of simulations, still enough for a forced win.
+    assert agent.act(win, key, deadline=time.perf_counter() - 1) == 4 * 9 + 6
+    assert bool(state.legal_action_mask[agent.act(state, key, deadline=time.perf_counter())])
