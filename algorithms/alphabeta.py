@@ -33,6 +33,16 @@ node's move ordering costs four look-ups per candidate. The values agree exactly
 `tactics.pattern_score` and `tactics.move_scores` (same definitions, same
 `tactics.DEFAULT_PATTERN_WEIGHTS`); the tests check this on random boards.
 
+Time limits: `NegamaxAgent` and `GomokuBotAgent` honour the ``deadline`` of
+``act(state, key, deadline)`` (a ``time.perf_counter()`` time, or the agent's ``clock``)
+by iterative deepening: depths 1, 2, ... up to ``depth``, each iteration searching the
+previous one's best move first; the clock is read every `_CHECK_EVERY` nodes and an
+iteration still running near the deadline (a margin of 5% of the time left, 3 ms to
+0.2 s) is abandoned, its results discarded. The answer is the best move of the last
+completed iteration (the best-ordered candidate if none completed); a forced win or
+block needs no search. Without a deadline the agents search straight to ``depth``, as
+they always did; with one far enough away they return the same move.
+
 Agents are deterministic given the ``rng`` passed to ``select``: it only breaks ties
 between equally scored root moves. `by_name` builds an agent from a short name
 (``"minimax"``, ``"alphabeta-3"``, ``"gomokubot-4"``).
@@ -41,7 +51,8 @@ between equally scored root moves. `by_name` builds an agent from a short name
 from __future__ import annotations
 
 import re
-from typing import Mapping
+import time
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -63,6 +74,14 @@ _INF = float("inf")
 _BOT_DEPTH = 6  # GomokuBotAgent's default search depth
 _WEIGHT_KEYS = ("five",) + tactics.SHAPES
 _EXACT, _LOWER, _UPPER = 0, 1, 2
+# Time-limited search: read the clock every _CHECK_EVERY nodes; stop this much before
+# the deadline: _MARGIN_FRACTION of the time left, clipped to [_MARGIN_MIN, _MARGIN_MAX].
+_CHECK_EVERY = 64
+_MARGIN_FRACTION, _MARGIN_MIN, _MARGIN_MAX = 0.05, 0.003, 0.2
+
+
+class _Timeout(Exception):
+    """Raised inside the search when the time for this move is up."""
 
 
 # ------------------------------------------------------------------- line patterns
@@ -478,7 +497,13 @@ class MinimaxAgent(PythonAgent):
 
 # ------------------------------------------------------------ heuristic search
 class _HeuristicSearch(PythonAgent):
-    """Depth-limited negamax with alpha-beta over the pattern evaluation."""
+    """Depth-limited negamax with alpha-beta over the pattern evaluation.
+
+    Under a deadline (``act(..., deadline)``) the search deepens iteratively and stops
+    in time (see the module docstring); ``clock`` is the time source the deadline is
+    read against (``time.perf_counter`` by default; tests inject a fake one), and
+    ``completed_depth`` tells how deep the last `select` got.
+    """
 
     def __init__(
         self,
@@ -489,6 +514,7 @@ class _HeuristicSearch(PythonAgent):
         use_table: bool = False,
         weights: Mapping[str, float] | None = None,
         name: str = "",
+        clock: Callable[[], float] | None = None,
     ):
         for label, value, low in (("depth", depth, 1), ("window", window, 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -506,6 +532,11 @@ class _HeuristicSearch(PythonAgent):
         self._patterns = _LinePatterns(env.k, env.rule, weights)
         self.nodes = 0
         self._table: dict[int, tuple[int, float, int, int]] = {}
+        # The time source the deadline refers to (tests inject a fake one).
+        self.clock = time.perf_counter if clock is None else clock
+        self._stop_at: float | None = None  # abandon the search at this clock time
+        self._countdown = _CHECK_EVERY  # nodes until the next clock reading
+        self.completed_depth = 0  # depth of the last completed iteration of `select`
 
     # -- static evaluation
     def evaluate(self, state: State) -> float:
@@ -536,6 +567,12 @@ class _HeuristicSearch(PythonAgent):
 
     def _negamax(self, b: _SearchBoard, stone: int, depth: int, alpha: float, beta: float) -> float:
         self.nodes += 1
+        if self._stop_at is not None:
+            self._countdown -= 1
+            if self._countdown <= 0:
+                self._countdown = _CHECK_EVERY
+                if self.clock() >= self._stop_at:
+                    raise _Timeout
         if b.wins[stone]:
             return BIG - (b.stones + 1)
         if b.stones == self._geom.nn:
@@ -598,22 +635,79 @@ class _HeuristicSearch(PythonAgent):
         if wins:
             return _pick(wins, rng)
         self._table = {}  # fresh per move: the answer depends on the state and rng only
-        other = 3 - stone
         moves = self._ordered(b, stone, -1)  # blocks only, if the opponent threatens
         if len(moves) == 1:
+            self.completed_depth = 0
             return moves[0]
+        if self.deadline is None:
+            self._stop_at = None
+            _, ties = self._search_root(b, stone, moves, self.depth)
+            self.completed_depth = self.depth
+            return _pick(ties, rng)
+        return self._select_by_deadline(b, stone, moves, rng, float(self.deadline))
+
+    def _search_root(
+        self, b: _SearchBoard, stone: int, moves: list[int], depth: int
+    ) -> tuple[float, list[int]]:
+        """(best value, the moves scoring it in search order) of a ``depth``-ply search."""
+        other = 3 - stone
         best, ties = -_INF, []
         for cell in moves:
             # Window just below the best so far: equal moves come back exact, worse
             # ones fail low. Values within a relative 1e-9 count as equal.
             tol = 1e-9 * max(1.0, abs(best)) if ties else 0.0
             b.play(cell, stone)
-            v = -self._negamax(b, other, self.depth - 1, -_INF, -(best - tol))
-            b.undo(cell)
+            try:
+                v = -self._negamax(b, other, depth - 1, -_INF, -(best - tol))
+            finally:
+                b.undo(cell)
             if not ties or v > best + tol:
                 best, ties = v, [cell]
             elif v >= best - tol:
                 ties.append(cell)
+        return best, ties
+
+    def _select_by_deadline(
+        self, b: _SearchBoard, stone: int, moves: list[int], rng: np.random.Generator, deadline: float
+    ) -> int:
+        """Iterative deepening to ``self.depth`` plies, stopped near ``deadline``.
+
+        Each iteration searches the previous best move first; the transposition table
+        is kept between iterations (a position is always met at the same ply, so an
+        older entry is shallower and only orders moves). Ties of the last completed
+        iteration are put back in ``moves``' order before ``rng`` picks one, so a
+        completed full-depth iteration answers exactly as the search without deadline.
+        """
+        clock = self.clock
+        now = clock()
+        margin = min(_MARGIN_MAX, max(_MARGIN_MIN, _MARGIN_FRACTION * (deadline - now)))
+        stop_at = deadline - margin
+        rank = {c: i for i, c in enumerate(moves)}
+        order, ties = moves, None
+        self.completed_depth = 0
+        self._countdown = _CHECK_EVERY
+        self._stop_at = stop_at
+        try:
+            last_took = 0.0
+            for depth in range(1, self.depth + 1):
+                start = clock() if depth > 1 else now
+                # The next iteration takes at least as long as the last one did: do not
+                # start one that cannot finish. Depth 1 is always tried.
+                if depth > 1 and start + last_took >= stop_at:
+                    break
+                try:
+                    _, found = self._search_root(b, stone, order, depth)
+                except _Timeout:
+                    break
+                ties = sorted(found, key=rank.__getitem__)
+                self.completed_depth = depth
+                order = [ties[0]] + [c for c in moves if c != ties[0]]
+                if depth < self.depth:
+                    last_took = clock() - start
+        finally:
+            self._stop_at = None
+        if ties is None:
+            return moves[0]  # not even depth 1 finished: the best-ordered candidate
         return _pick(ties, rng)
 
 
@@ -635,8 +729,11 @@ class NegamaxAgent(_HeuristicSearch):
         weights: Mapping[str, float] | None = None,
         use_table: bool = False,
         name: str | None = None,
+        clock: Callable[[], float] | None = None,
     ):
-        super().__init__(env, depth, window, None, use_table, weights, name or f"alphabeta-{depth}")
+        super().__init__(
+            env, depth, window, None, use_table, weights, name or f"alphabeta-{depth}", clock
+        )
 
 
 class GomokuBotAgent(_HeuristicSearch):
@@ -658,8 +755,11 @@ class GomokuBotAgent(_HeuristicSearch):
         window: int = 2,
         weights: Mapping[str, float] | None = None,
         name: str | None = None,
+        clock: Callable[[], float] | None = None,
     ):
-        super().__init__(env, depth, window, top_n, True, weights, name or f"gomokubot-{depth}")
+        super().__init__(
+            env, depth, window, top_n, True, weights, name or f"gomokubot-{depth}", clock
+        )
 
 
 # ----------------------------------------------------------------------- names

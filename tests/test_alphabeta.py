@@ -1,10 +1,12 @@
 """Tests of algorithms.alphabeta: the exact solver against brute force and every line of
 play on tic-tac-toe, tactical positions for the heuristic searches, agreement of the
-Python pattern evaluation with gomoku_jax.tactics, determinism and by_name."""
+Python pattern evaluation with gomoku_jax.tactics, determinism, time-limited iterative
+deepening and by_name."""
 
 from __future__ import annotations
 
 import functools
+import time
 
 import jax
 import numpy as np
@@ -335,6 +337,146 @@ def test_settings_are_checked(env9):
         GomokuBotAgent(env9, top_n=0)
     with pytest.raises(ValueError):
         NegamaxAgent(env9, 2, weights={"six": 1.0})
+
+
+# ------------------------------------------------- deadlines (iterative deepening)
+# Quiet 15x15 middle-game positions (from GomokuBot self-play), black to move: no
+# immediate win or block, so the agents have to search.
+MIDGAMES = [
+    grid("""
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . X . O . . . . . . . .
+        . . . . . O . X . . . . . . .
+        . . . . . . O O X . . . . . .
+        . . . . . O X O . . . . . . .
+        . . . . X . X O . . . . . . .
+        . . . . . . X X O . . . . . .
+        . . . . . . O . X . . . . . .
+        . . . . . . . . . X . . . . .
+        . . . . . . . . . . O . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+    """),
+    grid("""
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . O . . . . . . . . . .
+        . . . . . X . . . . . . . . .
+        . . . . . X X O . . O . . . .
+        . . . . . . O X O X . . . . .
+        . . . . . . . O X . . . . . .
+        . . . . . . X X O O . . . . .
+        . . . . . . X . . O . . . . .
+        . . . . . O . . . . X . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+        . . . . . . . . . . . . . . .
+    """),
+]
+
+
+def deadline_agents(env, clock=None):
+    return {
+        "negamax": NegamaxAgent(env, 2, clock=clock),
+        "negamax-3": NegamaxAgent(env, 3, clock=clock),
+        "negamax-3-table": NegamaxAgent(env, 3, use_table=True, clock=clock),
+        "gomokubot": GomokuBotAgent(env, clock=clock),
+    }
+
+
+class NodeClock:
+    """A fake clock that reads the agent's node count: "time" is search work, so where
+    the search stops is deterministic."""
+
+    agent = None
+
+    def __call__(self) -> float:
+        return float(self.agent.nodes)
+
+
+@pytest.mark.parametrize("which", ["negamax", "negamax-3", "negamax-3-table", "gomokubot"])
+def test_far_deadline_plays_the_no_deadline_move(env15, which):
+    """Iterative deepening that completes every depth answers exactly like the plain
+    fixed-depth search (same move for the same key, ties included)."""
+    agent = deadline_agents(env15)[which]
+    for board in MIDGAMES:
+        state = env15.from_board(board, to_move=0)
+        for seed in range(2):
+            key = jax.random.key(seed)
+            plain = agent.act(state, key)
+            assert agent.completed_depth == agent.depth
+            timed = agent.act(state, key, deadline=time.perf_counter() + 1000.0)
+            assert agent.completed_depth == agent.depth
+            assert timed == plain
+
+
+@pytest.mark.parametrize("kind", ["negamax", "gomokubot"])
+@pytest.mark.parametrize("budget", [0, 100, 1000, 3000])
+def test_search_stops_at_the_deadline_with_the_last_completed_depth(env15, kind, budget):
+    """With a clock counting nodes, the search stops within one clock-check interval of
+    the deadline and answers with the move of the last completed iteration, which is the
+    fixed-depth search's move at that depth (or, when not even depth 1 finished, the
+    best-ordered candidate)."""
+    clock = NodeClock()
+    make = {"negamax": lambda d, **kw: NegamaxAgent(env15, d, **kw),
+            "gomokubot": lambda d, **kw: GomokuBotAgent(env15, d, **kw)}[kind]
+    agent = clock.agent = make(8, clock=clock)
+    state = env15.from_board(MIDGAMES[0], to_move=0)
+    key = jax.random.key(3)
+    move = agent.act(state, key, deadline=float(budget))
+    assert agent.nodes <= budget + AB._CHECK_EVERY
+    assert MIDGAMES[0].reshape(-1)[move] == 0
+    depth = agent.completed_depth
+    assert depth < agent.depth
+    if depth == 0:
+        sb = AB._SearchBoard(agent._geom, agent._patterns, MIDGAMES[0])
+        assert move == agent._ordered(sb, 1, -1)[0]
+    else:
+        assert move == make(depth).act(state, key)
+    if budget >= 100:
+        assert depth >= 1
+
+
+@pytest.mark.parametrize("kind", ["negamax", "gomokubot"])
+def test_close_deadline_returns_in_time(env15, kind):
+    """A deep search with 50 ms left answers a legal move without running on. Wall-clock
+    timing is noisy, so only a loose bound is asserted (0.5 s of slack): the point is
+    that the search stops, not the exact time (see the node-clock test for that)."""
+    agent = NegamaxAgent(env15, 6) if kind == "negamax" else GomokuBotAgent(env15, 14)
+    for board in MIDGAMES:
+        state = env15.from_board(board, to_move=0)
+        key = jax.random.key(0)
+        agent.act(state, key, deadline=time.perf_counter() + 0.05)  # warm up (compiles)
+        deadline = time.perf_counter() + 0.05
+        move = agent.act(state, key, deadline=deadline)
+        assert time.perf_counter() < deadline + 0.5
+        assert board.reshape(-1)[move] == 0
+        assert agent.completed_depth < agent.depth
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_forced_moves_under_an_expired_deadline(env9, which):
+    """A deadline already past still takes the win in one and blocks the loss in one."""
+    agent = heuristic_agents(env9)[which]
+    past = time.perf_counter() - 1.0
+    board = empty_with(9, black=[(4, 1), (4, 2), (4, 3), (4, 4), (6, 6)],
+                       white=[(4, 0), (0, 7), (1, 7), (2, 7), (3, 7)])
+    assert agent.act(env9.from_board(board, to_move=0), jax.random.key(0), past) == 4 * 9 + 5
+    board = empty_with(9, black=[(4, 4), (5, 5), (6, 3), (4, 5)],
+                       white=[(2, 2), (2, 3), (2, 5), (2, 6)])
+    assert agent.act(env9.from_board(board, to_move=0), jax.random.key(0), past) == 2 * 9 + 4
+    # White (to move) faces black's four on row 4 and has none of its own: it blocks at
+    # (4, 5) even with no time at all, also on the node clock.
+    clock = NodeClock()
+    timed = clock.agent = type(agent)(env9, agent.depth, clock=clock)
+    board = empty_with(9, black=[(4, 1), (4, 2), (4, 3), (4, 4), (6, 6)],
+                       white=[(4, 0), (0, 7), (1, 7), (3, 7), (7, 7)])
+    assert timed.act(env9.from_board(board, to_move=1), jax.random.key(0), -1.0) == 4 * 9 + 5
 
 
 # -------------------------------------------------------------------- by_name
