@@ -1,0 +1,103 @@
+"""Experiment: seed 004's evaluation tables (5.1 to 5.3) with this framework's agents.
+
+Command (about 5 minutes on a 2-core CPU)::
+
+    python -m experiments.seed004_tables --json experiments/results/seed004_tables.json
+
+* 3x3 tic-tac-toe, 100 games each (colours alternating) against the perfect player
+  (`minimax`, exact alpha-beta): the tabular value learner (3,000 self-play games), linear TD
+  (3,000 games), pure MCTS with 1,000 simulations, depth-9 alpha-beta ("Heuristic depth
+  10" in the report: a full-depth search on 3x3) and random as a control.
+* 5x5, k = 4, 10 games against alpha-beta depth 4: linear TD (1,000 games) and pure MCTS
+  1,000.
+* 10x10, k = 5, 10 games against alpha-beta depth 3: linear TD (1,000 games) and pure
+  MCTS 1,000.
+
+Reported per row: win / loss / draw rates, seconds a move, training seconds. Seed 004's
+own figures are in its tables; on 3x3 every sound player draws against the perfect one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from algorithms.classical import LinearTDLearner, TabularValueLearner
+from experiments.common import device_description, publish
+from gomoku_jax import agents, arena
+from gomoku_jax.game import Gomoku
+
+
+def _row(match: arena.MatchResult, name: str, train_s: float | None) -> dict:
+    score = match.score(name)
+    n = score["games"]
+    return {"agent": name, "games": n, "win": score["wins"] / n, "loss": score["losses"] / n,
+            "draw": score["draws"] / n, "seconds_per_move": match.seconds_per_move(name),
+            "training_seconds": train_s}
+
+
+def _td(env: Gomoku, episodes: int, seed: int):
+    learner = LinearTDLearner(env)
+    start = time.perf_counter()
+    learner.train(episodes, seed=seed)
+    return learner.agent(), time.perf_counter() - start
+
+
+def run(games_3x3: int = 100, games_big: int = 10, seed: int = 0) -> dict:
+    tables = {}
+
+    env = Gomoku(3, 3)
+    perfect = agents.make("minimax", env)
+    tabular = TabularValueLearner(env)
+    start = time.perf_counter()
+    tabular.train(3000, seed=seed)
+    tab_s = time.perf_counter() - start
+    td, td_s = _td(env, 3000, seed)
+    entries = [(tabular.agent("tabular-value"), tab_s), (td, td_s),
+               (agents.make("pure-mcts-1000", env), None),
+               (agents.make("alphabeta-9", env), None), (agents.make("random", env), None)]
+    tables["3x3 vs perfect alpha-beta"] = [
+        _row(arena.play_match(env, agent, perfect, games_3x3, seed=seed), agent.name, t)
+        for agent, t in entries]
+    print(json.dumps(tables["3x3 vs perfect alpha-beta"], indent=1), flush=True)
+
+    for (size, k, depth) in ((5, 4, 4), (10, 5, 3)):
+        env = Gomoku(size, k)
+        opponent = agents.make(f"alphabeta-{depth}", env)
+        td, td_s = _td(env, 1000, seed)
+        rows = []
+        for agent, t in ((td, td_s), (agents.make("pure-mcts-1000", env), None)):
+            rows.append(_row(arena.play_match(env, agent, opponent, games_big, seed=seed,
+                                              opening_stones=2), agent.name, t))
+        key = f"{size}x{size} k={k} vs alpha-beta depth {depth}"
+        tables[key] = rows
+        print(key, json.dumps(rows, indent=1), flush=True)
+    return {"device": device_description(), "tables": tables}
+
+
+def format_report(report: dict) -> str:
+    lines = [f"Seed 004's tables, device: {report['device']}"]
+    for title, rows in report["tables"].items():
+        lines += ["", title, f"{'agent':>16} {'win':>6} {'loss':>6} {'draw':>6} {'s/move':>8} {'train s':>8}"]
+        for r in rows:
+            train = "" if r["training_seconds"] is None else f"{r['training_seconds']:.1f}"
+            lines.append(f"{r['agent']:>16} {100 * r['win']:>5.0f}% {100 * r['loss']:>5.0f}% "
+                         f"{100 * r['draw']:>5.0f}% {r['seconds_per_move']:>8.3f} {train:>8}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games-3x3", type=int, default=100)
+    parser.add_argument("--games-big", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    report = run(args.games_3x3, args.games_big, args.seed)
+    return publish(report, format_report(report), args.json)
+
+
+if __name__ == "__main__":
+    main()
