@@ -1,10 +1,13 @@
 """gomoku-jax: a JAX-native, vectorised research framework for k-in-a-row games.
 
 The public surface is re-exported here; submodules hold the rest:
-`game`, `features`, `symmetry`, `tactics`, `render`, `reference`.
+`game`, `features`, `symmetry`, `tactics`, `render`, `reference`, `agents`, `arena`,
+`ratings`, `gomocup`.
 """
 
-from gomoku_jax import features, render, symmetry, tactics
+__version__ = "0.1.0"
+
+from gomoku_jax import agents, arena, features, gomocup, ratings, render, symmetry, tactics
 from gomoku_jax.features import ENCODINGS, ObservationSpec
 from gomoku_jax.game import (
     BLACK,
@@ -21,9 +24,11 @@ from gomoku_jax.game import (
     sample_legal_action,
 )
 
-__version__ = "0.1.0"
-
 __all__ = [
+    "agents",
+    "arena",
+    "gomocup",
+    "ratings",
     "BLACK",
     "DIRECTIONS",
     "ENCODINGS",
