@@ -125,15 +125,17 @@ def format_report(r: dict) -> str:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="gomoku-jax bench mcts", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=9)
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--simulations", type=int, default=1000)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--positions", type=int, default=4)
-    parser.add_argument("--numpy-simulations", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--size", type=int, default=9, help="board side (default 9)")
+    parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
+    parser.add_argument("--simulations", type=int, default=1000, help="simulations a move (default 1000)")
+    parser.add_argument("--batch", type=int, default=64, help="games searching in lockstep (default 64)")
+    parser.add_argument("--positions", type=int, default=4,
+                        help="opening positions timed: the empty board and random stones (default 4)")
+    parser.add_argument("--numpy-simulations", type=int, default=200,
+                        help="simulations a move for the slower NumPy reference (default 200)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     Gomoku(args.size, args.k)  # a clear error before any timing
     if min(args.simulations, args.batch, args.positions, args.numpy_simulations) < 1:

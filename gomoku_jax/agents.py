@@ -219,6 +219,6 @@ def make(spec: str, env: Gomoku) -> Agent:
         except ValueError:
             pass
     raise ValueError(
-        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, pure-mcts-N, the search "
-        "baselines (minimax, alphabeta-D, gomokubot-D), each optionally with +killer"
+        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, pure-mcts-N, minimax, "
+        "alphabeta-D, negamax-D, gomokubot, gomokubot-D, each optionally with +killer"
     )

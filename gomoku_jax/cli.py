@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--size", type=int, default=15, help="board side, 3 to 19 (default 15)")
     game.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
     game.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
-    game.add_argument("--seed", type=int, default=0)
+    game.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     game.add_argument("--moves", action="store_true", help="also print the move list")
     game.add_argument("--svg", type=Path, default=None, help="write an SVG picture here")
     tour = sub.add_parser("tournament", help="round robin between named agents")
@@ -131,23 +131,32 @@ def build_parser() -> argparse.ArgumentParser:
                       help="JSON with game, agents, games_per_pair, opening_stones, seed")
     tour.add_argument("--agents", nargs="+", default=None,
                       help="agent names, e.g. random heuristic random+killer alphabeta-2")
-    tour.add_argument("--size", type=int, default=None)
-    tour.add_argument("--k", type=int, default=None)
+    tour.add_argument("--size", type=int, default=None, help="board side (config or 15)")
+    tour.add_argument("--k", type=int, default=None, help="stones in a row to win (config or 5)")
     tour.add_argument("--rule", default=None, choices=["freestyle", "standard"])
-    tour.add_argument("--games-per-pair", type=int, default=None)
-    tour.add_argument("--opening-stones", type=int, default=None)
-    tour.add_argument("--seed", type=int, default=None)
+    tour.add_argument("--games-per-pair", type=int, default=None,
+                      help="games each pair plays, colours alternating (config or 20)")
+    tour.add_argument("--opening-stones", type=int, default=None,
+                      help="random stones near the centre before each pair of games (config or 0)")
+    tour.add_argument("--seed", type=int, default=None, help="random seed (config or 0)")
     tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
     pbrain = sub.add_parser("pbrain", help="run an agent as a Gomocup (Piskvork) brain on stdin/stdout")
     pbrain.add_argument("--agent", default="heuristic",
                         help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
-    pbrain.add_argument("--seed", type=int, default=0)
+    pbrain.add_argument("--seed", type=int, default=0, help="random seed for the agent (default 0)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
+    if argv[:1] == ["bench"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
+        print("usage: gomoku-jax bench {" + ",".join(BENCHMARKS) + "} [options]\n\n"
+              "Benchmarks (each prints its figures next to a reference timed in the same run):\n"
+              "  game   random full games: JAX engine vs a NumPy engine\n"
+              "  mcts   pure MCTS: one-move latency and batched simulations/s vs a NumPy search\n\n"
+              "Options of one benchmark: gomoku-jax bench NAME --help")
+        return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "bench":
