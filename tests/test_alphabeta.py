@@ -385,7 +385,9 @@ def deadline_agents(env, clock=None):
         "negamax": NegamaxAgent(env, 2, clock=clock),
         "negamax-3": NegamaxAgent(env, 3, clock=clock),
         "negamax-3-table": NegamaxAgent(env, 3, use_table=True, clock=clock),
-        "gomokubot": GomokuBotAgent(env, clock=clock),
+        # The threat-space step answers some of these positions before any alpha-beta
+        # (completed_depth 0); these tests are about the iterative deepening.
+        "gomokubot": GomokuBotAgent(env, clock=clock, threats=None),
     }
 
 
@@ -424,7 +426,7 @@ def test_search_stops_at_the_deadline_with_the_last_completed_depth(env15, kind,
     best-ordered candidate)."""
     clock = NodeClock()
     make = {"negamax": lambda d, **kw: NegamaxAgent(env15, d, **kw),
-            "gomokubot": lambda d, **kw: GomokuBotAgent(env15, d, **kw)}[kind]
+            "gomokubot": lambda d, **kw: GomokuBotAgent(env15, d, threats=None, **kw)}[kind]
     agent = clock.agent = make(8, clock=clock)
     state = env15.from_board(MIDGAMES[0], to_move=0)
     key = jax.random.key(3)
@@ -492,3 +494,124 @@ def test_by_name(env9, ttt):
     for bad in ("minimax-3", "alphabeta-0", "mcts", "gomokubot-x", ""):
         with pytest.raises(ValueError):
             by_name(bad, env9)
+
+
+# ------------------------------------------------- threat-space search (VCF / VCT)
+def _five_cells(board: np.ndarray, stone: int, k: int = 5) -> list[tuple[int, int]]:
+    """Empty cells where ``stone`` makes k in a row (freestyle), by brute force."""
+    n = board.shape[0]
+    out = []
+    for r in range(n):
+        for c in range(n):
+            if board[r, c]:
+                continue
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                run = 1
+                for sgn in (1, -1):
+                    rr, cc = r + sgn * dr, c + sgn * dc
+                    while 0 <= rr < n and 0 <= cc < n and board[rr, cc] == stone:
+                        run, rr, cc = run + 1, rr + sgn * dr, cc + sgn * dc
+                if run >= k:
+                    out.append((r, c))
+                    break
+    return out
+
+
+def _brute_vcf(board: np.ndarray, stone: int, fours: int) -> bool:
+    """Whether ``stone`` (to move) wins by at most ``fours`` continuous fours: every
+    empty cell is tried, the defender blocks the single winning cell."""
+    if _five_cells(board, stone):
+        return True
+    if fours == 0 or _five_cells(board, 3 - stone):
+        return False
+    for r, c in zip(*np.nonzero(board == 0)):
+        board[r, c] = stone
+        wins = _five_cells(board, stone)
+        ok = False
+        if len(wins) >= 2:
+            ok = True
+        elif len(wins) == 1:
+            board[wins[0]] = 3 - stone
+            ok = _brute_vcf(board, stone, fours - 1)
+            board[wins[0]] = 0
+        board[r, c] = 0
+        if ok:
+            return True
+    return False
+
+
+# Black to move on 15x15 wins by continuous fours only: (6, 7) makes a four on column
+# 7 (white must take (7, 7)), then (6, 4) makes two fours at once (column 4 and row 6).
+VCF_BLACK = [(3, 4), (4, 4), (5, 4), (6, 5), (6, 6), (3, 7), (4, 7), (5, 7)]
+VCF_WHITE = [(2, 4), (2, 7), (6, 3), (6, 9), (10, 10), (11, 2), (12, 12), (0, 14)]
+
+
+def test_vcf_finds_a_forced_win_through_fours(env15):
+    board = empty_with(15, black=VCF_BLACK, white=VCF_WHITE)
+    assert not _five_cells(board, 1) and not _five_cells(board, 2)
+    agent = GomokuBotAgent(env15, depth=2)
+    g = NumpyGomoku(15, 5)
+    g.board[:] = board
+    g.move_count = int((board != 0).sum())
+    moves = 0
+    while not g.terminated:
+        state = env15.from_board(g.board, to_move=g.current_player)
+        if g.current_player == 0:
+            move = agent.select(state, rng())
+            moves += 1
+            if moves == 1:
+                assert agent.threat_result == "vcf" and agent.threat_nodes < 200
+                b = g.board.copy()
+                b.reshape(-1)[move] = 1
+                assert len(_five_cells(b, 1)) >= 1  # the first move is a four
+        else:
+            blocks = _five_cells(g.board, 1)
+            move = blocks[0][0] * 15 + blocks[0][1]  # white's forced block
+        g.step(int(move))
+    assert g.winner == 0 and moves <= 4
+
+
+def test_vcf_search_agrees_with_brute_force_on_random_9x9_positions(env9):
+    agent = GomokuBotAgent(env9)
+    found = 0
+    for seed in range(12):
+        board, player = random_position(9, 5, "freestyle", seed, plies=24)
+        stone = player + 1
+        if _five_cells(board, stone) or _five_cells(board, 3 - stone):
+            continue
+        sb = AB._SearchBoard(agent._geom, agent._patterns, board)
+        got = agent._forced_win(sb, stone, False, 2, 100_000) >= 0
+        assert got == _brute_vcf(board.copy(), stone, 2), seed
+        found += got
+    assert agent.threat_nodes > 0
+
+
+def test_defends_against_the_opponents_vcf(env9):
+    """White threatens (4, 5): a four on column 5 and one on row 4 at once. Black to move
+    has no threat of its own and must take one of the three cells that break it; the
+    threat-space search restricts the root to those, whatever the alpha-beta depth."""
+    white = [(1, 5), (2, 5), (3, 5), (4, 2), (4, 3), (4, 4), (7, 2)]
+    black = [(0, 5), (4, 1), (8, 0), (7, 7), (6, 0), (0, 8), (1, 0)]
+    board = empty_with(9, black=black, white=white)
+    assert _brute_vcf(board.copy(), 2, 3)
+    state = env9.from_board(board, to_move=0)
+    for depth in (1, 6):
+        agent = GomokuBotAgent(env9, depth=depth)
+        move = agent.select(state, rng())
+        assert agent.threat_result in ("defend", "defend+probe")
+        assert divmod(move, 9) in [(4, 5), (4, 6), (5, 5)]
+        after = board.copy()
+        after.reshape(-1)[move] = 1
+        assert not _brute_vcf(after, 2, 3)
+
+
+def test_threat_settings_are_checked(env9):
+    with pytest.raises(ValueError):
+        AB.ThreatSettings(vcf_depth=-1)
+    with pytest.raises(ValueError):
+        AB.ThreatSettings(defend=1)
+    with pytest.raises(ValueError):
+        GomokuBotAgent(env9, threats={"vcf_depth": 3})
+    with pytest.raises(ValueError):
+        GomokuBotAgent(env9, shape_bonus=(1.0, 2.0))
+    assert GomokuBotAgent(env9, threats=None).threats is None
