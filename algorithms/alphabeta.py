@@ -766,12 +766,7 @@ class _HeuristicSearch(PythonAgent):
 
     def _negamax(self, b: _SearchBoard, stone: int, depth: int, alpha: float, beta: float) -> float:
         self.nodes += 1
-        if self._stop_at is not None:
-            self._countdown -= 1
-            if self._countdown <= 0:
-                self._countdown = _CHECK_EVERY
-                if self.clock() >= self._stop_at:
-                    raise _Timeout
+        self._check_clock()
         if b.wins[stone]:
             return BIG - (b.stones + 1)
         if b.stones == self._geom.nn:
@@ -861,17 +856,22 @@ class _HeuristicSearch(PythonAgent):
         return self._select_by_deadline(b, stone, moves, rng, stop_at)
 
     # -- threat-space search (VCF / VCT)
-    def _tick(self) -> None:
-        self.threat_nodes += 1
-        self._budget -= 1
-        if self._budget < 0:
-            raise _OutOfNodes
+    def _check_clock(self) -> None:
+        """Raise `_Timeout` once past the cut-off; the clock is read every
+        ``_CHECK_EVERY`` calls."""
         if self._stop_at is not None:
             self._countdown -= 1
             if self._countdown <= 0:
                 self._countdown = _CHECK_EVERY
                 if self.clock() >= self._stop_at:
                     raise _Timeout
+
+    def _tick(self) -> None:
+        self.threat_nodes += 1
+        self._budget -= 1
+        if self._budget < 0:
+            raise _OutOfNodes
+        self._check_clock()
 
     def _attack(self, b: _SearchBoard, a: int, depth: int, vct: bool) -> int:
         """A move of the attacker ``a`` (to move) that starts a forced win by fours

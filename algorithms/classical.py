@@ -170,6 +170,14 @@ def _pick(values: np.ndarray, rng: np.random.Generator) -> int:
     return int(ties[rng.integers(len(ties))]) if len(ties) > 1 else int(ties[0])
 
 
+def _tally(stats: dict, won: bool, player: int) -> None:
+    """Count a finished self-play game: ``player`` made the last move."""
+    if won:
+        stats["black_wins" if player == 0 else "white_wins"] += 1
+    else:
+        stats["draws"] += 1
+
+
 def _check_positive_int(owner: str, name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
@@ -354,10 +362,7 @@ class TabularValueLearner:
                     break
                 player = 1 - player
             plies += len(keys)
-            if won:
-                stats["black_wins" if player == 0 else "white_wins"] += 1
-            else:
-                stats["draws"] += 1
+            _tally(stats, won, player)
             stats["updates"] += self._backup(keys, greedy, 1.0 if won else 0.0)
         stats["table_size"] = len(self.values)
         stats["mean_length"] = plies / episodes
@@ -546,10 +551,7 @@ class LinearTDLearner:
                     break
                 player = 1 - player
             plies += len(xs)
-            if won:
-                stats["black_wins" if player == 0 else "white_wins"] += 1
-            else:
-                stats["draws"] += 1
+            _tally(stats, won, player)
             abs_error += self._update(xs, 1.0 if won else 0.0)
             self.epsilon = max(self.epsilon_min, self.epsilon * self.epsilon_decay)
         stats["mean_length"] = plies / episodes
