@@ -31,6 +31,13 @@ the reports' code):
   proven losses; the final move is a proven win when there is one.
 * ``decisive_expansion``: a node expands an immediate win first, else a move that blocks
   the opponent's immediate win, else a random untried move.
+
+``transpositions=True`` (seed 004's deduplication) shares one node between positions that
+are equal up to the board's 8 symmetries: an expansion that reaches a position already in
+the tree (same canonical board, by a 64-bit Zobrist key) links to that node instead of
+adding one, so the tree becomes a DAG. Each node keeps its own board and orientation, so
+moves below a shared node are read in that node's orientation and nothing needs remapping;
+results are backed up along the path actually taken.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gomoku_jax import tactics
+from gomoku_jax import symmetry, tactics
 from gomoku_jax.agents import JaxAgent
 from gomoku_jax.game import DIRECTIONS, EMPTY, Gomoku, State, legal_action_of_rank
 
@@ -62,6 +69,7 @@ class MCTSConfig:
     heavy_playouts: bool = False
     solver: bool = True
     decisive_expansion: bool = True
+    transpositions: bool = False
 
     def __post_init__(self):
         if isinstance(self.simulations, bool) or not isinstance(self.simulations, int) or (
@@ -85,13 +93,15 @@ class _Tree:
     visits: jax.Array  # [M] float32
     score: jax.Array  # [M] float32: summed results for ``mover``
     solved: jax.Array  # [M] int32: 1 proven win / -1 proven loss for ``mover``, 0 unknown
+    keys: jax.Array  # [M, 2] uint32: Zobrist key of the canonical board (transpositions)
     size: jax.Array  # [] int32: nodes in use
 
 
 @struct.dataclass
 class SearchOutput:
     action: jax.Array  # [] int32: the most visited root child
-    visits: jax.Array  # [A] float32: root children's visit counts
+    visits: jax.Array  # [A] float32: root children's visit counts (with transpositions,
+    # moves leading to symmetric positions share one node and show the same counts)
     values: jax.Array  # [A] float32: their mean score for the player to move (nan if unvisited)
 
 
@@ -112,6 +122,22 @@ def _windows(size: int, k: int) -> tuple[np.ndarray, np.ndarray]:
                     flank.append(fr * size + fc if 0 <= fr < size and 0 <= fc < size else -1)
                 flanks.append(flank)
     return np.asarray(cells, np.int32), np.asarray(flanks, np.int32)
+
+
+@functools.lru_cache(maxsize=None)
+def _zobrist(nn: int) -> np.ndarray:
+    """``[2, N*N, 2]`` uint32: a 64-bit random code per (stone colour, cell)."""
+    rng = np.random.default_rng(20261121)
+    return rng.integers(0, 2**32, size=(2, nn, 2), dtype=np.uint64).astype(np.uint32)
+
+
+def _canonical_key(env: Gomoku, board: jax.Array) -> jax.Array:
+    """``[2]`` uint32 Zobrist key of the canonical form of a flat board."""
+    canon, _ = symmetry.canonical_board(board.reshape(env.size, env.size))
+    flat = canon.reshape(-1)
+    table = jnp.asarray(_zobrist(env.num_actions))
+    codes = jnp.where((flat == 1)[:, None], table[0], jnp.where((flat == 2)[:, None], table[1], 0))
+    return jax.lax.reduce(codes.astype(jnp.uint32), np.uint32(0), jax.lax.bitwise_xor, (0,))
 
 
 def _rollout_winner(env: Gomoku, key: jax.Array, board: jax.Array, to_move: jax.Array) -> jax.Array:
@@ -217,7 +243,14 @@ def _simulate(env: Gomoku, config: MCTSConfig, tree: _Tree, key: jax.Array) -> _
     action = legal_action_of_rank(choices, jax.random.bits(k_expand, (), jnp.uint32))
     child = env.step(_node_state(env, tree, node), action)
     new = tree.size
-    slot = jnp.where(expand, new, tree.boards.shape[0])  # out of range: dropped
+    create, target = expand, new
+    key = jnp.zeros((2,), jnp.uint32)
+    if config.transpositions:  # link to an existing node of the same canonical position
+        key = _canonical_key(env, child.board.reshape(-1))
+        same = jnp.all(tree.keys == key, axis=1) & (jnp.arange(tree.keys.shape[0]) < tree.size)
+        found = jnp.any(same)
+        create, target = expand & ~found, jnp.where(found, jnp.argmax(same), new)
+    slot = jnp.where(create, new, tree.boards.shape[0])  # out of range: dropped
     tree = tree.replace(
         boards=tree.boards.at[slot].set(child.board.reshape(-1), mode="drop"),
         to_move=tree.to_move.at[slot].set(child.current_player, mode="drop"),
@@ -227,11 +260,12 @@ def _simulate(env: Gomoku, config: MCTSConfig, tree: _Tree, key: jax.Array) -> _
         solved=tree.solved.at[slot].set(
             jnp.where(child.terminated & (child.winner >= 0),
                       jnp.where(child.winner == tree.to_move[node], 1, -1), 0), mode="drop"),
-        children=tree.children.at[node, action].set(jnp.where(expand, new, tree.children[node, action])),
-        size=tree.size + expand.astype(jnp.int32),
+        keys=tree.keys.at[slot].set(key, mode="drop"),
+        children=tree.children.at[node, action].set(jnp.where(expand, target, tree.children[node, action])),
+        size=tree.size + create.astype(jnp.int32),
     )
-    leaf = jnp.where(expand, new, node)
-    path = path.at[depth + 1].set(jnp.where(expand, new, -1))
+    leaf = jnp.where(expand, target, node)
+    path = path.at[depth + 1].set(jnp.where(expand, target, -1))
 
     # 3. Rollout from the leaf (its result if it ends the game).
     rollout = _heavy_rollout_winner if config.heavy_playouts else _rollout_winner
@@ -282,6 +316,7 @@ def _new_tree(env: Gomoku, config: MCTSConfig, state: State) -> _Tree:
         visits=jnp.zeros((m,), jnp.float32),
         score=jnp.zeros((m,), jnp.float32),
         solved=jnp.zeros((m,), jnp.int32),
+        keys=jnp.zeros((m, 2), jnp.uint32),
         size=jnp.int32(1),
     )
 

@@ -137,3 +137,30 @@ def test_deadline_search_matches_the_full_search_and_stops_early():
     # An already-passed deadline: one chunk of simulations, still enough for a forced win.
     assert agent.act(win, key, deadline=time.perf_counter() - 1) == 4 * 9 + 6
     assert bool(state.legal_action_mask[agent.act(state, key, deadline=time.perf_counter())])
+
+
+def test_transpositions_share_nodes_between_symmetric_positions():
+    env = Gomoku(3, 3)
+    cfg = pm.MCTSConfig(simulations=60, transpositions=True)
+    tree = jax.jit(lambda key, s: pm._run(env, cfg, pm._new_tree(env, cfg, s), key, 0, 60))(
+        jax.random.key(0), env.init())
+    root_children = np.asarray(tree.children[0])
+    assert (root_children >= 0).all()
+    # Nine first moves, three positions up to symmetry: centre, corner, edge.
+    assert len(set(root_children.tolist())) == 3
+    corners = {int(root_children[a]) for a in (0, 2, 6, 8)}
+    edges = {int(root_children[a]) for a in (1, 3, 5, 7)}
+    assert len(corners) == 1 and len(edges) == 1 and corners != edges
+    plain = pm.MCTSConfig(simulations=60)
+    untied = jax.jit(lambda key, s: pm._run(env, plain, pm._new_tree(env, plain, s), key, 0, 60))(
+        jax.random.key(0), env.init())
+    assert int(tree.size) < int(untied.size) == 61  # one node per simulation without sharing
+
+
+def test_transposition_search_still_wins_and_blocks():
+    cfg = pm.MCTSConfig(simulations=300, transpositions=True)
+    search = jax.jit(lambda key, s: pm.search(ENV, cfg, key, s))
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    block = _position([(0, 0), (1, 1), (2, 2), (3, 3)], [(0, 8), (8, 8), (8, 0)])
+    assert int(search(jax.random.key(1), win).action) == 4 * 9 + 6
+    assert int(search(jax.random.key(1), block).action) == 4 * 9 + 4
