@@ -170,6 +170,14 @@ def _pick(values: np.ndarray, rng: np.random.Generator) -> int:
     return int(ties[rng.integers(len(ties))]) if len(ties) > 1 else int(ties[0])
 
 
+def _epsilon_greedy(values: np.ndarray, padded: np.ndarray, epsilon: float,
+                    rng: np.random.Generator) -> int:
+    """A random empty cell with probability ``epsilon``, else a best-valued one."""
+    if rng.random() < epsilon:
+        return int(rng.choice(np.flatnonzero(padded[:-1] == 0)))
+    return _pick(values, rng)
+
+
 def _tally(stats: dict, won: bool, player: int) -> None:
     """Count a finished self-play game: ``player`` made the last move."""
     if won:
@@ -349,10 +357,7 @@ class TabularValueLearner:
             player, keys, greedy = 0, [], []
             while True:
                 values = self._action_values(padded, player)
-                if rng.random() < self.epsilon:
-                    a = int(rng.choice(np.flatnonzero(padded[:-1] == 0)))
-                else:
-                    a = _pick(values, rng)
+                a = _epsilon_greedy(values, padded, self.epsilon, rng)
                 best = values.max()
                 greedy.append(values[a] >= best - _TIE_TOLERANCE * (1.0 + abs(best)))
                 won = values[a] == 1.0 and self._wins(padded, a, player)
@@ -538,10 +543,7 @@ class LinearTDLearner:
             player, xs = 0, []
             while True:
                 values = self._action_values(padded, player)
-                if rng.random() < self.epsilon:
-                    a = int(rng.choice(np.flatnonzero(padded[:-1] == 0)))
-                else:
-                    a = _pick(values, rng)
+                a = _epsilon_greedy(values, padded, self.epsilon, rng)
                 own, _ = _window_counts(lines, padded, player)
                 won = bool(_winning_cells(lines, padded, player, own)[a])
                 padded[a] = player + 1
