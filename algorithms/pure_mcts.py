@@ -167,10 +167,7 @@ def _rollout_winner(env: Gomoku, key: jax.Array, board: jax.Array, to_move: jax.
 
 def _heavy_rollout_winner(env: Gomoku, key: jax.Array, board: jax.Array, to_move: jax.Array) -> jax.Array:
     """Move-by-move playout: take a win, else block the opponent's win, else random."""
-    state = env.init().replace(board=board.reshape(env.size, env.size),
-                               current_player=to_move,
-                               legal_action_mask=board == EMPTY,
-                               move_count=jnp.sum(board != EMPTY).astype(jnp.int32))
+    state = _state_of(env, board, to_move)
 
     def body(carry):
         t, s = carry
@@ -185,14 +182,18 @@ def _heavy_rollout_winner(env: Gomoku, key: jax.Array, board: jax.Array, to_move
     return final.winner
 
 
-def _node_state(env: Gomoku, tree: _Tree, node: jax.Array) -> State:
-    board = tree.boards[node]
+def _state_of(env: Gomoku, board: jax.Array, to_move: jax.Array) -> State:
+    """The unfinished game with flat ``board`` and ``to_move`` to play (jittable)."""
     return env.init().replace(
         board=board.reshape(env.size, env.size),
-        current_player=tree.to_move[node],
+        current_player=to_move,
         legal_action_mask=board == EMPTY,
         move_count=jnp.sum(board != EMPTY).astype(jnp.int32),
     )
+
+
+def _node_state(env: Gomoku, tree: _Tree, node: jax.Array) -> State:
+    return _state_of(env, tree.boards[node], tree.to_move[node])
 
 
 def _simulate(env: Gomoku, config: MCTSConfig, tree: _Tree, key: jax.Array) -> _Tree:

@@ -120,14 +120,12 @@ def random_agent(name: str = "random") -> JaxAgent:
 
 
 def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State) -> jax.Array:
-    """Seed 000's heuristic for one game: win, block a four, block an open three (the
-    block nearest the centre), else one of the ``top_k`` empty cells nearest the centre."""
+    """Seed 000's heuristic for one game: win, block a four (the killer module's forced
+    move), block an open three (the block nearest the centre), else one of the ``top_k``
+    empty cells nearest the centre."""
     del params
-    board, me = state.board, state.current_player
+    board = state.board
     n = env.size
-    win = tactics.winning_moves(board, me, env.k, env.rule)
-    block = tactics.winning_moves(board, 1 - me, env.k, env.rule)
-    three = tactics.open_three_blocks(board, 1 - me, env.k)
     empty = board == 0
     # Near the centre with light randomisation: a uniform pick among the top_k empty
     # cells by Manhattan distance to the centre (ties by a random jitter).
@@ -137,11 +135,10 @@ def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State) -> jax
     _, best = jax.lax.top_k(score, min(top_k, n * n))
     pick = jax.random.randint(jax.random.fold_in(key, 1), (), 0, jnp.maximum(
         jnp.minimum(top_k, empty.sum()), 1))
-    fallback = best[pick].astype(jnp.int32)
-    action = fallback
-    for mask in (three, block, win):  # later entries take priority
-        action = jnp.where(mask.any(), tactics.most_central(mask), action)
-    return action.astype(jnp.int32)
+    three = tactics.open_three_blocks(board, 1 - state.current_player, env.k)
+    action = jnp.where(three.any(), tactics.most_central(three), best[pick])
+    forced = _forced_move(env, state)
+    return jnp.where(forced >= 0, forced, action).astype(jnp.int32)
 
 
 def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic") -> JaxAgent:
@@ -209,15 +206,12 @@ def make(spec: str, env: Gomoku) -> Agent:
         from algorithms import pure_mcts
 
         return pure_mcts.pure_mcts_agent(env, int(spec[len("pure-mcts-"):]), name=spec)
+    from algorithms import alphabeta
+
     try:
-        from algorithms import alphabeta
-    except ImportError:  # pragma: no cover - the search baselines are optional here
-        alphabeta = None
-    if alphabeta is not None:
-        try:
-            return alphabeta.by_name(spec, env)
-        except ValueError:
-            pass
+        return alphabeta.by_name(spec, env)
+    except ValueError:
+        pass
     raise ValueError(
         f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, pure-mcts-N, minimax, "
         "alphabeta-D, negamax-D, gomokubot, gomokubot-D, each optionally with +killer"
