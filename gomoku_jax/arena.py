@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent
 from gomoku_jax.game import Gomoku, State
 
@@ -252,6 +253,15 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
     return MatchResult(names, records, seconds, decisions)
 
 
+def _colour_split(records: Sequence[GameRecord]) -> dict:
+    """Black wins, white wins and draws among ``records``."""
+    return {
+        "black_wins": sum(r.winner == 0 for r in records),
+        "white_wins": sum(r.winner == 1 for r in records),
+        "draws": sum(r.winner < 0 for r in records),
+    }
+
+
 @dataclasses.dataclass
 class Tournament:
     """A round robin: every pair of agents played one match."""
@@ -265,8 +275,6 @@ class Tournament:
 
     def report(self, anchor: str | None = "random") -> dict:
         """Seed 000 section 5's tables plus Elo ratings and time per move (seed 003)."""
-        from gomoku_jax import ratings as _ratings
-
         names, records = self.names, self.records
         index = {n: i for i, n in enumerate(names)}
         k = len(names)
@@ -280,9 +288,7 @@ class Tournament:
                 "pairing": f"{a} vs {b}",
                 "games": len(m.records),
                 "mean_moves": float(np.mean(lengths)),
-                "black_wins": sum(r.winner == 0 for r in m.records),
-                "white_wins": sum(r.winner == 1 for r in m.records),
-                "draws": sum(r.winner < 0 for r in m.records),
+                **_colour_split(m.records),
             })
         for r in records:
             i, j = index[r.black], index[r.white]
@@ -317,12 +323,7 @@ class Tournament:
             "win_rate_matrix": [[None if np.isnan(x) else float(x) for x in row] for row in rate],
             "per_agent": per_agent,
             "pairings": pairings,
-            "colours": {
-                "games": len(records),
-                "black_wins": sum(r.winner == 0 for r in records),
-                "white_wins": sum(r.winner == 1 for r in records),
-                "draws": sum(r.winner < 0 for r in records),
-            },
+            "colours": {"games": len(records), **_colour_split(records)},
             "forfeits": [r.forfeit for r in records if r.forfeit],
             "ratings": elo.to_dict(),
             "ratings_table": elo.table(),
