@@ -31,6 +31,13 @@ class NumpyGomoku:
         self.terminated = False
         self.winner = -1
 
+    def copy(self) -> "NumpyGomoku":
+        """An independent copy of the game (for search)."""
+        game = NumpyGomoku.__new__(NumpyGomoku)
+        game.__dict__.update(self.__dict__)
+        game.board = self.board.copy()
+        return game
+
     def legal_actions(self) -> np.ndarray:
         return np.flatnonzero(self.board.reshape(-1) == 0)
 
@@ -103,18 +110,11 @@ class NumpyPureMCTS:
         self.simulations, self.exploration = simulations, exploration
         self.rng = np.random.default_rng(seed)
 
-    def _copy(self, game: NumpyGomoku) -> NumpyGomoku:
-        g = NumpyGomoku.__new__(NumpyGomoku)
-        g.config, g.board = game.config, game.board.copy()
-        g.current_player, g.move_count, g.last_action = game.current_player, game.move_count, game.last_action
-        g.terminated, g.winner = game.terminated, game.winner
-        return g
-
     def search(self, game: NumpyGomoku) -> int:
         """The most visited move after ``simulations`` rounds from ``game``'s position."""
         root = _Node(list(game.legal_actions()), 1 - game.current_player)
         for _ in range(self.simulations):
-            sim, node, path = self._copy(game), root, [root]
+            sim, node, path = game.copy(), root, [root]
             while not node.untried and node.children and not sim.terminated:
                 log_n = np.log(node.visits)
                 action, node = max(
