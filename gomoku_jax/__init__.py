@@ -2,12 +2,33 @@
 
 The public surface is re-exported here; submodules hold the rest:
 `game`, `features`, `symmetry`, `tactics`, `render`, `reference`, `agents`, `arena`,
-`ratings`, `gomocup`.
+`ratings`, `gomocup`, `networks`, `search`, `replay`, `io` (checkpoints and params
+files), `exported` (portable agents), `config` (experiment configs), `training` (the
+training driver).
 """
 
 __version__ = "0.1.0"
 
-from gomoku_jax import agents, arena, features, gomocup, ratings, render, symmetry, tactics
+from gomoku_jax import (
+    agents,
+    arena,
+    config,
+    exported,
+    features,
+    gomocup,
+    io,
+    networks,
+    ratings,
+    render,
+    replay,
+    search,
+    symmetry,
+    tactics,
+)
+from gomoku_jax.exported import export_agent, load_agent
+from gomoku_jax.io import CheckpointError, Checkpointer, read_exported, write_exported
+from gomoku_jax.networks import NETWORKS, NetworkConfig, init_network, make_network, param_count
+from gomoku_jax.search import SearchConfig, TacticalPrior, run_search, search_agent
 from gomoku_jax.features import ENCODINGS, ObservationSpec
 from gomoku_jax.game import (
     BLACK,
@@ -27,6 +48,27 @@ from gomoku_jax.game import (
 __all__ = [
     "agents",
     "arena",
+    "config",
+    "exported",
+    "io",
+    "networks",
+    "replay",
+    "search",
+    "CheckpointError",
+    "Checkpointer",
+    "NETWORKS",
+    "NetworkConfig",
+    "SearchConfig",
+    "TacticalPrior",
+    "export_agent",
+    "init_network",
+    "load_agent",
+    "make_network",
+    "param_count",
+    "read_exported",
+    "run_search",
+    "search_agent",
+    "write_exported",
     "gomocup",
     "ratings",
     "BLACK",

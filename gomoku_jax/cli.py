@@ -11,6 +11,10 @@ Subcommands:
   command line), with a progress bar; writes the report as JSON and Markdown.
 * ``pbrain``: run an agent as a Gomocup (Piskvork) brain on stdin / stdout
   (`gomoku_jax.gomocup`).
+* ``train``: train an experiment config (``--set key=value`` overrides, ``--smoke``
+  for its tiny variant) in a work directory, resuming from its checkpoints.
+* ``export``: write the agent of a training work directory (latest or best) to one
+  portable params file.
 """
 
 from __future__ import annotations
@@ -108,6 +112,64 @@ def _pbrain(args: argparse.Namespace) -> int:
     return gomocup.run_engine(args.agent, sys.stdin, sys.stdout, seed=args.seed)
 
 
+def _train(args: argparse.Namespace) -> int:
+    from gomoku_jax import training
+
+    learner, description = _learner_from_args(args)
+    if args.devices:
+        import jax
+
+        jax.distributed.initialize()
+    print(f"training {args.config} in {args.workdir}")
+    if description:
+        print(description)
+    report = training.run(learner, args.workdir, iterations=args.iterations,
+                          progress=not args.no_progress)
+    print((Path(args.workdir) / "report.md").read_text())
+    print(f"exported agent: {Path(args.workdir) / 'final.gjx'}")
+    return 0 if report["iterations"] > 0 else 1
+
+
+def _learner_from_args(args: argparse.Namespace):
+    from algorithms import alphazero
+    from gomoku_jax import config as config_lib
+
+    cfg, description = config_lib.load_file(
+        alphazero.AlphaZeroConfig, args.config, overrides=args.set or (),
+        variants=(args.variant or []) + (["smoke"] if args.smoke else []))
+    return alphazero.make_learner(cfg), description
+
+
+def _export(args: argparse.Namespace) -> int:
+    import json as _json
+    import shutil
+
+    from algorithms import alphazero
+    from gomoku_jax import config as config_lib, exported, training
+
+    workdir = Path(args.workdir)
+    if args.which == "best":
+        source = workdir / "best.gjx"
+        if not source.exists():
+            raise ValueError(f"{workdir} has no best.gjx (it is written by evaluations during "
+                             "training: set eval.every)")
+        shutil.copyfile(source, args.out)
+        print(f"wrote {args.out} (best model, copied from {source})")
+        return 0
+    config_path = workdir / "config.json"
+    if not config_path.exists():
+        raise ValueError(f"{workdir} is not a training work directory (no config.json)")
+    cfg = config_lib.from_dict(alphazero.AlphaZeroConfig, _json.loads(config_path.read_text()))
+    learner = alphazero.make_learner(cfg)
+    state, _ = training.restore(learner, workdir)
+    if state is None:
+        raise ValueError(f"{workdir} has no checkpoint yet")
+    exported.export_agent(args.out, learner, state.variables,
+                          extra={"iteration": int(state.iteration)})
+    print(f"wrote {args.out} (iteration {int(state.iteration)})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gomoku-jax",
@@ -144,6 +206,30 @@ def build_parser() -> argparse.ArgumentParser:
     pbrain.add_argument("--agent", default="heuristic",
                         help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
     pbrain.add_argument("--seed", type=int, default=0, help="random seed for the agent (default 0)")
+    train = sub.add_parser("train", help="train an experiment config (resumes from checkpoints)")
+    train.add_argument("--config", type=Path, required=True,
+                       help="experiment JSON, e.g. experiments/configs/az_9x9_cpu.json")
+    train.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config value by dotted key (repeatable), "
+                            "e.g. --set search.num_simulations=32")
+    train.add_argument("--variant", action="append", metavar="NAME",
+                       help="apply a named variant of the config file (repeatable), "
+                            "e.g. --variant 2rb")
+    train.add_argument("--smoke", action="store_true",
+                       help="the config's tiny smoke variant (after any --variant)")
+    train.add_argument("--workdir", type=Path, required=True,
+                       help="folder for checkpoints, logs, reports and exported params")
+    train.add_argument("--iterations", type=int, default=None,
+                       help="stop after this many iterations (the schedule still follows "
+                            "the config)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--devices", action="store_true",
+                       help="several hosts: call jax.distributed.initialize() first")
+    export = sub.add_parser("export", help="write a training run's agent to one params file")
+    export.add_argument("--workdir", type=Path, required=True, help="the training work directory")
+    export.add_argument("--out", type=Path, required=True, help="the file to write (.gjx)")
+    export.add_argument("--which", choices=["latest", "best"], default="latest",
+                        help="latest checkpoint or best evaluated model (default latest)")
     return parser
 
 
@@ -170,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
             return _tournament(args)
         if args.command == "pbrain":
             return _pbrain(args)
+        if args.command == "train":
+            return _train(args)
+        if args.command == "export":
+            return _export(args)
         return _random_game(args)
     except ValueError as err:  # bad settings: one clear line, no traceback
         print(f"gomoku-jax: error: {err}", file=sys.stderr)

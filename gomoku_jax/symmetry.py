@@ -21,7 +21,6 @@ import numpy as np
 __all__ = [
     "NUM_TRANSFORMS",
     "inverse",
-    "compose",
     "transform_board",
     "transform_planes",
     "transform_policy",
@@ -95,9 +94,10 @@ def _destinations(size: int) -> np.ndarray:
     nn = size * size
     src = np.arange(nn).reshape(size, size)
     dest = np.empty((NUM_TRANSFORMS, nn), np.int32)
-    for t in range(NUM_TRANSFORMS):
-        moved = np.asarray(_static(jnp.asarray(src), t, (0, 1))).reshape(-1)
-        dest[t, moved] = np.arange(nn)
+    with jax.ensure_compile_time_eval():  # a constant table, even when first built in a trace
+        for t in range(NUM_TRANSFORMS):
+            moved = np.asarray(_static(jnp.asarray(src), t, (0, 1))).reshape(-1)
+            dest[t, moved] = np.arange(nn)
     return dest
 
 

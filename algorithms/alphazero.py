@@ -1,0 +1,591 @@
+"""AlphaZero with PUCT or Gumbel search: one iteration is one compiled program.
+
+``make_learner(config)`` returns a `Learner` whose ``iteration(state)`` plays
+``selfplay.steps`` moves of ``selfplay.batch`` games in lockstep with `mctx` search, puts
+the positions whose outcome is known into a device-resident replay buffer, and runs the
+SGD steps of the iteration, all under one ``jit`` with no host round trip; metrics leave
+as returned arrays. Games, the pending trajectory and each training batch are sharded
+over every local device along a ``data`` mesh axis; parameters, optimizer state and the
+buffer are replicated (several hosts: call ``jax.distributed.initialize`` first, then the
+mesh spans every process's devices).
+
+Self-play never stops: a finished game restarts in place, so the batch stays full.
+Value targets ``z`` (the final result from the view of the player to move) are computed
+by a backward pass over a window of two iterations' moves: the positions of a game that
+ends within the window go into the buffer as soon as their result is known; a game
+longer than the window loses its earliest positions (counted in ``metrics['dropped']``;
+none are lost when ``selfplay.steps`` is at least the board's number of cells).
+
+The loss is seed 000's eq. (5): ``(z - v)^2 - pi . log p + c ||theta||^2``, with the
+policy restricted to legal moves; each sampled position is seen under one of the 8
+board symmetries drawn at random (in expectation the same as storing the 8 copies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from gomoku_jax import features, networks, replay, symmetry
+from gomoku_jax import search as search_lib
+from gomoku_jax.config import ConfigError
+from gomoku_jax.game import Gomoku, State
+
+__all__ = [
+    "AlphaZeroConfig",
+    "EvalSettings",
+    "GameSettings",
+    "Learner",
+    "NetworkSettings",
+    "SelfPlaySettings",
+    "TrainSettings",
+    "TrainState",
+    "make_learner",
+]
+
+
+# ----------------------------------------------------------------------------- config
+def _positive_int(owner: str, name: str, value, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _number_in(owner: str, name: str, value, low: float, high: float,
+               low_open: bool = False) -> None:
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+          and math.isfinite(value) and (value > low if low_open else value >= low)
+          and value <= high)
+    if not ok:
+        bound = "(" if low_open else "["
+        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class GameSettings:
+    """The game and the observation planes the network sees."""
+
+    size: int = 9
+    k: int = 5
+    rule: str = "freestyle"
+    observation: str = "stones-colour"
+    positional_bias: float | None = None
+
+    def __post_init__(self):
+        self.env()  # validates
+
+    def env(self) -> Gomoku:
+        return Gomoku(self.size, self.k, self.rule, observation=self.observation,
+                      positional_bias=self.positional_bias)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSettings:
+    """A network from `gomoku_jax.networks` by registry name, with its options."""
+
+    name: str = "resnet"
+    options: dict = dataclasses.field(default_factory=dict)
+
+    def __hash__(self):
+        return hash((self.name, tuple(sorted(self.options.items()))))
+
+    def module(self, board_size: int):
+        return networks.make_network(self.name, board_size=board_size, **self.options)
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfPlaySettings:
+    """Self-play of ``batch`` games in lockstep, ``steps`` moves each per iteration.
+
+    ``temperature`` applies to the first ``temperature_moves`` moves of a game (then
+    the most visited move is played); Gumbel search samples through its own noise and
+    ignores it. ``playout_cap`` (KataGo's playout cap randomization, seed 003): the
+    probability that a move gets the full search and becomes a training target; other
+    moves use ``fast_simulations`` and are not trained on. The draw is per move for the
+    whole batch (the number of simulations of a compiled search is fixed).
+    """
+
+    batch: int = 64
+    steps: int = 81
+    temperature: float = 1.0
+    temperature_moves: int = 8
+    playout_cap: float | None = None
+    fast_simulations: int = 8
+
+    def __post_init__(self):
+        _positive_int("selfplay", "batch", self.batch)
+        _positive_int("selfplay", "steps", self.steps)
+        _number_in("selfplay", "temperature", self.temperature, 0.0, 100.0)
+        _positive_int("selfplay", "temperature_moves", self.temperature_moves, 0)
+        if self.playout_cap is not None:
+            _number_in("selfplay", "playout_cap", self.playout_cap, 0.0, 1.0, low_open=True)
+        _positive_int("selfplay", "fast_simulations", self.fast_simulations)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+    """SGD: ``epochs`` passes over each iteration's new positions (rounded to whole
+    steps of ``batch_size``), from a buffer of ``buffer_capacity`` positions, once it
+    holds ``min_buffer``. ``lr_schedule="step"`` divides the rate by 10 at 50% and 75%
+    of ``iterations`` (seed 000, 4.6.1); ``kl_target`` turns on seed 002's adaptive rate
+    (multiplier / 1.5 when the KL between successive policies exceeds twice the target,
+    x 1.5 below half of it, kept in [0.1, 10])."""
+
+    iterations: int = 100
+    batch_size: int = 256
+    epochs: float = 4.0
+    buffer_capacity: int = 100_000
+    min_buffer: int = 1024
+    optimizer: str = "sgd"
+    learning_rate: float = 0.05
+    momentum: float = 0.9
+    l2: float = 1e-4
+    value_weight: float = 1.0
+    lr_schedule: str = "constant"
+    kl_target: float | None = None
+    augment: bool = True
+
+    def __post_init__(self):
+        for name in ("iterations", "batch_size", "buffer_capacity", "min_buffer"):
+            _positive_int("train", name, getattr(self, name))
+        _number_in("train", "epochs", self.epochs, 0.0, 1e4, low_open=True)
+        if self.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
+        if self.lr_schedule not in ("constant", "step"):
+            raise ValueError(
+                f"train.lr_schedule must be 'constant' or 'step', got {self.lr_schedule!r}")
+        _number_in("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
+        _number_in("train", "momentum", self.momentum, 0.0, 1.0)
+        _number_in("train", "l2", self.l2, 0.0, 1.0)
+        _number_in("train", "value_weight", self.value_weight, 0.0, 1e3)
+        if self.kl_target is not None:
+            _number_in("train", "kl_target", self.kl_target, 0.0, 10.0, low_open=True)
+        if self.min_buffer > self.buffer_capacity:
+            raise ValueError(
+                f"train.min_buffer ({self.min_buffer}) exceeds train.buffer_capacity "
+                f"({self.buffer_capacity})")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    """Arena evaluation every ``every`` iterations (0: only at the end) of the agent
+    searching with ``simulations`` (argmax, no noise, no tactical prior) against each
+    of ``opponents`` (names for `gomoku_jax.agents.make`), ``games`` games each with
+    colours alternating and ``opening_stones`` random opening stones. The first
+    opponent's score picks the best model; ``patience`` evaluations without a better
+    score stop training (seed 002); ``final_games`` per opponent at the end."""
+
+    every: int = 0
+    opponents: tuple[str, ...] = ("random",)
+    games: int = 10
+    final_games: int = 20
+    simulations: int = 64
+    opening_stones: int = 1
+    patience: int | None = None
+
+    def __post_init__(self):
+        _positive_int("eval", "every", self.every, 0)
+        _positive_int("eval", "games", self.games, 2)
+        _positive_int("eval", "final_games", self.final_games, 0)
+        _positive_int("eval", "simulations", self.simulations)
+        _positive_int("eval", "opening_stones", self.opening_stones, 0)
+        if self.patience is not None:
+            _positive_int("eval", "patience", self.patience)
+        if not self.opponents or not all(isinstance(o, str) and o for o in self.opponents):
+            raise ValueError(f"eval.opponents must be a non-empty list of agent names, "
+                             f"got {self.opponents!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaZeroConfig:
+    """One AlphaZero experiment (see ``experiments/configs/az_*.json``)."""
+
+    game: GameSettings = GameSettings()
+    network: NetworkSettings = NetworkSettings()
+    search: search_lib.SearchConfig = search_lib.SearchConfig()
+    tactical: search_lib.TacticalPrior | None = None
+    selfplay: SelfPlaySettings = SelfPlaySettings()
+    train: TrainSettings = TrainSettings()
+    eval: EvalSettings = EvalSettings()
+    seed: int = 0
+    checkpoint_every: int = 1
+
+    def __post_init__(self):
+        _positive_int("config", "seed", self.seed, 0)
+        _positive_int("config", "checkpoint_every", self.checkpoint_every)
+        try:
+            self.network.module(self.game.size)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"network: {error}") from None
+        pc = self.selfplay.playout_cap
+        if pc is not None and self.selfplay.fast_simulations >= self.search.num_simulations:
+            raise ValueError(
+                f"selfplay.fast_simulations ({self.selfplay.fast_simulations}) must be below "
+                f"search.num_simulations ({self.search.num_simulations}) with a playout cap")
+
+    @property
+    def sgd_steps(self) -> int:
+        """SGD steps per iteration: ``epochs`` passes over the iteration's new positions."""
+        fresh = self.selfplay.batch * self.selfplay.steps
+        return max(1, round(self.train.epochs * fresh / self.train.batch_size))
+
+
+# ------------------------------------------------------------------------ the state
+class _Position(NamedTuple):
+    """What `features.observe` needs of a state."""
+
+    board: jax.Array
+    current_player: jax.Array
+    last_action: jax.Array
+
+
+@struct.dataclass
+class Record:
+    """One self-play move of one game (stacked ``[T, B]`` in a trajectory)."""
+
+    board: jax.Array  # [N, N] int8, before the move
+    player: jax.Array  # [] int32, to move
+    last_action: jax.Array  # [] int32
+    policy: jax.Array  # [A] float32, search policy target
+    reward: jax.Array  # [] float32, the mover's reward from this move
+    done: jax.Array  # [] bool, this move ended the game
+    train: jax.Array  # [] bool, a training target (full search)
+    inserted: jax.Array  # [] bool, already in the buffer (or never to be)
+
+
+@struct.dataclass
+class Sample:
+    """One replay item."""
+
+    board: jax.Array  # [N, N] int8
+    player: jax.Array  # [] int32
+    last_action: jax.Array  # [] int32
+    policy: jax.Array  # [A] float32
+    value: jax.Array  # [] float32, z from the view of `player`
+
+
+@struct.dataclass
+class TrainState:
+    variables: Any  # {'params': ..., 'batch_stats': ...}
+    opt_state: Any
+    buffer: replay.ReplayBuffer
+    games: State  # [B] the games in progress
+    pending: Record  # [T, B] the previous iteration's moves
+    key: jax.Array  # [2] uint32
+    iteration: jax.Array  # [] int32, iterations done
+    lr_multiplier: jax.Array  # [] float32 (KL-adaptive rate)
+
+
+# ---------------------------------------------------------------------- the learner
+def _masked_log_softmax(logits, legal):
+    logits = jnp.where(legal, logits, -1e9)
+    return jax.nn.log_softmax(logits, axis=-1)
+
+
+class Learner:
+    """The compiled pieces of one AlphaZero config. Build with `make_learner`."""
+
+    def __init__(self, config: AlphaZeroConfig, devices=None):
+        self.config = config
+        self.env = config.game.env()
+        self.module = config.network.module(config.game.size)
+        devices = list(jax.devices() if devices is None else devices)
+        n = len(devices)
+        for name, value in (("selfplay.batch", config.selfplay.batch),
+                            ("train.batch_size", config.train.batch_size)):
+            if value % n:
+                raise ConfigError(f"{name} ({value}) must be a multiple of the number of "
+                                  f"devices ({n})")
+        self.mesh = Mesh(np.asarray(devices), ("data",))
+        self._rep = NamedSharding(self.mesh, P())
+        self._games_sharding = NamedSharding(self.mesh, P("data"))
+        self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
+        opt = {"sgd": functools.partial(optax.sgd, momentum=config.train.momentum),
+               "adam": optax.adam}[config.train.optimizer]
+        self.tx = optax.inject_hyperparams(opt)(learning_rate=config.train.learning_rate)
+        self.trace_count = 0
+        self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
+        self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
+                                 out_shardings=(self.state_sharding(), self._rep),
+                                 donate_argnums=0)
+
+    # ----------------------------------------------------------- evaluation function
+    def evaluate(self, variables, states: State):
+        """``(logits [B, A], value [B])`` of the network, inference mode."""
+        logits, value = self.module.apply(variables, states.observation, train=False)
+        return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+    def init_variables(self, key) -> Any:
+        return networks.init_network(self.module, key, self.env.observation_shape)
+
+    # ------------------------------------------------------------------- shardings
+    def state_sharding(self) -> TrainState:
+        shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))
+        rep, games, pending = self._rep, self._games_sharding, self._pending_sharding
+        return TrainState(
+            variables=jax.tree.map(lambda _: rep, shape.variables),
+            opt_state=jax.tree.map(lambda _: rep, shape.opt_state),
+            buffer=jax.tree.map(lambda _: rep, shape.buffer),
+            games=jax.tree.map(lambda _: games, shape.games),
+            pending=jax.tree.map(lambda _: pending, shape.pending),
+            key=rep, iteration=rep, lr_multiplier=rep)
+
+    # -------------------------------------------------------------------------- init
+    def init(self, key: jax.Array | None = None) -> TrainState:
+        """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
+        key = jax.random.PRNGKey(self.config.seed) if key is None else key
+        return self._init(key)
+
+    def _init_impl(self, key) -> TrainState:
+        cfg = self.config
+        b, t = cfg.selfplay.batch, cfg.selfplay.steps
+        key, net_key = jax.random.split(key)
+        variables = self.init_variables(net_key)
+        env = self.env
+        n, a = env.size, env.num_actions
+        example = Sample(board=jnp.zeros((n, n), jnp.int8), player=jnp.int32(0),
+                         last_action=jnp.int32(-1), policy=jnp.zeros((a,), jnp.float32),
+                         value=jnp.float32(0))
+        games = jax.vmap(lambda _: env.init())(jnp.arange(b))
+        pending = Record(
+            board=jnp.zeros((t, b, n, n), jnp.int8), player=jnp.zeros((t, b), jnp.int32),
+            last_action=jnp.full((t, b), -1, jnp.int32),
+            policy=jnp.zeros((t, b, a), jnp.float32), reward=jnp.zeros((t, b), jnp.float32),
+            done=jnp.zeros((t, b), jnp.bool_), train=jnp.zeros((t, b), jnp.bool_),
+            inserted=jnp.ones((t, b), jnp.bool_))
+        return TrainState(
+            variables=variables, opt_state=self.tx.init(variables["params"]),
+            buffer=replay.init(example, cfg.train.buffer_capacity), games=games,
+            pending=pending, key=key, iteration=jnp.int32(0),
+            lr_multiplier=jnp.float32(1.0))
+
+    # --------------------------------------------------------------------- self-play
+    def _search(self, variables, games, key, simulations: int):
+        cfg = self.config
+        search_cfg = dataclasses.replace(cfg.search, num_simulations=simulations)
+        return search_lib.run_search(self.env, self.evaluate, variables, games, key,
+                                     search_cfg, tactical=cfg.tactical)
+
+    def _selfplay(self, variables, games: State, key) -> tuple[State, Record]:
+        cfg, env = self.config, self.env
+        sp = cfg.selfplay
+        fresh = env.init()
+
+        def move(games, key):
+            k_search, k_act, k_cap = jax.random.split(key, 3)
+            def searched(simulations):
+                out = self._search(variables, games, k_search, simulations)
+                return search_lib.policy_target(out, cfg.search), out.action_weights, out.action
+
+            if sp.playout_cap is None:
+                target, weights, chosen = searched(cfg.search.num_simulations)
+                full = jnp.bool_(True)
+            else:  # fixed-shape results, so the two searches fit one `cond`
+                full = jax.random.bernoulli(k_cap, sp.playout_cap)
+                target, weights, chosen = jax.lax.cond(
+                    full, lambda: searched(cfg.search.num_simulations),
+                    lambda: searched(sp.fast_simulations))
+            if cfg.search.algorithm == "gumbel":
+                action = chosen
+            else:
+                temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
+                action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)
+            stepped = jax.vmap(env.step)(games, action)
+            mover = games.current_player
+            reward = jnp.take_along_axis(stepped.rewards, mover[:, None], axis=1)[:, 0]
+            record = Record(
+                board=games.board, player=mover, last_action=games.last_action,
+                policy=target, reward=reward, done=stepped.terminated,
+                train=jnp.broadcast_to(full, mover.shape),
+                inserted=jnp.zeros(mover.shape, jnp.bool_))
+            over = stepped.terminated
+            games = jax.tree.map(
+                lambda f, s: jnp.where(over.reshape(over.shape + (1,) * (s.ndim - 1)), f, s),
+                fresh, stepped)
+            return games, record
+
+        keys = jax.random.split(key, sp.steps)
+        return jax.lax.scan(move, games, keys)
+
+    # ------------------------------------------------------------------- targets
+    @staticmethod
+    def _value_targets(window: Record) -> tuple[jax.Array, jax.Array]:
+        """Backward pass over ``[W, B]`` moves: ``z`` for the player to move and whether
+        the game's end lies inside the window."""
+
+        def back(carry, rec):
+            v_next, known_next = carry
+            v = jnp.where(rec.done, rec.reward, -v_next)
+            known = rec.done | known_next
+            return (v, known), (v, known)
+
+        b = window.done.shape[1]
+        init = (jnp.zeros((b,), jnp.float32), jnp.zeros((b,), jnp.bool_))
+        _, (z, known) = jax.lax.scan(back, init, window, reverse=True)
+        return z, known
+
+    # ---------------------------------------------------------------------- SGD
+    def _observe(self, board, player, last_action):
+        return features.observe(_Position(board, player, last_action), self.env.observation_spec)
+
+    def _augment(self, batch: Sample, key) -> Sample:
+        n = self.env.size
+        t = jax.random.randint(key, (batch.player.shape[0],), 0, symmetry.NUM_TRANSFORMS)
+        board = jax.vmap(symmetry.transform_board)(batch.board, t)
+        policy = jax.vmap(symmetry.transform_policy)(batch.policy, t)
+        last = jax.vmap(lambda a, s: symmetry.transform_action(a, s, n))(batch.last_action, t)
+        return batch.replace(board=board, policy=policy, last_action=last)
+
+    def _loss(self, params, batch_stats, batch: Sample):
+        cfg = self.config.train
+        obs = self._observe(batch.board, batch.player, batch.last_action)
+        variables = {"params": params, **batch_stats}
+        mutable = ["batch_stats"] if batch_stats else []
+        out = self.module.apply(variables, obs, train=True, mutable=mutable)
+        (logits, value), new_stats = out if mutable else (out, {})
+        logits, value = logits.astype(jnp.float32), value.astype(jnp.float32)
+        legal = (batch.board == 0).reshape(batch.board.shape[0], -1)
+        logp = _masked_log_softmax(logits, legal)
+        policy_loss = -jnp.mean(jnp.sum(jnp.where(legal, batch.policy * logp, 0.0), -1))
+        value_loss = jnp.mean((value - batch.value) ** 2)
+        l2 = sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
+        total = cfg.value_weight * value_loss + policy_loss + cfg.l2 * l2
+        probs = jnp.exp(logp)
+        entropy = -jnp.mean(jnp.sum(jnp.where(legal, probs * logp, 0.0), -1))
+        var_z = jnp.var(batch.value)
+        explained = 1.0 - jnp.var(batch.value - value) / jnp.maximum(var_z, 1e-8)
+        aux = dict(loss=total, value_loss=value_loss, policy_loss=policy_loss, l2=l2,
+                   entropy=entropy, explained_variance=explained)
+        return total, (aux, dict(new_stats))
+
+    def _constrain(self, tree):
+        if self.mesh.size == 1:
+            return tree
+        return jax.lax.with_sharding_constraint(tree, self._games_sharding)
+
+    def _train(self, variables, opt_state, buffer, key, learning_rate):
+        cfg = self.config.train
+        ready = buffer.size >= cfg.min_buffer
+        opt_state = opt_state._replace(
+            hyperparams={**opt_state.hyperparams, "learning_rate": learning_rate})
+
+        def sgd_step(carry, key):
+            variables, opt_state = carry
+            k_sample, k_aug = jax.random.split(key)
+            batch = replay.sample(buffer, k_sample, cfg.batch_size)
+            if cfg.augment:
+                batch = self._augment(batch, k_aug)
+            batch = self._constrain(batch)
+            params = variables["params"]
+            stats = {k: v for k, v in variables.items() if k != "params"}
+            grads, (aux, new_stats) = jax.grad(self._loss, has_aux=True)(params, stats, batch)
+            updates, new_opt = self.tx.update(grads, opt_state, params)
+            new_vars = {"params": optax.apply_updates(params, updates), **stats, **new_stats}
+            keep = lambda new, old: jax.tree.map(lambda x, y: jnp.where(ready, x, y), new, old)
+            return (keep(new_vars, variables), keep(new_opt, opt_state)), aux
+
+        keys = jax.random.split(key, self.config.sgd_steps)
+        (variables, opt_state), aux = jax.lax.scan(sgd_step, (variables, opt_state), keys)
+        return variables, opt_state, jax.tree.map(jnp.mean, aux), ready
+
+    def _policy_logp(self, variables, batch: Sample):
+        obs = self._observe(batch.board, batch.player, batch.last_action)
+        logits, _ = self.module.apply(variables, obs, train=False)
+        legal = (batch.board == 0).reshape(batch.board.shape[0], -1)
+        return _masked_log_softmax(logits.astype(jnp.float32), legal), legal
+
+    def learning_rate(self, iteration, multiplier):
+        cfg = self.config.train
+        lr = cfg.learning_rate * multiplier
+        if cfg.lr_schedule == "step":
+            frac = iteration / cfg.iterations
+            lr = lr * jnp.where(frac >= 0.75, 0.01, jnp.where(frac >= 0.5, 0.1, 1.0))
+        return lr
+
+    # ------------------------------------------------------------------ iteration
+    def _iteration_impl(self, state: TrainState):
+        self.trace_count += 1  # Python side effect: counts traces, not calls
+        cfg = self.config
+        key, k_play, k_train, k_probe = jax.random.split(state.key, 4)
+        games, moves = self._selfplay(state.variables, state.games, k_play)
+        window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), state.pending, moves)
+        z, known = self._value_targets(window)
+        insert = known & ~window.inserted & window.train
+        t, b = moves.done.shape
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])
+        samples = Sample(board=flat(window.board), player=flat(window.player),
+                         last_action=flat(window.last_action), policy=flat(window.policy),
+                         value=flat(z))
+        buffer = replay.add(state.buffer, samples, flat(insert))
+        dropped = jnp.sum(~state.pending.inserted & ~known[:t])
+        pending = moves.replace(inserted=known[t:] | ~moves.train)
+
+        lr = self.learning_rate(state.iteration, state.lr_multiplier)
+        probe = replay.sample(buffer, k_probe, min(cfg.train.batch_size, 256))
+        old_logp, legal = self._policy_logp(state.variables, probe)
+        variables, opt_state, aux, trained = self._train(
+            state.variables, state.opt_state, buffer, k_train, lr)
+        new_logp, _ = self._policy_logp(variables, probe)
+        kl = jnp.mean(jnp.sum(jnp.where(legal, jnp.exp(old_logp) * (old_logp - new_logp), 0.0),
+                              -1))
+        multiplier = state.lr_multiplier
+        if cfg.train.kl_target is not None:
+            target = cfg.train.kl_target
+            multiplier = jnp.where(trained & (kl > 2 * target), multiplier / 1.5,
+                                   jnp.where(trained & (kl < target / 2), multiplier * 1.5,
+                                             multiplier))
+            multiplier = jnp.clip(multiplier, 0.1, 10.0)
+
+        done = moves.done
+        finished = jnp.sum(done)
+        length = jnp.sum((moves.board != 0).sum((-1, -2)) + 1, where=done) / jnp.maximum(
+            finished, 1)
+        mover_won = done & (moves.reward > 0)
+        mover_lost = done & (moves.reward < 0)
+        black_won = (mover_won & (moves.player == 0)) | (mover_lost & (moves.player == 1))
+        white_won = (mover_won & (moves.player == 1)) | (mover_lost & (moves.player == 0))
+        metrics = dict(
+            aux, kl=kl, learning_rate=lr, trained=trained, games_finished=finished,
+            game_length=length, black_wins=jnp.sum(black_won), white_wins=jnp.sum(white_won),
+            draws=jnp.sum(done & (moves.reward == 0)), positions_added=jnp.sum(insert),
+            dropped=dropped, buffer_fill=buffer.size / buffer.capacity,
+            moves=jnp.int32(t * b))
+        new_state = TrainState(
+            variables=variables, opt_state=opt_state, buffer=buffer, games=games,
+            pending=pending, key=key, iteration=state.iteration + 1,
+            lr_multiplier=multiplier.astype(jnp.float32))
+        return new_state, metrics
+
+    # ---------------------------------------------------------------- play agent
+    def agent(self, variables, simulations: int | None = None, name: str = "alphazero",
+              algorithm: str | None = None):
+        """The play-time agent: search with ``simulations`` (default ``eval.simulations``),
+        argmax, no root noise, no tactical prior."""
+        cfg = self.config
+        search_cfg = dataclasses.replace(
+            cfg.search, num_simulations=simulations or cfg.eval.simulations,
+            dirichlet_fraction=0.0, algorithm=algorithm or cfg.search.algorithm)
+        return search_lib.search_agent(name, self.env, self.evaluate, variables, search_cfg)
+
+
+def _sample_by_temperature(key, weights, legal, temperature):
+    """Per game: sample from ``weights ** (1 / T)`` over legal moves; T = 0 is argmax."""
+    logw = jnp.where(legal & (weights > 0), jnp.log(jnp.maximum(weights, 1e-30)), -jnp.inf)
+    greedy = jnp.argmax(jnp.where(legal, weights, -1.0), axis=-1)
+    safe_t = jnp.maximum(temperature, 1e-6)[:, None]
+    sampled = jax.random.categorical(key, logw / safe_t, axis=-1)
+    ok = jnp.isfinite(jnp.max(logw, -1))
+    return jnp.where((temperature > 0) & ok, sampled, greedy).astype(jnp.int32)
+
+
+def make_learner(config: AlphaZeroConfig, devices=None) -> Learner:
+    """The learner for ``config``; sharded over ``devices`` (default: all devices)."""
+    return Learner(config, devices)

@@ -1,0 +1,203 @@
+"""Experiment configs as data: JSON files read into frozen dataclasses, with checks.
+
+A config file is a JSON object whose keys are the fields of a (nested) frozen
+dataclass. Two keys are not fields: ``description`` (free text: the command that
+runs it and what to expect) and ``variants`` (named objects of dotted overrides, such
+as the ablations of one report; every file has a ``smoke`` variant that turns the
+experiment into a tiny one for tests and CI, and variants combine in order). Command-line overrides are
+``key=value`` strings with dotted keys (``search.num_simulations=32``); the value is
+read as JSON when it parses (numbers, booleans, null, lists, objects), else as a string.
+
+Every mistake names the dotted key: an unknown key (with the valid ones listed), a
+value of the wrong type, or an out-of-range value (raised by the dataclass itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import types
+import typing
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "ConfigError",
+    "apply_overrides",
+    "from_dict",
+    "load_file",
+    "parse_override",
+    "to_dict",
+]
+
+_META_KEYS = ("description", "variants")
+
+
+class ConfigError(ValueError):
+    """A config file, a ``--set`` override or a config value is wrong."""
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"a.b=3"`` -> ``("a.b", 3)``; values are JSON when they parse, else strings."""
+    if not isinstance(text, str) or "=" not in text:
+        raise ConfigError(f"an override must look like key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"an override needs a dotted key before '=', got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(
+    data: Mapping[str, Any], overrides: Mapping[str, Any] | Sequence[str]
+) -> dict[str, Any]:
+    """A deep copy of ``data`` with dotted-key overrides set (a dict, or ``k=v`` strings).
+
+    Intermediate objects are created when missing; unknown keys are caught later, by
+    `from_dict`, which knows the schema.
+    """
+    if not isinstance(overrides, Mapping):
+        overrides = dict(parse_override(item) for item in overrides)
+    out = json.loads(json.dumps(data))
+    for key, value in overrides.items():
+        node = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(
+                    f"cannot set {key!r}: {'.'.join(parts[: i + 1])!r} is not an object"
+                )
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(tp, value, path: str):
+    """Check and convert one JSON value to the annotated type ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, path)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0] if len(errors) == 1 else
+                          f"{path}: {value!r} does not fit {_type_name(tp)}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected an object, got {value!r}")
+        return from_dict(tp, value, path)
+    if origin in (tuple, list, Sequence, typing.Sequence) or tp in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        item = args[0] if args else Any
+        return tuple(_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping) or tp in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected an object, got {value!r}")
+        return dict(value)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(cls, data: Mapping[str, Any], path: str = ""):
+    """Build the frozen dataclass ``cls`` from a (nested) mapping, checking every key."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path or cls.__name__}: expected an object, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        dotted = f"{path}.{key}" if path else key
+        if key in _META_KEYS and not path:
+            continue
+        if key not in fields:
+            raise ConfigError(
+                f"unknown config key {dotted!r}; valid keys here: {', '.join(sorted(fields))}"
+            )
+        kwargs[key] = _convert(hints[key], value, dotted)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{path or cls.__name__}: {error}") from None
+
+
+def to_dict(config) -> dict[str, Any]:
+    """The JSON-able dict of a (nested) config dataclass; tuples become lists."""
+
+    def plain(x):
+        if dataclasses.is_dataclass(x):
+            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x) if f.init}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        if isinstance(x, Mapping):
+            return {str(k): plain(v) for k, v in x.items()}
+        return x
+
+    return plain(config)
+
+
+def load_file(
+    cls, path, overrides: Sequence[str] | Mapping[str, Any] = (), variants: Sequence[str] = ()
+):
+    """Read a JSON config file into ``cls``: the named ``variants`` first, in order,
+    then ``overrides``. Returns ``(config, description)``."""
+    path = pathlib.Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
+    known = data.get("variants", {})
+    for name in variants:
+        if name not in known:
+            raise ConfigError(f"config file {str(path)!r} has no variant {name!r}; it has: "
+                              f"{', '.join(sorted(known)) or 'none'}")
+        data = apply_overrides(data, known[name])
+    data = apply_overrides(data, overrides)
+    description = data.get("description", "")
+    if variants:
+        description += f" [variants: {', '.join(variants)}]"
+    return from_dict(cls, data), description

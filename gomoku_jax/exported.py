@@ -1,0 +1,83 @@
+"""Exported agents: one file with the params and all it takes to play them.
+
+`export_agent` writes a ``.gjx`` file (format in `gomoku_jax.io`): a JSON header with
+the game settings, the observation encoding, the network (registry name and options)
+and the play-time search, followed by the variables. `load_agent` rebuilds a playing
+agent from such a file with `gomoku_jax` alone: no training code, no config file,
+nothing executed from the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gomoku_jax import io as gio
+from gomoku_jax import networks
+from gomoku_jax import search as search_lib
+from gomoku_jax.agents import JaxAgent
+from gomoku_jax.game import Gomoku
+
+__all__ = ["Loaded", "export_agent", "load", "load_agent", "load_network"]
+
+
+class Loaded(NamedTuple):
+    agent: JaxAgent
+    env: Gomoku  # the game the params were trained for
+    metadata: dict
+
+
+def export_agent(path, learner, variables, extra: Mapping[str, Any] | None = None) -> None:
+    """Write the play-time agent of ``learner`` with ``variables`` to ``path``."""
+    cfg = learner.config
+    game = dataclasses.asdict(cfg.game)
+    search = dataclasses.replace(cfg.search, num_simulations=cfg.eval.simulations,
+                                 dirichlet_fraction=0.0).to_dict()
+    meta = {
+        "agent": "search",
+        "game": game,
+        "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
+        "search": search,
+        **dict(extra or {}),
+    }
+    gio.write_exported(path, meta, jax.device_get(variables))
+
+
+def load_network(path):
+    """``(metadata, env, module, variables)`` from an exported file."""
+    meta, variables = gio.read_exported(path)
+    try:
+        game = meta["game"]
+        net = meta["network"]
+        env = Gomoku(game["size"], game["k"], game["rule"], observation=game["observation"],
+                     positional_bias=game.get("positional_bias"))
+        module = networks.make_network(net["name"], board_size=env.size, **net["options"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise gio.CheckpointError(
+            f"{path}: the exported file's settings cannot rebuild an agent ({error})") from None
+    variables = jax.tree.map(jnp.asarray, variables)
+    return meta, env, module, variables
+
+
+def load(path, simulations: int | None = None, name: str | None = None) -> Loaded:
+    """The playing agent of an exported file, its game and its metadata;
+    ``simulations`` overrides the stored search's."""
+    meta, env, module, variables = load_network(path)
+
+    def evaluate(params, states):
+        logits, value = module.apply(params, states.observation, train=False)
+        return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+    config = search_lib.SearchConfig.from_dict(meta["search"])
+    if simulations is not None:
+        config = dataclasses.replace(config, num_simulations=simulations)
+    agent = search_lib.search_agent(name or str(path), env, evaluate, variables, config)
+    return Loaded(agent, env, meta)
+
+
+def load_agent(path, simulations: int | None = None, name: str | None = None) -> JaxAgent:
+    """A playing agent from an exported file (see `load`)."""
+    return load(path, simulations, name).agent

@@ -1,0 +1,602 @@
+"""Checkpoints and exported parameter files.
+
+Two formats, both data only (nothing here pickles or evaluates code):
+
+* :class:`Checkpointer`: a run's training state, saved with orbax-checkpoint under one
+  directory, one sub-directory per step, beside the run's ``config.json``.
+* :func:`write_exported` / :func:`read_exported`: one self-describing file holding a
+  network's variables and the metadata needed to use them (network name and kwargs,
+  game settings, observation encoding, search settings...).
+
+Checkpoints
+-----------
+Layout of ``directory``::
+
+    config.json          the run's config (JSON), written by the first save
+    <step>/              one finished checkpoint per step (orbax); the newest
+                         ``max_to_keep`` are kept
+    <step>.orbax-checkpoint-tmp-<t>/
+                         a save in progress (or one a crash interrupted); ignored
+
+A save is written into the temporary directory and renamed when complete, so a crash
+mid-save leaves the earlier checkpoints intact. Each save also records a SHA-256 of
+every leaf (in the step's orbax metadata); :meth:`Checkpointer.restore` checks the
+config, the tree structure, every leaf's shape and dtype, and these hashes, and raises
+:class:`CheckpointError` saying what is wrong instead of returning damaged values.
+
+Leaves may be ``jax.Array`` (any sharding), NumPy arrays and scalars, Python
+``bool``/``int``/``float`` (stored as 0-d arrays of JAX's default dtype, as
+``jax.eval_shape`` describes them, and restored as the target leaf's kind),
+and PRNG keys, raw ``uint32`` (``jax.random.PRNGKey``) or typed (``jax.random.key``):
+a typed key is stored as its ``jax.random.key_data`` and rebuilt with the key
+implementation of the restore target's leaf, so a target leaf's kind (typed or raw)
+decides what comes back. Targets are usually ``jax.eval_shape(init, ...)``: a
+``jax.ShapeDtypeStruct`` without a sharding is restored onto the first local device.
+
+Exported parameter files
+------------------------
+Byte layout (all integers little-endian)::
+
+    offset   size  content
+    0        8     magic: b"\\x89GMKJAX\\n" (EXPORT_MAGIC)
+    8        4     H: length of the header in bytes, unsigned 32-bit
+    12       H     header: a UTF-8 JSON object
+                     "format":         "gomoku-jax-params"  (EXPORT_FORMAT)
+                     "version":        1                    (EXPORT_VERSION)
+                     "payload_size":   P, the payload's length in bytes
+                     "payload_sha256": SHA-256 of the payload, 64 lowercase hex digits
+                     "metadata":       the writer's JSON object (network, game,
+                                       observation encoding, search settings...)
+    12 + H   P     payload: the variables as a nested map of string keys to arrays,
+                   encoded with flax.serialization.msgpack_serialize (msgpack; an
+                   array is ext type 1 holding the msgpack array
+                   [shape, dtype name, C-order bytes])
+
+The file ends right after the payload. A reader checks the magic, the format, the
+version (it reads version 1 only), the sizes and the hash before decoding the payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import struct
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+from flax import serialization
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_MAGIC",
+    "EXPORT_VERSION",
+    "CheckpointError",
+    "Checkpointer",
+    "read_exported",
+    "write_exported",
+]
+
+EXPORT_FORMAT = "gomoku-jax-params"
+"""The ``format`` field of an exported parameter file's header."""
+
+EXPORT_VERSION = 1
+"""The exported-file format version this module writes and reads."""
+
+EXPORT_MAGIC = b"\x89GMKJAX\n"
+"""The 8 bytes an exported parameter file starts with."""
+
+_LENGTH = struct.Struct("<I")  # header length, unsigned 32-bit little-endian
+_HEADER_START = len(EXPORT_MAGIC) + _LENGTH.size  # 12
+_CONFIG_FILE = "config.json"
+_METADATA_KEY = "gomoku_jax"  # our entry in an orbax step's custom metadata
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or exported file cannot be written or read as asked; says why."""
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _path_str(path) -> str:
+    """A pytree key path as ``a.b.0.c`` (dict keys, attribute names, indices)."""
+    parts = []
+    for key in path:
+        if isinstance(key, jax.tree_util.DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(key.name)
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, jax.tree_util.FlattenedIndexKey):
+            parts.append(str(key.key))
+        else:
+            parts.append(str(key))
+    return ".".join(parts) or "<root>"
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _normalise_json(value, name: str):
+    """``value`` as it reads back from JSON (tuples become lists, keys strings)."""
+    def plain(obj):
+        if isinstance(obj, Mapping):
+            return dict(obj)
+        raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
+
+    try:
+        return json.loads(json.dumps(value, default=plain))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be JSON-serialisable, got {value!r}: {e}") from None
+
+
+def _json_equal(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _config_diff(stored, given, prefix: str = "") -> list[str]:
+    """Lines ``path: stored X, given Y`` for every differing key (dotted paths)."""
+    lines = []
+    for key in sorted(set(stored) | set(given)):
+        path = f"{prefix}{key}"
+        if key not in stored:
+            lines.append(f"{path}: missing in the stored config, given {_json(given[key])}")
+        elif key not in given:
+            lines.append(f"{path}: stored {_json(stored[key])}, missing in the given config")
+        elif isinstance(stored[key], dict) and isinstance(given[key], dict):
+            lines.extend(_config_diff(stored[key], given[key], path + "."))
+        elif not _json_equal(stored[key], given[key]):
+            lines.append(f"{path}: stored {_json(stored[key])}, given {_json(given[key])}")
+    return lines
+
+
+def _is_typed_key(x) -> bool:
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def _key_impl(x):
+    """The PRNG implementation of a typed key array or of its ``ShapeDtypeStruct``."""
+    if isinstance(x, jax.Array):
+        return jax.random.key_impl(x)
+    found = []
+    jax.eval_shape(lambda k: found.append(jax.random.key_impl(k)), x)
+    return found[0]
+
+
+def _leaf_hashes(tree) -> dict[str, str]:
+    """``{path: SHA-256 of the leaf's C-order bytes}`` for the leaves this process sees
+    whole (a leaf sharded over several processes is left out); one device-to-host copy."""
+    named = [
+        (_path_str(path), leaf)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+        if not (isinstance(leaf, jax.Array) and not leaf.is_fully_addressable)
+    ]
+    host = jax.device_get([leaf for _, leaf in named])
+    return {
+        name: hashlib.sha256(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)).hexdigest()
+        for (name, _), arr in zip(named, host)
+    }
+
+
+def _scalar_array(x) -> np.ndarray:
+    """A scalar as a 0-d array: NumPy scalars keep their dtype, Python ones take JAX's
+    default (``int32``/``float32`` unless x64 is on), as ``jax.eval_shape`` gives them."""
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    return np.asarray(x, dtype=jax.dtypes.result_type(x))
+
+
+def _savable(path, x):
+    """One state leaf as orbax stores it: arrays as they are, keys as their data."""
+    if _is_typed_key(x):
+        return jax.random.key_data(x)
+    if isinstance(x, (jax.Array, np.ndarray)):
+        return x
+    if isinstance(x, (bool, int, float, np.generic)):
+        return _scalar_array(x)
+    raise ValueError(
+        f"state leaf {_path_str(path)!r} must be an array, a NumPy scalar, a bool, "
+        f"an int or a float, got {type(x).__name__}: {x!r}"
+    )
+
+
+def _restorable(path, x):
+    """One target leaf as orbax restores it (a typed key becomes its raw data)."""
+    if _is_typed_key(x):
+        if isinstance(x, jax.Array):
+            return jax.random.key_data(x)
+        return _restorable(path, jax.eval_shape(jax.random.key_data, x))
+    if isinstance(x, jax.ShapeDtypeStruct):
+        if x.sharding is None:
+            sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+        return x
+    if isinstance(x, (jax.Array, np.ndarray)):
+        return x
+    if isinstance(x, (bool, int, float, np.generic)):
+        return _scalar_array(x)
+    raise ValueError(
+        f"target leaf {_path_str(path)!r} must be an array, a ShapeDtypeStruct, a NumPy "
+        f"scalar, a bool, an int or a float, got {type(x).__name__}: {x!r}"
+    )
+
+
+def _like_target(x, target):
+    """A restored leaf in the kind of the target's leaf."""
+    if _is_typed_key(target):
+        return jax.random.wrap_key_data(x, impl=_key_impl(target))
+    if isinstance(target, (bool, int, float)):
+        return type(target)(np.asarray(x).item())
+    if isinstance(target, np.generic):
+        return np.asarray(x)[()]
+    if isinstance(target, np.ndarray):
+        return np.asarray(x)
+    return x
+
+
+# ------------------------------------------------------------------------ checkpoints
+
+
+class Checkpointer:
+    """Checkpoints of one run in ``directory`` (orbax), guarded by the run's config.
+
+    Args:
+      directory: where the steps and ``config.json`` live (created if missing).
+      config: the run's config, a JSON-serialisable mapping; written to
+        ``config.json`` by the first save and compared by every restore.
+      max_to_keep: how many of the newest checkpoints to keep (``None``: all).
+
+    Saves are synchronous. Use one ``Checkpointer`` per process; in a multi-process
+    run every process calls ``save``/``restore`` (orbax coordinates) and process 0
+    writes ``config.json``.
+    """
+
+    def __init__(self, directory, *, config: Mapping, max_to_keep: int | None = 3):
+        import orbax.checkpoint as ocp
+        from etils import epath
+
+        if not isinstance(config, Mapping):
+            raise ValueError(f"config must be a mapping, got {type(config).__name__}: {config!r}")
+        if max_to_keep is not None and (
+            isinstance(max_to_keep, bool) or not isinstance(max_to_keep, int) or max_to_keep < 1
+        ):
+            raise ValueError(f"max_to_keep must be a positive int or None, got {max_to_keep!r}")
+        self._ocp = ocp
+        self.directory = epath.Path(directory)
+        self.config = _normalise_json(dict(config), "config")
+        self.max_to_keep = max_to_keep
+        latest_n = getattr(getattr(ocp, "checkpoint_managers", None), "LatestN", None)
+        if latest_n is not None:
+            keep = {"preservation_policy": latest_n(max_to_keep)}
+        else:  # older orbax
+            keep = {"max_to_keep": max_to_keep}
+        options = ocp.CheckpointManagerOptions(
+            enable_async_checkpointing=False, create=True, **keep
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
+        )
+
+    # -- queries
+
+    def steps(self) -> list[int]:
+        """The finished checkpoints' steps, ascending (re-read from disk)."""
+        self._manager.reload()
+        return sorted(int(s) for s in self._manager.all_steps())
+
+    def latest_step(self) -> int | None:
+        """The newest finished checkpoint's step, or None when there is none."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def close(self) -> None:
+        """Releases orbax's resources."""
+        self._manager.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- config
+
+    @property
+    def _config_path(self):
+        return self.directory / _CONFIG_FILE
+
+    def _stored_config(self) -> dict | None:
+        path = self._config_path
+        if not path.exists():
+            return None
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(
+                f"{path} is unreadable ({e}); restore it or use another directory"
+            ) from None
+        if not isinstance(stored, dict):
+            raise CheckpointError(f"{path} must hold a JSON object, found {_json(stored)}")
+        return stored
+
+    def _check_config(self, stored: dict) -> None:
+        diff = _config_diff(stored, self.config)
+        if diff:
+            raise CheckpointError(
+                f"the config differs from the one stored in {self._config_path}:\n  "
+                + "\n  ".join(diff)
+                + "\nuse the run's original config or another directory"
+            )
+
+    def _write_config(self) -> None:
+        if jax.process_index() != 0:
+            return
+        tmp = self.directory / (_CONFIG_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.config, indent=2, sort_keys=True) + "\n")
+        tmp.replace(self._config_path)
+
+    # -- save / restore
+
+    def save(self, step: int, state) -> None:
+        """Writes ``state`` (a pytree) as checkpoint ``step``, then prunes old ones.
+
+        The first save into a directory without checkpoints writes ``config.json``
+        (replacing one left by a run that saved nothing). Raises CheckpointError if
+        ``step`` is not after the latest step, or if the directory already holds
+        checkpoints of a different config.
+        """
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+            raise ValueError(f"step must be a non-negative int, got {step!r}")
+        step = int(step)
+        steps = self.steps()
+        if steps and step <= steps[-1]:
+            raise CheckpointError(
+                f"step {step} must be after the latest checkpoint step {steps[-1]} in "
+                f"{self.directory}"
+            )
+        stored = self._stored_config()
+        if stored is not None and steps:
+            self._check_config(stored)
+        savable = jax.tree_util.tree_map_with_path(_savable, state)
+        hashes = _leaf_hashes(savable)
+        if stored is None or not steps:
+            self._write_config()
+        saved = self._manager.save(
+            step,
+            args=self._ocp.args.StandardSave(savable),
+            custom_metadata={_METADATA_KEY: {"sha256": hashes}},
+        )
+        self._manager.wait_until_finished()
+        if not saved:
+            raise CheckpointError(f"orbax declined to save step {step} in {self.directory}")
+
+    def _corrupt(self, step: int, what: str) -> CheckpointError:
+        step_dir = self.directory / str(step)
+        older = [s for s in self.steps() if s < step]
+        fallback = (
+            f", restore(target, step={older[-1]}) for the previous checkpoint" if older else ""
+        )
+        return CheckpointError(
+            f"checkpoint {step_dir} is unreadable or corrupt: {what}. Delete that "
+            f"directory{fallback}, or choose another workdir"
+        )
+
+    def restore(self, target, step: int | None = None):
+        """Checkpoint ``step`` (default: the latest) in the structure of ``target``.
+
+        ``target`` is a pytree like the saved state: concrete arrays (their shardings
+        are used) or ``jax.ShapeDtypeStruct`` leaves, e.g. from ``jax.eval_shape``.
+        Raises CheckpointError when there is no such checkpoint, the stored config
+        differs, the structure, a leaf's shape or dtype differs, or the files are
+        damaged.
+        """
+        steps = self.steps()
+        if not steps:
+            raise CheckpointError(f"no checkpoint in {self.directory}")
+        if step is None:
+            step = steps[-1]
+        if step not in steps:
+            raise CheckpointError(f"no checkpoint step {step} in {self.directory}; found {steps}")
+        stored = self._stored_config()
+        if stored is None:
+            raise CheckpointError(
+                f"{self._config_path} is missing, so the checkpoints there cannot be "
+                "checked against the config; restore the file or use another directory"
+            )
+        self._check_config(stored)
+
+        abstract = jax.tree_util.tree_map_with_path(_restorable, target)
+        try:
+            step_meta = self._manager.metadata(step)
+            tree_meta = self._manager.item_metadata(step)
+        except Exception as e:  # noqa: BLE001 - orbax / tensorstore raise many kinds
+            raise self._corrupt(step, f"{type(e).__name__}: {e}") from e
+        custom = getattr(step_meta, "custom_metadata", None) or {}
+        hashes = custom.get(_METADATA_KEY, {}).get("sha256") if isinstance(custom, dict) else None
+        if not isinstance(hashes, dict):
+            raise self._corrupt(step, "its step metadata (_CHECKPOINT_METADATA) is missing or unreadable")
+        tree = getattr(tree_meta, "tree", tree_meta)
+        if tree is None:
+            raise self._corrupt(step, "its tree metadata (default/_METADATA) is missing or unreadable")
+        self._check_tree(step, tree, abstract)
+
+        try:
+            restored = self._manager.restore(
+                step, args=self._ocp.args.StandardRestore(abstract)
+            )
+        except Exception as e:  # noqa: BLE001
+            raise self._corrupt(step, f"{type(e).__name__}: {e}") from e
+
+        for name, found in _leaf_hashes(restored).items():
+            if hashes.get(name, found) != found:
+                raise self._corrupt(step, f"leaf {name!r} does not match its SHA-256")
+        return jax.tree_util.tree_map(_like_target, restored, target)
+
+    def _check_tree(self, step: int, tree, abstract) -> None:
+        stored = {_path_str(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+        wanted = {_path_str(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(abstract)[0]}
+        missing = sorted(set(wanted) - set(stored))
+        extra = sorted(set(stored) - set(wanted))
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"in the target but not the checkpoint: {', '.join(missing)}")
+            if extra:
+                parts.append(f"in the checkpoint but not the target: {', '.join(extra)}")
+            raise CheckpointError(
+                f"checkpoint {self.directory / str(step)} has a different tree structure "
+                f"than the target; " + "; ".join(parts)
+            )
+        for name, want in wanted.items():
+            have = stored[name]
+            have_shape = tuple(getattr(have, "shape", ()) or ())
+            have_dtype = np.dtype(have.dtype) if getattr(have, "dtype", None) is not None else None
+            want_shape, want_dtype = tuple(np.shape(want)), np.dtype(want.dtype)
+            if have_shape != want_shape or (have_dtype is not None and have_dtype != want_dtype):
+                raise CheckpointError(
+                    f"leaf {name!r} of checkpoint {self.directory / str(step)} has shape "
+                    f"{have_shape} dtype {have_dtype}, the target has shape {want_shape} "
+                    f"dtype {want_dtype}"
+                )
+
+
+# --------------------------------------------------------------------- exported files
+
+
+def _as_numpy_tree(path, x):
+    if x is None:
+        return None
+    if _is_typed_key(x):
+        raise ValueError(
+            f"variables leaf {_path_str(path)!r} is a typed PRNG key; export "
+            "jax.random.key_data(key) instead"
+        )
+    arr = np.asarray(jax.device_get(x))
+    if arr.dtype.hasobject or arr.dtype.fields is not None:
+        raise ValueError(
+            f"variables leaf {_path_str(path)!r} must be a numeric array, got dtype {arr.dtype}"
+        )
+    return arr
+
+
+def write_exported(path, metadata: Mapping, variables) -> None:
+    """Writes ``variables`` (a pytree of arrays) and ``metadata`` to the file ``path``.
+
+    The variables are stored as a nested dict of NumPy arrays (flax state-dict form:
+    ``FrozenDict`` becomes dict, sequence items are keyed ``"0"``, ``"1"``...). The
+    file is written beside ``path`` and renamed into place, so readers never see a
+    partial file.
+    """
+    if not isinstance(metadata, Mapping):
+        raise ValueError(f"metadata must be a mapping, got {type(metadata).__name__}: {metadata!r}")
+    state = serialization.to_state_dict(variables)
+    if not isinstance(state, dict):
+        raise ValueError(f"variables must be a pytree of dicts, got {type(variables).__name__}")
+    state = jax.tree_util.tree_map_with_path(_as_numpy_tree, state)
+    payload = serialization.msgpack_serialize(state, in_place=True)
+    header = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "payload_size": len(payload),
+        "payload_sha256": hashlib.sha256(payload).hexdigest(),
+        "metadata": dict(metadata),
+    }
+    try:
+        header_bytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"metadata must be JSON-serialisable, got {metadata!r}: {e}") from None
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(EXPORT_MAGIC)
+            f.write(_LENGTH.pack(len(header_bytes)))
+            f.write(header_bytes)
+            f.write(payload)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_exported(path) -> tuple[dict, dict]:
+    """``(metadata, variables)`` from a file written by :func:`write_exported`.
+
+    ``variables`` is a nested dict of NumPy arrays. Raises CheckpointError naming the
+    file when it is not such a file, has another format version, or is truncated,
+    corrupt or modified.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        data = f.read()
+
+    def fail(why: str) -> CheckpointError:
+        return CheckpointError(f"{name}: {why}")
+
+    head = data[: len(EXPORT_MAGIC)]
+    if not data:
+        raise fail("empty file, not a gomoku-jax params file")
+    if head != EXPORT_MAGIC[: len(head)]:
+        raise fail(f"not a gomoku-jax params file (it does not start with {EXPORT_MAGIC!r})")
+    if len(data) < _HEADER_START:
+        raise fail(f"truncated: {len(data)} bytes, shorter than the {_HEADER_START}-byte preamble")
+    (header_len,) = _LENGTH.unpack_from(data, len(EXPORT_MAGIC))
+    header_end = _HEADER_START + header_len
+    if header_end > len(data):
+        raise fail(
+            f"truncated: the header should be {header_len} bytes, only "
+            f"{len(data) - _HEADER_START} follow"
+        )
+    try:
+        header = json.loads(data[_HEADER_START:header_end].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise fail(f"corrupt header (not UTF-8 JSON: {e})") from None
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        found = header.get("format") if isinstance(header, dict) else header
+        raise fail(
+            f"not a gomoku-jax params file (header format {found!r}, expected {EXPORT_FORMAT!r})"
+        )
+    version = header.get("version")
+    if type(version) is not int or version != EXPORT_VERSION:
+        raise fail(
+            f"written by format version {version!r}, this gomoku-jax reads version "
+            f"{EXPORT_VERSION}"
+        )
+    size, digest, metadata = (header.get(k) for k in ("payload_size", "payload_sha256", "metadata"))
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise fail(f"corrupt header: payload_size must be a non-negative int, found {size!r}")
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise fail(f"corrupt header: payload_sha256 must be 64 hex digits, found {digest!r}")
+    if not isinstance(metadata, dict):
+        raise fail(f"corrupt header: metadata must be a JSON object, found {metadata!r}")
+    payload = data[header_end:]
+    if len(payload) < size:
+        raise fail(f"truncated: the payload should be {size} bytes, only {len(payload)} follow")
+    if len(payload) > size:
+        raise fail(f"corrupt: {len(payload) - size} unexpected bytes after the {size}-byte payload")
+    if hashlib.sha256(payload).hexdigest() != digest.lower():
+        raise fail("corrupt or modified: the payload does not match its SHA-256 in the header")
+    try:
+        variables = serialization.msgpack_restore(payload)
+    except Exception as e:  # noqa: BLE001 - msgpack raises several kinds
+        raise fail(f"corrupt payload ({type(e).__name__}: {e})") from None
+    if not isinstance(variables, dict):
+        raise fail(f"corrupt payload: expected a map of variables, found {type(variables).__name__}")
+    variables = jax.tree_util.tree_map(
+        lambda x: np.array(x) if isinstance(x, np.ndarray) else x, variables
+    )
+    return metadata, variables

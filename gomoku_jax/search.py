@@ -1,0 +1,531 @@
+"""mctx glue: AlphaZero-style search (PUCT or Gumbel) on the real game.
+
+The search is independent of any particular network. A network is an ``evaluate``
+function::
+
+    evaluate(params, states: State [B]) -> (logits [B, A] float32, value [B] float32)
+
+with ``value`` from the view of the player to move in each state (a learner builds it
+from a Flax module: ``lambda p, s: model.apply(p, s.observation)``). `uniform_evaluate`
+is the network-free baseline (zero logits, zero value).
+
+Tree semantics (DESIGN habit 7). The mctx embedding is the batched game `State`:
+
+* `make_recurrent_fn` plays the action with the real ``env.step``; the reward is the
+  step's reward for the player who moved (+1 for a winning move, -1 for an illegal one,
+  0 otherwise); the discount is -1 (the next value is the opponent's) or 0 once the game
+  is over; the value is ``evaluate``'s, or 0 at a terminal. Children of a terminal state
+  stay terminal with reward 0 (``env.step`` leaves a finished game unchanged).
+* Illegal moves get the logit ``jnp.finfo(jnp.float32).min`` (as mctx masks them) in
+  every node's prior, so their prior probability is exactly 0; at the root they are
+  also passed to mctx as ``invalid_actions = ~legal_action_mask`` and never visited.
+
+`run_search` runs ``mctx.muzero_policy`` (PUCT with Dirichlet noise at the root) or
+``mctx.gumbel_muzero_policy`` (Gumbel top-k with sequential halving at the root,
+``qtransform_completed_by_mix_value``). `policy_target` is what a learner trains on,
+`select_action` picks the move to play.
+
+`TacticalPrior` (seed 000 section 4.5; training search only, never at play time)
+rewrites the prior of the root and of every node the search expands; see
+`apply_tactical_prior` for the exact rule.
+
+Static versus traced. `SearchConfig` and `TacticalPrior` are pytrees: ``algorithm``,
+``num_simulations``, ``max_num_considered_actions``, ``max_depth`` and ``enabled`` are
+static (they shape the compiled search); every float is a leaf, so passing a config
+as an argument of a jitted function traces ``c_puct``, the noise, the Gumbel scales and
+the tactical probabilities, and a sweep over them does not recompile. Closing over a
+config (or passing it as a static argument: it is hashable) bakes them in instead.
+A float field may also hold an array, e.g. ``c_puct=jnp.array([0.5, 1.0, 4.0])`` searched
+under ``jax.vmap(f, in_axes=(jax.tree.map(lambda x: 0 if jnp.ndim(x) else None,
+config),))``. Array values are not range-checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import mctx
+import numpy as np
+
+from gomoku_jax import tactics
+from gomoku_jax.agents import JaxAgent
+from gomoku_jax.game import Gomoku, State
+
+__all__ = [
+    "ALGORITHMS",
+    "Evaluate",
+    "SearchConfig",
+    "TacticalPrior",
+    "apply_tactical_prior",
+    "make_recurrent_fn",
+    "policy_target",
+    "root_output",
+    "run_search",
+    "search_agent",
+    "search_policy",
+    "select_action",
+    "uniform_evaluate",
+]
+
+ALGORITHMS = ("puct", "gumbel")
+
+# (params, states [B]) -> (logits [B, A] float32, value [B] float32)
+Evaluate = Callable[[Any, State], "tuple[jax.Array, jax.Array]"]
+
+_MIN_LOGIT = float(jnp.finfo(jnp.float32).min)
+
+
+# --------------------------------------------------------------------- configs
+def _is_concrete_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def _check_float(owner, name: str, low: float, high: float = float("inf"),
+                 low_open: bool = False) -> None:
+    """Validate a float field: a Python number in range (normalised to ``float``), or an
+    array (e.g. one value per sweep point under ``vmap``), left unchecked."""
+    value = getattr(owner, name)
+    cls = type(owner).__name__
+    if isinstance(value, (jax.Array, np.ndarray)):
+        return
+    if not _is_concrete_number(value):
+        raise ValueError(f"{cls}.{name} must be a number, got {value!r}")
+    value = float(value)
+    below = value <= low if low_open else value < low
+    if below or value > high or np.isnan(value):
+        lo = f"({low}" if low_open else f"[{low}"
+        hi = "inf)" if high == float("inf") else f"{high}]"
+        raise ValueError(f"{cls}.{name} must be in {lo}, {hi}, got {value!r}")
+    object.__setattr__(owner, name, value)
+
+
+def _check_int(owner, name: str, low: int, allow_none: bool = False) -> None:
+    value = getattr(owner, name)
+    if allow_none and value is None:
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or (
+        value < low
+    ):
+        none = " or None" if allow_none else ""
+        raise ValueError(
+            f"{type(owner).__name__}.{name} must be an integer >= {low}{none}, got {value!r}"
+        )
+    object.__setattr__(owner, name, int(value))
+
+
+def _from_dict(cls, data: dict):
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__}.from_dict needs a dict, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(
+            f"{cls.__name__}.from_dict: unknown fields {unknown}; known: {', '.join(sorted(known))}"
+        )
+    return cls(**data)
+
+
+def _register(cls, meta: tuple[str, ...]):
+    """Register a frozen config dataclass as a pytree: ``meta`` fields static, the
+    others leaves. Unflattening bypasses ``__init__`` (as ``flax.struct`` does), so
+    validation runs only when a user builds a config, never on JAX's tracers."""
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    data = tuple(n for n in names if n not in meta)
+
+    def flatten(x):
+        children = tuple((jax.tree_util.GetAttrKey(n), getattr(x, n)) for n in data)
+        return children, tuple(getattr(x, n) for n in meta)
+
+    def unflatten(aux, children):
+        obj = object.__new__(cls)
+        for n, v in zip(meta, aux):
+            object.__setattr__(obj, n, v)
+        for n, v in zip(data, children):
+            object.__setattr__(obj, n, v)
+        return obj
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten, unflatten)
+    return cls
+
+
+@functools.partial(
+    _register,
+    meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth"),
+)
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Settings of one AlphaZero-style search (see the module docstring).
+
+    Attributes:
+      algorithm: ``"puct"`` (``mctx.muzero_policy``) or ``"gumbel"``
+        (``mctx.gumbel_muzero_policy``). Static.
+      num_simulations: simulations per search. Static.
+      c_puct: PUCT exploration constant (mctx ``pb_c_init``), > 0.
+      pb_c_base: mctx ``pb_c_base``, > 0 (the exploration grows as
+        ``c_puct + log((N + pb_c_base + 1) / pb_c_base)``).
+      dirichlet_alpha: concentration of the root Dirichlet noise (PUCT), > 0.
+      dirichlet_fraction: weight of that noise, in [0, 1]; 0 = no noise.
+      max_num_considered_actions: root actions sampled by Gumbel top-k. Static.
+      gumbel_scale: scale of the root Gumbel noise, >= 0 (0: deterministic).
+      value_scale, maxvisit_init: the ``sigma(q) = (maxvisit_init + max N) *
+        value_scale * q`` transform of completed Q-values (Gumbel), >= 0.
+      max_depth: deepest simulation (edges from the root), None = unlimited. Static.
+    """
+
+    algorithm: str = "puct"
+    num_simulations: int = 64
+    c_puct: float = 1.25
+    pb_c_base: float = 19652.0
+    dirichlet_alpha: float = 0.3
+    dirichlet_fraction: float = 0.25
+    max_num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+    value_scale: float = 0.1
+    maxvisit_init: float = 50.0
+    max_depth: int | None = None
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"SearchConfig.algorithm must be one of {', '.join(ALGORITHMS)}, "
+                f"got {self.algorithm!r}"
+            )
+        _check_int(self, "num_simulations", 1)
+        _check_int(self, "max_num_considered_actions", 1)
+        _check_int(self, "max_depth", 1, allow_none=True)
+        _check_float(self, "c_puct", 0.0, low_open=True)
+        _check_float(self, "pb_c_base", 0.0, low_open=True)
+        _check_float(self, "dirichlet_alpha", 0.0, low_open=True)
+        _check_float(self, "dirichlet_fraction", 0.0, 1.0)
+        _check_float(self, "gumbel_scale", 0.0)
+        _check_float(self, "value_scale", 0.0)
+        _check_float(self, "maxvisit_init", 0.0)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SearchConfig":
+        return _from_dict(cls, data)
+
+    def replace(self, **changes) -> "SearchConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@functools.partial(_register, meta=("enabled",))
+@dataclasses.dataclass(frozen=True)
+class TacticalPrior:
+    """Seed 000's tactical threat prior for training search (section 4.5).
+
+    At the root and at every node the search expands, the first tier that applies
+    gives the forced move: (1) an immediate win of the player to move; (2) a block of
+    the opponent's immediate win; (3) with probability ``open_three_probability``
+    (a fresh coin per node) a block of an opponent open three. Ties in each tier go to
+    the cell nearest the centre (`tactics.most_central`). The forced move then gets
+    ``forced_mass`` of the prior; see `apply_tactical_prior`.
+
+    Attributes:
+      open_three_probability: chance that tier 3 is checked at a node, in [0, 1].
+      forced_mass: prior probability put on the forced move, in (0, 1].
+      enabled: False leaves every prior untouched. Static.
+    """
+
+    open_three_probability: float = 0.5
+    forced_mass: float = 0.9
+    enabled: bool = True
+
+    def __post_init__(self):
+        _check_float(self, "open_three_probability", 0.0, 1.0)
+        _check_float(self, "forced_mass", 0.0, 1.0, low_open=True)
+        if not isinstance(self.enabled, (bool, np.bool_)):
+            raise ValueError(f"TacticalPrior.enabled must be a bool, got {self.enabled!r}")
+        object.__setattr__(self, "enabled", bool(self.enabled))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TacticalPrior":
+        return _from_dict(cls, data)
+
+
+def _active(tactical: TacticalPrior | None) -> bool:
+    if tactical is not None and not isinstance(tactical, TacticalPrior):
+        raise ValueError(f"tactical must be a TacticalPrior or None, got {tactical!r}")
+    return tactical is not None and tactical.enabled
+
+
+# ------------------------------------------------------------------ the prior
+def _over(states: State) -> jax.Array:
+    return states.terminated | states.truncated  # [B]
+
+
+def _mask_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
+    """Shift the legal logits to a max of 0; illegal ones get the smallest float32.
+
+    ``[B, A]`` float32, ``[B, A]`` bool -> ``[B, A]`` float32."""
+    logits = jnp.asarray(logits, jnp.float32)
+    top = jnp.max(jnp.where(legal, logits, -jnp.inf), axis=-1, keepdims=True)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    return jnp.where(legal, logits - top, _MIN_LOGIT)
+
+
+def _forced_moves(env: Gomoku, states: State, key: jax.Array, p_three) -> jax.Array:
+    """Seed 000's forced move per game, -1 where none: ``[B]`` int32 (see TacticalPrior)."""
+    board, me = states.board, states.current_player  # [B, N, N], [B]
+    win = tactics.winning_moves(board, me, env.k, env.rule)
+    block = tactics.winning_moves(board, 1 - me, env.k, env.rule)
+    three = tactics.open_three_blocks(board, 1 - me, env.k)
+    coin = jax.random.uniform(key, me.shape) < p_three  # [B]
+    three = three & coin[:, None, None]
+    forced = jnp.where(
+        win.any(axis=(-2, -1)),
+        tactics.most_central(win),
+        jnp.where(block.any(axis=(-2, -1)), tactics.most_central(block),
+                  tactics.most_central(three)),  # -1 where no (fired) open three
+    )
+    return jnp.where(_over(states), -1, forced).astype(jnp.int32)
+
+
+def apply_tactical_prior(env: Gomoku, states: State, logits: jax.Array, key: jax.Array,
+                         tactical: TacticalPrior) -> jax.Array:
+    """Rewrite prior logits ``[B, A]`` with seed 000's tactical threat prior.
+
+    Where a game (not over) has a forced move ``f`` (see `TacticalPrior`), the new
+    prior is, with ``m = forced_mass`` and ``p`` the softmax of ``logits`` over the
+    legal moves::
+
+        p'(f) = m
+        p'(a) = (1 - m) * p(a) / sum_{b legal, b != f} p(b)   for legal a != f
+        p'(a) = 0                                            for illegal a
+
+    (``p'(f) = 1`` when ``f`` is the only legal move.) The result is returned as
+    log-probabilities, illegal moves at ``jnp.finfo(jnp.float32).min``; games without
+    a forced move keep ``logits`` with illegal moves masked the same way. ``key``
+    draws the tier-3 coin of each game. A disabled prior returns the masked logits.
+    """
+    legal = states.legal_action_mask  # [B, A]
+    masked = _mask_logits(logits, legal)
+    if not _active(tactical):
+        return masked
+    num_actions = legal.shape[-1]
+    forced = _forced_moves(env, states, key, tactical.open_three_probability)  # [B]
+    is_forced = jnp.arange(num_actions) == forced[:, None]  # [B, A]; none where -1
+    others = legal & ~is_forced
+    has_other = others.any(axis=-1, keepdims=True)
+    lse = jax.nn.logsumexp(jnp.where(others, masked, -jnp.inf), axis=-1, keepdims=True)
+    lse = jnp.where(has_other, lse, 0.0)
+    mass = jnp.asarray(tactical.forced_mass, jnp.float32)
+    rest = jnp.log1p(-mass) + masked - lse  # -inf when forced_mass == 1
+    rewritten = jnp.where(
+        is_forced,
+        jnp.where(has_other, jnp.log(mass), 0.0),
+        jnp.where(others, jnp.maximum(rest, _MIN_LOGIT), _MIN_LOGIT),
+    )
+    return jnp.where((forced >= 0)[:, None], rewritten, masked)
+
+
+def _evaluate(evaluate: Evaluate, params, states: State, num_actions: int):
+    logits, value = evaluate(params, states)
+    batch = states.current_player.shape
+    if logits.shape != batch + (num_actions,) or value.shape != batch:
+        raise ValueError(
+            f"evaluate must return logits {batch + (num_actions,)} and value {batch}, "
+            f"got {logits.shape} and {value.shape}"
+        )
+    return jnp.asarray(logits, jnp.float32), jnp.asarray(value, jnp.float32)
+
+
+def _check_batched(env: Gomoku, states: State) -> None:
+    if np.ndim(states.board) != 3 or states.board.shape[1:] != (env.size, env.size):
+        raise ValueError(
+            f"states must be a batch of {env.size}x{env.size} games (board [B, {env.size}, "
+            f"{env.size}]), got a board of shape {np.shape(states.board)}"
+        )
+
+
+# --------------------------------------------------------------- mctx functions
+def root_output(env: Gomoku, evaluate: Evaluate, params, states: State,
+                key: jax.Array | None = None,
+                tactical: TacticalPrior | None = None) -> mctx.RootFnOutput:
+    """The search root for a batch of games: masked (and optionally tactical) prior
+    logits ``[B, A]``, the value ``[B]`` (0 for a finished game) and the states as the
+    embedding. ``key`` is needed only with an enabled ``tactical`` prior."""
+    _check_batched(env, states)
+    logits, value = _evaluate(evaluate, params, states, env.num_actions)
+    if _active(tactical):
+        if key is None:
+            raise ValueError("root_output: key is None, but an enabled tactical prior needs one")
+        logits = apply_tactical_prior(env, states, logits, key, tactical)
+    else:
+        logits = _mask_logits(logits, states.legal_action_mask)
+    value = jnp.where(_over(states), 0.0, value)
+    return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
+
+
+def make_recurrent_fn(env: Gomoku, evaluate: Evaluate,
+                      tactical: TacticalPrior | None = None) -> Callable:
+    """An mctx ``recurrent_fn(params, key, action [B], states [B])`` on the real game.
+
+    Returns ``(RecurrentFnOutput, next_states)`` with reward = the step's reward for the
+    mover, discount = -1 (0 once the game is over), value = ``evaluate``'s (0 at a
+    terminal), prior logits masked to the legal moves and, with an enabled
+    ``tactical`` prior, rewritten by `apply_tactical_prior` (``key`` draws its coins).
+    """
+    active = _active(tactical)
+    step = jax.vmap(env.step)
+
+    def recurrent_fn(params, key, action, states: State):
+        mover = states.current_player  # [B]
+        nxt = step(states, action)
+        reward = jnp.take_along_axis(nxt.rewards, mover[:, None], axis=1)[:, 0]  # [B]
+        over = _over(nxt)
+        logits, value = _evaluate(evaluate, params, nxt, env.num_actions)
+        if active:
+            logits = apply_tactical_prior(env, nxt, logits, key, tactical)
+        else:
+            logits = _mask_logits(logits, nxt.legal_action_mask)
+        out = mctx.RecurrentFnOutput(
+            reward=reward.astype(jnp.float32),
+            discount=jnp.where(over, 0.0, -1.0).astype(jnp.float32),
+            prior_logits=logits,
+            value=jnp.where(over, 0.0, value),
+        )
+        return out, nxt
+
+    return recurrent_fn
+
+
+def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.Array,
+               config: SearchConfig,
+               tactical: TacticalPrior | None = None) -> mctx.PolicyOutput:
+    """Search a batch of games ``states [B]``; returns mctx's ``PolicyOutput``.
+
+    PUCT: ``mctx.muzero_policy`` with Dirichlet noise on the root prior. Gumbel:
+    ``mctx.gumbel_muzero_policy`` with ``qtransform_completed_by_mix_value``. The root
+    masks ``invalid_actions = ~legal_action_mask``. Jit it with ``env`` and ``evaluate``
+    static; ``config`` may be static or an argument (see the module docstring).
+    """
+    if not isinstance(config, SearchConfig):
+        raise ValueError(f"config must be a SearchConfig, got {config!r}")
+    _check_batched(env, states)
+    root_key, search_key = jax.random.split(key)
+    root = root_output(env, evaluate, params, states, root_key, tactical)
+    recurrent_fn = make_recurrent_fn(env, evaluate, tactical)
+    invalid = ~states.legal_action_mask
+    if config.algorithm == "puct":
+        return mctx.muzero_policy(
+            params, search_key, root, recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=invalid,
+            max_depth=config.max_depth,
+            dirichlet_fraction=config.dirichlet_fraction,
+            dirichlet_alpha=config.dirichlet_alpha,
+            pb_c_init=config.c_puct,
+            pb_c_base=config.pb_c_base,
+        )
+    qtransform = functools.partial(
+        mctx.qtransform_completed_by_mix_value,
+        value_scale=config.value_scale,
+        maxvisit_init=config.maxvisit_init,
+    )
+    return mctx.gumbel_muzero_policy(
+        params, search_key, root, recurrent_fn,
+        num_simulations=config.num_simulations,
+        invalid_actions=invalid,
+        max_depth=config.max_depth,
+        qtransform=qtransform,
+        max_num_considered_actions=config.max_num_considered_actions,
+        gumbel_scale=config.gumbel_scale,
+    )
+
+
+def _is_gumbel(output: mctx.PolicyOutput) -> bool:
+    return isinstance(output.search_tree.extra_data, mctx.GumbelMuZeroExtraData)
+
+
+def policy_target(output: mctx.PolicyOutput, config: SearchConfig) -> jax.Array:
+    """The training target ``[B, A]`` of a search: the root visit distribution (PUCT)
+    or the completed-Q improved policy ``softmax(logits + sigma(completedQ))``
+    (Gumbel). Both are mctx's ``action_weights``: zero on illegal moves, sum 1.
+    (Meaningless for games already over at the root; a learner masks those.)"""
+    expected = "gumbel" if _is_gumbel(output) else "puct"
+    if config.algorithm != expected:
+        raise ValueError(
+            f"config.algorithm is {config.algorithm!r} but the output comes from a "
+            f"{expected!r} search"
+        )
+    return output.action_weights
+
+
+def select_action(output: mctx.PolicyOutput, key: jax.Array, temperature) -> jax.Array:
+    """The move to play per game: ``[B]`` int32.
+
+    ``temperature == 0``: the most visited root action (ties to the lowest index), or
+    for a Gumbel search its chosen action (``output.action``: the best of the last
+    sequential-halving round). ``temperature > 0``: a sample from ``visits ** (1/T)``,
+    computed as ``exp((log N - log max N) / T)`` so small ``T`` neither overflows nor
+    divides by zero; unvisited and illegal root actions are never sampled.
+    ``temperature`` may be traced.
+    """
+    if _is_concrete_number(temperature) and temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    tree = output.search_tree
+    visits = tree.children_visits[:, tree.ROOT_INDEX]  # [B, A]
+    visits = jnp.where(tree.root_invalid_actions > 0, 0, visits).astype(jnp.float32)
+    if _is_gumbel(output):
+        greedy = output.action.astype(jnp.int32)
+    else:
+        greedy = jnp.argmax(visits, axis=-1).astype(jnp.int32)
+    if _is_concrete_number(temperature) and temperature == 0:
+        return greedy
+    t = jnp.asarray(temperature, jnp.float32)
+    safe_t = jnp.where(t > 0, t, 1.0)
+    top = jnp.max(visits, axis=-1, keepdims=True)
+    log_ratio = jnp.log(jnp.maximum(visits, 1.0)) - jnp.log(jnp.maximum(top, 1.0))
+    logits = jnp.where(visits > 0, log_ratio / safe_t, -jnp.inf)
+    sampled = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+    return jnp.where(t > 0, sampled, greedy)
+
+
+# ------------------------------------------------------------------- agents
+def _uniform(num_actions: int, params, states: State):
+    del params
+    batch = states.current_player.shape
+    return jnp.zeros(batch + (num_actions,), jnp.float32), jnp.zeros(batch, jnp.float32)
+
+
+def uniform_evaluate(env: Gomoku) -> Evaluate:
+    """An ``evaluate`` that ignores ``params``: zero logits (a uniform prior over the
+    legal moves) and zero value. For tests and as a network-free search baseline."""
+    return functools.partial(_uniform, env.num_actions)
+
+
+def _search_policy(env, evaluate, config, temperature, params, key, state: State):
+    states = jax.tree.map(lambda x: x[None], state)  # a batch of one game
+    search_key, action_key = jax.random.split(key)
+    output = run_search(env, evaluate, params, states, search_key, config)
+    return select_action(output, action_key, temperature)[0]
+
+
+def search_policy(env: Gomoku, evaluate: Evaluate, config: SearchConfig,
+                  temperature: float = 0.0) -> Callable[[Any, jax.Array, State], jax.Array]:
+    """A one-game policy ``policy(params, key, state) -> action`` that searches (no
+    tactical prior: play-time search never uses it) and plays by `select_action`."""
+    if not isinstance(config, SearchConfig):
+        raise ValueError(f"config must be a SearchConfig, got {config!r}")
+    if not _is_concrete_number(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+    return functools.partial(_search_policy, env, evaluate, config, float(temperature))
+
+
+def search_agent(name: str, env: Gomoku, evaluate: Evaluate, params, config: SearchConfig,
+                 temperature: float = 0.0) -> JaxAgent:
+    """A `JaxAgent` playing `search_policy` with ``params``."""
+    return JaxAgent(name, search_policy(env, evaluate, config, temperature), params)

@@ -1,0 +1,225 @@
+"""The training driver shared by the learners: progress bar, logs, checkpoints,
+periodic evaluation, best model, early stopping, final report and export.
+
+A learner (see `algorithms.alphazero.Learner`) provides ``config``, ``env``,
+``init()``, ``iteration(state) -> (state, metrics)`` (one compiled program),
+``state_sharding()`` and ``agent(variables, name=...)``; its state has ``iteration``
+and ``variables``. The driver adds what lives on the host:
+
+* ``<workdir>/config.json`` the full config; ``metrics.csv`` one row per iteration;
+  ``tensorboard/`` the same scalars for TensorBoard; ``checkpoints/`` orbax checkpoints
+  of the whole learner state plus the driver's own progress (best score, patience);
+  ``eval/iter_XXXXXX.json`` each evaluation; ``best.gjx`` and ``final.gjx`` exported
+  agents; ``report.json`` / ``report.md`` the final evaluation.
+* Resuming: run the same command again. The run continues from the last checkpoint,
+  rows logged after it are dropped, and everything that follows is what an
+  uninterrupted run would have produced (all randomness comes from the state's key
+  and from seeds derived from the iteration number).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pathlib
+import time
+from typing import Callable, Mapping
+
+import jax
+import numpy as np
+
+from gomoku_jax import agents as agents_lib
+from gomoku_jax import arena, exported, ratings
+from gomoku_jax import io as gio
+from gomoku_jax.config import to_dict
+
+__all__ = ["RunLog", "evaluate", "restore", "run"]
+
+
+class RunLog:
+    """``metrics.csv`` plus TensorBoard scalars; on resume, rows past ``start`` go."""
+
+    def __init__(self, workdir: pathlib.Path, start: int, tensorboard: bool = True):
+        self.path = workdir / "metrics.csv"
+        self.rows: list[dict] = []
+        if self.path.exists():
+            with self.path.open(newline="") as f:
+                self.rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= start]
+        self._rewrite()
+        self.writer = None
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=start + 1)
+
+    def _rewrite(self):
+        self.fields = ["iteration"]
+        for row in self.rows:
+            self.fields += [k for k in row if k not in self.fields]
+        with self.path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fields)
+            writer.writeheader()
+            writer.writerows(self.rows)
+
+    def log(self, iteration: int, values: Mapping[str, float]):
+        row = {"iteration": iteration, **{k: _plain(v) for k, v in values.items()}}
+        self.rows.append(row)
+        if any(k not in self.fields for k in row):
+            self._rewrite()  # a new column (e.g. the first evaluation): rewrite the header
+        else:
+            with self.path.open("a", newline="") as f:
+                csv.DictWriter(f, fieldnames=self.fields).writerow(row)
+        if self.writer is not None:
+            for k, v in row.items():
+                if k != "iteration" and isinstance(v, (int, float)) and math.isfinite(v):
+                    self.writer.add_scalar(k, v, iteration)
+            self.writer.flush()
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _plain(v):
+    v = np.asarray(v)
+    return v.item() if v.size == 1 else v.tolist()
+
+
+def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
+             progress: bool = False) -> dict:
+    """Matches of ``agent`` against each named opponent; scores with 95% intervals."""
+    out = {}
+    for i, name in enumerate(opponents):
+        opponent = agents_lib.make(name, env)
+        result = arena.play_match(env, agent, opponent, games, seed=seed + 7919 * i,
+                                  opening_stones=opening_stones, progress=progress)
+        s = result.score(agent.name)
+        points = s["wins"] + 0.5 * s["draws"]
+        low, high = ratings.score_interval(points, s["games"])
+        out[name] = dict(s, score=points / s["games"], interval=[low, high],
+                         seconds_per_move=result.seconds_per_move(agent.name),
+                         mean_length=float(np.mean([r.length for r in result.records])))
+    return out
+
+
+def _progress_tree(best: float = -1.0, bad: int = 0, stopped: bool = False,
+                   best_iteration: int = 0):
+    return {"best_score": np.float32(best), "bad_evals": np.int32(bad),
+            "stopped": np.bool_(stopped), "best_iteration": np.int32(best_iteration)}
+
+
+def restore(learner, workdir):
+    """``(state, progress)`` from the latest checkpoint in ``workdir`` (placed on the
+    learner's devices), or ``(None, fresh progress)`` when there is none. A checkpoint
+    of another config or a corrupt one raises `gomoku_jax.io.CheckpointError`."""
+    prog = _progress_tree()
+    directory = pathlib.Path(workdir) / "checkpoints"
+    if not directory.exists():
+        return None, prog
+    ckpt = gio.Checkpointer(directory, config=to_dict(learner.config))
+    step = ckpt.latest_step()
+    if step is None:
+        return None, prog
+    target = {"state": jax.eval_shape(learner.init), "progress": prog}
+    restored = ckpt.restore(target, step)
+    return jax.device_put(restored["state"], learner.state_sharding()), restored["progress"]
+
+
+def _summary(metrics: Mapping[str, float]) -> str:
+    keys = ("loss", "policy_loss", "value_loss", "game_length")
+    return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)
+
+
+def run(learner, workdir, *, iterations: int | None = None, progress: bool = True,
+        tensorboard: bool = True, export_meta: Callable[[], dict] | None = None,
+        on_iteration: Callable[[int, dict], None] | None = None) -> dict:
+    """Train ``learner`` in ``workdir`` (resuming from its checkpoints) and evaluate.
+
+    ``iterations`` stops early (for tests; the config's ``train.iterations`` is the
+    plan the learning-rate schedule follows). Returns the final report.
+    """
+    from tqdm.auto import tqdm
+
+    config = learner.config
+    total = config.train.iterations
+    stop_at = total if iterations is None else min(iterations, total)
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    restored, prog = restore(learner, workdir)
+    config_dict = to_dict(config)
+    ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict)
+    (workdir / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")
+    state = learner.init() if restored is None else restored
+    start = int(state.iteration)
+    log = RunLog(workdir, start, tensorboard=tensorboard)
+    (workdir / "eval").mkdir(exist_ok=True)
+    ev = config.eval
+    env = learner.env
+
+    def export(path, variables, iteration):
+        meta = dict(export_meta() if export_meta else {}, iteration=int(iteration))
+        exported.export_agent(path, learner, variables, extra=meta)
+
+    bar = tqdm(total=stop_at, initial=start, desc="train", disable=not progress,
+               unit="it", dynamic_ncols=True)
+    try:
+        it = start
+        while it < stop_at and not bool(prog["stopped"]):
+            t0 = time.perf_counter()
+            state, metrics = learner.iteration(state)
+            metrics = {k: _plain(v) for k, v in jax.device_get(metrics).items()}
+            seconds = time.perf_counter() - t0
+            it = int(state.iteration)
+            metrics.update(seconds=seconds, moves_per_second=metrics["moves"] / seconds)
+            if ev.every and it % ev.every == 0 and it < stop_at:
+                agent = learner.agent(state.variables, name="learner")
+                result = evaluate(env, agent, ev.opponents, ev.games, seed=config.seed + it,
+                                  opening_stones=ev.opening_stones)
+                (workdir / "eval" / f"iter_{it:06d}.json").write_text(
+                    json.dumps(result, indent=2) + "\n")
+                score = result[ev.opponents[0]]["score"]
+                for name, r in result.items():
+                    metrics[f"eval_{name}"] = r["score"]
+                if score > float(prog["best_score"]):
+                    export(workdir / "best.gjx", state.variables, it)
+                    prog = _progress_tree(score, 0, False, it)
+                else:
+                    bad = int(prog["bad_evals"]) + 1
+                    stopped = ev.patience is not None and bad >= ev.patience
+                    prog = _progress_tree(float(prog["best_score"]), bad, stopped,
+                                          int(prog["best_iteration"]))
+            log.log(it, metrics)
+            if on_iteration is not None:
+                on_iteration(it, metrics)
+            if it % config.checkpoint_every == 0 or it == stop_at or bool(prog["stopped"]):
+                ckpt.save(it, {"state": jax.device_get(state), "progress": prog})
+            bar.update(it - bar.n)
+            bar.set_postfix_str(_summary(metrics))
+    finally:
+        bar.close()
+        log.close()
+
+    export(workdir / "final.gjx", state.variables, state.iteration)
+    report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
+              "best_iteration": int(prog["best_iteration"]), "evaluation": {}}
+    if ev.final_games:
+        agent = learner.agent(state.variables, name="learner")
+        report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,
+                                        seed=config.seed + 1_000_003,
+                                        opening_stones=ev.opening_stones, progress=progress)
+    (workdir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (workdir / "report.md").write_text(_report_markdown(report, ev.simulations))
+    return report
+
+
+def _report_markdown(report: dict, simulations: int) -> str:
+    lines = [f"# Final evaluation after {report['iterations']} iterations", "",
+             f"Learner searching {simulations} simulations per move (argmax).", "",
+             "| opponent | games | wins | losses | draws | score | 95% interval | s/move |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in report["evaluation"].items():
+        lo, hi = r["interval"]
+        lines.append(f"| {name} | {r['games']} | {r['wins']} | {r['losses']} | {r['draws']} "
+                     f"| {r['score']:.3f} | [{lo:.3f}, {hi:.3f}] | {r['seconds_per_move']:.4f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,196 @@
+"""The AlphaZero learner: value targets, augmentation, loss, sharding, tracing."""
+
+import dataclasses
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import alphazero as az
+from gomoku_jax import config as cfglib
+from gomoku_jax import symmetry
+
+CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "az_9x9_cpu.json"
+
+
+@pytest.fixture(scope="module")
+def smoke_config():
+    cfg, _ = cfglib.load_file(az.AlphaZeroConfig, CONFIG, variants=["smoke"])
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def learner(smoke_config):
+    return az.make_learner(smoke_config, devices=jax.devices()[:1])
+
+
+@pytest.fixture(scope="module")
+def two_iterations(learner):
+    state = learner.init()
+    out = []
+    for _ in range(2):
+        state, metrics = learner.iteration(state)
+        out.append(jax.device_get(metrics))
+    return state, out
+
+
+def _record(done, reward, train=None, inserted=None):
+    done = jnp.asarray(done, jnp.bool_)[:, None]
+    t = done.shape[0]
+    return az.Record(
+        board=jnp.zeros((t, 1, 3, 3), jnp.int8), player=jnp.zeros((t, 1), jnp.int32),
+        last_action=jnp.zeros((t, 1), jnp.int32), policy=jnp.zeros((t, 1, 9)),
+        reward=jnp.asarray(reward, jnp.float32)[:, None], done=done,
+        train=jnp.ones_like(done) if train is None else train,
+        inserted=jnp.zeros_like(done) if inserted is None else inserted)
+
+
+def test_value_targets_alternate_sign_back_from_each_game_end():
+    # game 1: moves 0-2, the mover of move 2 wins; game 2: moves 3-4, drawn; game 3: open
+    window = _record(done=[0, 0, 1, 0, 1, 0, 0], reward=[0, 0, 1, 0, 0, 0, 0])
+    z, known = az.Learner._value_targets(window)
+    np.testing.assert_array_equal(z[:, 0], [1, -1, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(known[:, 0], [1, 1, 1, 1, 1, 0, 0])
+    # a forfeit (-1 for the mover) gives the opponent's positions +1
+    z, _ = az.Learner._value_targets(_record(done=[0, 1], reward=[0, -1]))
+    np.testing.assert_array_equal(z[:, 0], [1, -1])
+
+
+def test_one_iteration_on_the_smoke_config_fills_the_buffer(learner, two_iterations):
+    state, metrics = two_iterations
+    cfg = learner.config
+    assert int(state.iteration) == 2
+    assert metrics[0]["moves"] == cfg.selfplay.batch * cfg.selfplay.steps
+    added = sum(m["positions_added"] for m in metrics)
+    assert int(state.buffer.size) == added > 0
+    assert all(np.isfinite(v).all() for m in metrics for v in m.values())
+    # every stored policy target is a distribution over the empty cells of its board
+    n = int(state.buffer.size)
+    policy = np.asarray(state.buffer.data.policy[:n])
+    empty = np.asarray(state.buffer.data.board[:n]).reshape(n, -1) == 0
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    assert (policy[~empty] == 0).all()
+    values = np.asarray(state.buffer.data.value[:n])
+    assert set(np.unique(values)) <= {-1.0, 0.0, 1.0}
+
+
+def test_the_iteration_is_traced_once(learner, two_iterations):
+    assert learner.trace_count == 1
+
+
+def test_augmentation_maps_policies_with_their_boards(learner):
+    n = learner.env.size
+    board = np.zeros((16, n, n), np.int8)
+    board[:, 1, 2] = 1  # a stone, and the target one cell to its right
+    policy = np.zeros((16, n * n), np.float32)
+    policy[:, 1 * n + 3] = 1.0
+    batch = az.Sample(board=jnp.asarray(board), player=jnp.zeros(16, jnp.int32),
+                      last_action=jnp.full(16, 1 * n + 2, jnp.int32),
+                      policy=jnp.asarray(policy), value=jnp.zeros(16))
+    out = jax.jit(learner._augment)(batch, jax.random.PRNGKey(3))
+    seen = set()
+    for i in range(16):
+        matches = [t for t in range(8)
+                   if np.array_equal(symmetry.transform_board(board[i], t), out.board[i])]
+        assert matches, "the augmented board is not a symmetry of the original"
+        t = matches[0]
+        seen.add(t)
+        assert int(np.argmax(out.policy[i])) == symmetry.transform_action(1 * n + 3, t, n)
+        assert int(out.last_action[i]) == symmetry.transform_action(1 * n + 2, t, n)
+    assert len(seen) > 2  # transforms are drawn at random
+
+
+def test_loss_falls_on_a_fixed_buffer(learner, two_iterations):
+    state, _ = two_iterations
+    train = jax.jit(learner._train)
+    variables, opt_state = state.variables, state.opt_state
+    losses = []
+    for i in range(6):
+        variables, opt_state, aux, ready = train(variables, opt_state, state.buffer,
+                                                 jax.random.PRNGKey(0), jnp.float32(0.01))
+        assert bool(ready)
+        losses.append(float(aux["loss"]))
+    assert losses[-1] < losses[0] - 0.05, losses
+
+
+def test_training_waits_for_min_buffer(smoke_config):
+    cfg = dataclasses.replace(smoke_config, train=dataclasses.replace(
+        smoke_config.train, min_buffer=4000))
+    learner = az.make_learner(cfg, devices=jax.devices()[:1])
+    state = learner.init()
+    new, metrics = learner.iteration(state)
+    assert not bool(metrics["trained"])
+    fresh = learner.init()
+    for a, b in zip(jax.tree.leaves(fresh.variables), jax.tree.leaves(new.variables)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sharded_and_single_device_iterations_agree(smoke_config, learner):
+    assert len(jax.devices()) == 4
+    sharded = az.make_learner(smoke_config)
+    assert sharded.mesh.size == 4
+    s1, m1 = learner.iteration(learner.init())
+    s4, m4 = sharded.iteration(sharded.init())
+    assert s4.games.board.sharding.spec[0] == "data"
+    for key in ("moves", "positions_added", "games_finished", "black_wins"):
+        assert float(m1[key]) == float(m4[key]), key
+    for a, b in zip(jax.tree.leaves(s1.variables), jax.tree.leaves(s4.variables)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
+
+
+def test_batch_must_divide_over_devices(smoke_config):
+    cfg = dataclasses.replace(smoke_config, selfplay=dataclasses.replace(
+        smoke_config.selfplay, batch=6))
+    with pytest.raises(cfglib.ConfigError, match=r"selfplay.batch \(6\).*devices \(4\)"):
+        az.make_learner(cfg)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("network.options.blokcs=3", "blokcs"),
+    ("train.optimizer=rmsprop", "train.optimizer must be 'sgd' or 'adam'"),
+    ("search.num_simulations=0", "num_simulations"),
+    ("selfplay.batch=-1", "selfplay.batch"),
+    ("game.size=2", "size"),
+])
+def test_bad_config_values_are_named(override, message):
+    with pytest.raises(cfglib.ConfigError, match=message):
+        cfglib.load_file(az.AlphaZeroConfig, CONFIG, [override], variants=["smoke"])
+
+
+def test_sample_by_temperature():
+    weights = jnp.array([[0.1, 0.6, 0.3, 0.0]] * 2000)
+    legal = jnp.array([[True, True, True, False]] * 2000)
+    greedy = az._sample_by_temperature(jax.random.PRNGKey(0), weights, legal, jnp.zeros(2000))
+    assert (np.asarray(greedy) == 1).all()
+    sampled = np.asarray(az._sample_by_temperature(jax.random.PRNGKey(0), weights, legal,
+                                                   jnp.ones(2000)))
+    freq = np.bincount(sampled, minlength=4) / 2000
+    np.testing.assert_allclose(freq, [0.1, 0.6, 0.3, 0.0], atol=0.04)
+
+
+def test_puct_with_playout_cap_and_adaptive_rate(smoke_config):
+    """The other branch of every option: PUCT with Dirichlet noise and temperature,
+    the playout cap (only full searches become targets), KL-adaptive and step rates."""
+    cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(smoke_config),
+        {"search.algorithm": "puct", "search.num_simulations": 6,
+         "selfplay.playout_cap": 0.5, "selfplay.fast_simulations": 2,
+         "train.kl_target": 1e-9, "train.lr_schedule": "step", "train.optimizer": "sgd",
+         "train.min_buffer": 8}))
+    learner = az.make_learner(cfg, devices=jax.devices()[:1])
+    state = learner.init()
+    multipliers = []
+    for _ in range(3):
+        state, metrics = learner.iteration(state)
+        multipliers.append(float(state.lr_multiplier))
+    pending = state.pending
+    assert 0 < float(pending.train.mean()) < 1  # both searches were drawn
+    assert not bool((pending.inserted == 0)[~pending.train].any())  # fast moves never stored
+    # any change of policy exceeds the tiny target: the rate multiplier only falls
+    assert multipliers[-1] < 1.0 and multipliers == sorted(multipliers, reverse=True)
+    # step schedule over 3 iterations: 1x before 50%, 0.1x from 50%, 0.01x from 75%
+    lr = [float(learner.learning_rate(jnp.int32(i), 1.0)) for i in (0, 1, 2, 3)]
+    base = cfg.train.learning_rate
+    np.testing.assert_allclose(lr, [base, base, base * 0.1, base * 0.01], rtol=1e-6)

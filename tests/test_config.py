@@ -1,0 +1,80 @@
+import dataclasses
+import json
+
+import pytest
+
+from gomoku_jax import config as cfglib
+
+
+@dataclasses.dataclass(frozen=True)
+class Inner:
+    depth: int = 2
+    rate: float = 0.1
+    name: str = "a"
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.depth < 1:
+            raise ValueError(f"depth must be >= 1, got {self.depth}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outer:
+    inner: Inner = Inner()
+    maybe: Inner | None = None
+    seed: int = 0
+    flag: bool = False
+
+
+def test_parse_override_reads_json_values_else_strings():
+    assert cfglib.parse_override("a.b=3") == ("a.b", 3)
+    assert cfglib.parse_override("x=0.5") == ("x", 0.5)
+    assert cfglib.parse_override("x=true") == ("x", True)
+    assert cfglib.parse_override("x=null") == ("x", None)
+    assert cfglib.parse_override('x=["p","q"]') == ("x", ["p", "q"])
+    assert cfglib.parse_override("x=resnet") == ("x", "resnet")
+    with pytest.raises(cfglib.ConfigError, match="key=value"):
+        cfglib.parse_override("novalue")
+
+
+def test_from_dict_builds_nested_frozen_config_and_round_trips():
+    cfg = cfglib.from_dict(Outer, {"inner": {"depth": 3, "rate": 1, "tags": ["t"]},
+                                   "maybe": {"name": "m"}, "seed": 4})
+    assert cfg == Outer(Inner(3, 1.0, "a", ("t",)), Inner(name="m"), 4)
+    assert isinstance(cfg.inner.rate, float)
+    assert cfglib.from_dict(Outer, json.loads(json.dumps(cfglib.to_dict(cfg)))) == cfg
+
+
+@pytest.mark.parametrize("override, message", [
+    ("inner.depht=3", "unknown config key 'inner.depht'"),
+    ("sed=1", "unknown config key 'sed'"),
+    ("inner.depth=2.5", "inner.depth: expected an integer"),
+    ("flag=1", "flag: expected true or false"),
+    ("inner.depth=0", "depth must be >= 1"),
+    ("inner=3", "inner: expected an object"),
+])
+def test_wrong_keys_and_values_are_named(override, message):
+    data = cfglib.apply_overrides({}, [override])
+    with pytest.raises(cfglib.ConfigError, match=message.replace("(", r"\(")):
+        cfglib.from_dict(Outer, data)
+
+
+def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({
+        "description": "demo", "inner": {"depth": 5},
+        "variants": {"smoke": {"inner.depth": 1, "seed": 9}, "deep": {"inner.depth": 7}},
+    }))
+    cfg, text = cfglib.load_file(Outer, path)
+    assert cfg.inner.depth == 5 and text == "demo"
+    cfg, _ = cfglib.load_file(Outer, path, variants=["deep", "smoke"])
+    assert (cfg.inner.depth, cfg.seed) == (1, 9)
+    cfg, _ = cfglib.load_file(Outer, path, ["seed=3"], variants=["smoke"])
+    assert cfg.seed == 3
+    with pytest.raises(cfglib.ConfigError, match="no variant 'tiny'.*deep, smoke"):
+        cfglib.load_file(Outer, path, variants=["tiny"])
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(cfglib.ConfigError, match="not valid JSON"):
+        cfglib.load_file(Outer, tmp_path / "bad.json")
+    with pytest.raises(cfglib.ConfigError, match="does not exist"):
+        cfglib.load_file(Outer, tmp_path / "missing.json")

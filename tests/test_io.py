@@ -1,0 +1,476 @@
+"""Tests for gomoku_jax.io: orbax checkpoints and exported parameter files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import struct
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct as flax_struct
+from flax.core import FrozenDict, unfreeze
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from gomoku_jax.io import (
+    EXPORT_FORMAT,
+    EXPORT_MAGIC,
+    EXPORT_VERSION,
+    CheckpointError,
+    Checkpointer,
+    read_exported,
+    write_exported,
+)
+
+CONFIG = {"lr": 0.1, "net": {"depth": 3, "width": 8}, "seed": 0, "sizes": (9, 15)}
+
+
+@flax_struct.dataclass
+class TrainState:
+    params: dict  # {"w": [3, 4] float32, "b": [4] float32}
+    step: jax.Array  # [] int32
+    key: jax.Array  # [2] uint32, a raw key
+    typed_key: jax.Array  # [2] key<fry>
+    extra: dict  # nested: mask [5] bool, buf [2, 3] int8 (numpy), count int, temp float
+
+
+def _state(seed: int = 0) -> TrainState:
+    key = jax.random.PRNGKey(seed)
+    k1, k2 = jax.random.split(key)
+    return TrainState(
+        params={"w": jax.random.normal(k1, (3, 4)), "b": jnp.arange(4.0) + seed},
+        step=jnp.int32(10 * seed + 7),
+        key=k2,
+        typed_key=jax.random.split(jax.random.key(seed + 100), 2),
+        extra={
+            "mask": jnp.array([True, False, True, True, seed % 2 == 0]),
+            "buf": {"x": np.arange(6, dtype=np.int8).reshape(2, 3) * (seed + 1)},
+            "count": 3 + seed,
+            "temp": 0.5 + seed,
+        },
+    )
+
+
+def _assert_state_equal(got: TrainState, want: TrainState):
+    assert type(got) is TrainState
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        if jax.dtypes.issubdtype(getattr(w, "dtype", np.float32), jax.dtypes.prng_key):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(jax.random.key_data(g), jax.random.key_data(w))
+        elif isinstance(w, (int, float)):
+            # Into a Python scalar target: that type; into an abstract one: JAX's default.
+            assert g == w
+            if not isinstance(g, (int, float)):
+                assert g.dtype == jax.dtypes.result_type(w)
+        else:
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _ckpt(tmp_path, config=CONFIG, **kw) -> Checkpointer:
+    return Checkpointer(tmp_path / "run", config=config, **kw)
+
+
+# ------------------------------------------------------------------------ checkpoints
+
+
+def test_round_trip_keeps_values_dtypes_and_kinds(tmp_path):
+    state = _state(1)
+    ck = _ckpt(tmp_path)
+    assert ck.latest_step() is None and ck.steps() == []
+    ck.save(5, state)
+    stored = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert stored == json.loads(json.dumps(CONFIG))
+
+    # From an abstract target (what a resuming trainer builds) ...
+    abstract = jax.eval_shape(lambda: _state(0))
+    _assert_state_equal(ck.restore(abstract), state)
+    # ... and from a concrete one, in a fresh Checkpointer; typed keys stay typed,
+    # raw keys raw, numpy leaves numpy, Python scalars Python scalars.
+    got = _ckpt(tmp_path).restore(_state(0), step=5)
+    _assert_state_equal(got, state)
+    assert type(got.extra["count"]) is int and type(got.extra["temp"]) is float
+    assert isinstance(got.extra["buf"]["x"], np.ndarray)
+    assert isinstance(got.params["w"], jax.Array)
+    assert got.key.dtype == jnp.uint32
+
+
+def test_typed_key_target_accepts_raw_key_data(tmp_path):
+    # A typed key is stored as its key data: the target decides what comes back.
+    ck = _ckpt(tmp_path)
+    key = jax.random.key(3)
+    ck.save(0, {"k": key})
+    raw = ck.restore({"k": jax.random.key_data(key)})["k"]
+    assert raw.dtype == jnp.uint32
+    np.testing.assert_array_equal(raw, jax.random.key_data(key))
+    typed = ck.restore(jax.eval_shape(lambda: {"k": key}))["k"]
+    np.testing.assert_array_equal(jax.random.key_data(typed), raw)
+    assert jax.random.uniform(typed) == jax.random.uniform(key)
+
+
+def test_latest_step_and_max_to_keep(tmp_path):
+    ck = _ckpt(tmp_path, max_to_keep=2)
+    for step in (1, 2, 3, 4, 5):
+        ck.save(step, _state(step))
+    assert ck.steps() == [4, 5]
+    assert ck.latest_step() == 5
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["4", "5", "config.json"]
+    # A second Checkpointer on the same directory sees the same steps.
+    other = _ckpt(tmp_path, max_to_keep=2)
+    assert other.latest_step() == 5
+    target = jax.eval_shape(lambda: _state(0))
+    _assert_state_equal(other.restore(target), _state(5))
+    _assert_state_equal(other.restore(target, step=4), _state(4))
+    with pytest.raises(CheckpointError, match=r"no checkpoint step 1 .*\[4, 5\]"):
+        other.restore(target, step=1)
+    with pytest.raises(CheckpointError, match="step 5 must be after the latest checkpoint step 5"):
+        ck.save(5, _state(5))
+
+
+def test_sharded_arrays_keep_the_target_sharding(tmp_path):
+    mesh = Mesh(np.array(jax.devices()), ("d",))  # 4 fake CPU devices (conftest)
+    rows = NamedSharding(mesh, PartitionSpec("d"))
+    state = {"x": jax.device_put(jnp.arange(16.0).reshape(8, 2), rows), "y": jnp.ones(3)}
+    ck = _ckpt(tmp_path)
+    ck.save(0, state)
+    target = {"x": jax.ShapeDtypeStruct((8, 2), jnp.float32, sharding=rows), "y": state["y"]}
+    got = ck.restore(target)
+    assert got["x"].sharding == rows
+    np.testing.assert_array_equal(got["x"], state["x"])
+    # An abstract leaf without a sharding lands on the first device.
+    got = ck.restore(jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state))
+    assert got["x"].sharding == jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    np.testing.assert_array_equal(got["x"], state["x"])
+
+
+def test_restore_from_empty_directory_is_refused(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint in"):
+        _ckpt(tmp_path).restore(jax.eval_shape(lambda: _state(0)))
+
+
+def test_different_config_is_refused_naming_keys_and_values(tmp_path):
+    _ckpt(tmp_path).save(1, _state(0))
+    # Tuples and lists are the same config once in JSON.
+    same = dict(CONFIG, sizes=[9, 15])
+    _ckpt(tmp_path, config=same).restore(jax.eval_shape(lambda: _state(0)))
+
+    changed = {"lr": 0.1, "net": {"depth": 4, "width": 8}, "seed": 0, "sizes": [9, 15], "new": "x"}
+    ck = _ckpt(tmp_path, config=changed)
+    with pytest.raises(CheckpointError) as err:
+        ck.restore(jax.eval_shape(lambda: _state(0)))
+    msg = str(err.value)
+    assert "config.json" in msg
+    assert "net.depth: stored 3, given 4" in msg
+    assert 'new: missing in the stored config, given "x"' in msg
+    assert "lr" not in msg and "width" not in msg  # equal keys are not listed
+    # Saving into a directory that holds another config's checkpoints is refused too.
+    with pytest.raises(CheckpointError, match="net.depth: stored 3, given 4"):
+        ck.save(2, _state(0))
+    assert ck.steps() == [1]
+
+
+def test_target_with_other_shape_dtype_or_structure_is_refused(tmp_path):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(0))
+    good = jax.eval_shape(lambda: _state(0))
+
+    wide = good.replace(params={**good.params, "w": jax.ShapeDtypeStruct((3, 5), jnp.float32)})
+    with pytest.raises(CheckpointError, match=r"leaf 'params\.w' .*shape \(3, 4\) .*shape \(3, 5\)"):
+        ck.restore(wide)
+
+    half = good.replace(params={**good.params, "b": jax.ShapeDtypeStruct((4,), jnp.float16)})
+    with pytest.raises(CheckpointError, match=r"leaf 'params\.b' .*dtype float32.*dtype float16"):
+        ck.restore(half)
+
+    renamed = good.replace(params={"w": good.params["w"], "bias": good.params["b"]})
+    with pytest.raises(CheckpointError) as err:
+        ck.restore(renamed)
+    msg = str(err.value)
+    assert "in the target but not the checkpoint: params.bias" in msg
+    assert "in the checkpoint but not the target: params.b" in msg
+
+
+def _files(directory) -> list[str]:
+    return sorted(
+        os.path.join(root, f) for root, _, files in os.walk(directory) for f in files
+    )
+
+
+def _truncate(path):
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+# Orbax's reader threads may log "Event loop is closed" after a failed read.
+_QUIET = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@_QUIET
+@pytest.mark.parametrize(
+    "damage",
+    ["truncate b-tree nodes", "truncate tree metadata", "truncate step metadata"],
+)
+def test_corrupt_checkpoint_raises_checkpoint_error(tmp_path, damage):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    ck.save(2, _state(2))
+    step_dir = tmp_path / "run" / "2"
+    if damage == "truncate b-tree nodes":
+        victims = _files(step_dir / "default" / "d")
+    elif damage == "truncate tree metadata":
+        victims = [step_dir / "default" / "_METADATA"]
+    else:
+        victims = [step_dir / "_CHECKPOINT_METADATA"]
+    assert victims
+    for victim in victims:
+        _truncate(victim)
+    target = jax.eval_shape(lambda: _state(0))
+    with pytest.raises(CheckpointError) as err:
+        _ckpt(tmp_path).restore(target)
+    msg = str(err.value)
+    assert str(step_dir) in msg and "corrupt" in msg
+    assert "step=1" in msg and "another workdir" in msg
+    _assert_state_equal(_ckpt(tmp_path).restore(target, step=1), _state(1))
+
+
+def test_silently_damaged_array_data_is_caught_by_the_hashes(tmp_path):
+    # Random bits do not compress, so the array's bytes lie in the data file as they
+    # are; flipping one changes a value without any decoding error.
+    state = {"x": jax.random.bits(jax.random.PRNGKey(0), (4096,), jnp.uint32)}
+    ck = _ckpt(tmp_path)
+    ck.save(1, state)
+    data_files = _files(tmp_path / "run" / "1" / "default" / "ocdbt.process_0" / "d")
+    biggest = max(data_files, key=os.path.getsize)
+    assert os.path.getsize(biggest) > 4 * 4096
+    blob = bytearray(open(biggest, "rb").read())
+    blob[len(blob) // 2] ^= 0x40
+    open(biggest, "wb").write(blob)
+
+    # Orbax alone returns the damaged values (so only the hash check can catch it).
+    import orbax.checkpoint as ocp
+
+    raw = ocp.StandardCheckpointer().restore(tmp_path / "run" / "1" / "default", state)
+    assert not np.array_equal(np.asarray(raw["x"]), np.asarray(state["x"]))
+    with pytest.raises(CheckpointError, match=r"leaf 'x' does not match its SHA-256"):
+        ck.restore(state)
+
+
+def test_interrupted_save_leaves_previous_checkpoints_usable(tmp_path):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    ck.save(2, _state(2))
+    run = tmp_path / "run"
+    # A crash mid-save leaves orbax's temporary directory, never a step directory.
+    partial = run / "3.orbax-checkpoint-tmp-1700000000000000"
+    shutil.copytree(run / "2", partial)
+    os.remove(partial / "default" / "_METADATA")
+
+    target = jax.eval_shape(lambda: _state(0))
+    resumed = _ckpt(tmp_path)
+    assert resumed.steps() == [1, 2]
+    _assert_state_equal(resumed.restore(target), _state(2))
+    resumed.save(3, _state(3))
+    assert resumed.steps() == [1, 2, 3]
+    _assert_state_equal(resumed.restore(target), _state(3))
+
+
+@_QUIET
+def test_missing_files_in_latest_step_are_reported_clearly(tmp_path):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    ck.save(2, _state(2))
+    step_dir = tmp_path / "run" / "2"
+    os.remove(step_dir / "default" / "_METADATA")
+    os.remove(step_dir / "default" / "manifest.ocdbt")
+    target = jax.eval_shape(lambda: _state(0))
+    with pytest.raises(CheckpointError, match=rf"{step_dir}.*restore\(target, step=1\)"):
+        ck.restore(target)
+    _assert_state_equal(ck.restore(target, step=1), _state(1))
+
+
+def test_missing_config_file_is_refused(tmp_path):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    os.remove(tmp_path / "run" / "config.json")
+    with pytest.raises(CheckpointError, match="config.json is missing"):
+        ck.restore(jax.eval_shape(lambda: _state(0)))
+
+
+def test_checkpointer_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="config must be JSON-serialisable"):
+        Checkpointer(tmp_path / "a", config={"f": np.float32})
+    nested = Checkpointer(tmp_path / "b", config={"net": FrozenDict(depth=2)})
+    assert nested.config == {"net": {"depth": 2}}
+    with pytest.raises(ValueError, match="config must be a mapping"):
+        Checkpointer(tmp_path / "a", config=[1, 2])
+    with pytest.raises(ValueError, match="max_to_keep must be a positive int or None, got 0"):
+        Checkpointer(tmp_path / "a", config={}, max_to_keep=0)
+    ck = Checkpointer(tmp_path / "a", config={})
+    with pytest.raises(ValueError, match="step must be a non-negative int, got -1"):
+        ck.save(-1, {"x": np.zeros(2)})
+    with pytest.raises(ValueError, match=r"state leaf 'x\.name' must be an array"):
+        ck.save(0, {"x": {"name": "text"}})
+
+
+# --------------------------------------------------------------------- exported files
+
+METADATA = {
+    "network": {"name": "resnet", "kwargs": {"blocks": 2, "channels": 16}},
+    "game": {"size": 9, "k": 5, "rule": "freestyle"},
+    "observation": "4-plane",
+    "search": {"simulations": 64, "c_puct": 1.25},
+}
+
+
+def _variables():
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    return FrozenDict(
+        params={
+            "conv": {"kernel": jax.random.normal(k1, (3, 3, 4, 8)), "bias": jnp.zeros(8)},
+            "head": {"kernel": jax.random.normal(k2, (8, 81)).astype(jnp.bfloat16)},
+        },
+        batch_stats={"mean": np.arange(8, dtype=np.float32), "count": np.int32(5)},
+        layers=[jnp.ones(2, jnp.int32), jnp.array([True, False])],
+    )
+
+
+def test_exported_round_trip_and_byte_layout(tmp_path):
+    path = tmp_path / "agent.gjx"
+    variables = _variables()
+    write_exported(path, METADATA, variables)
+    metadata, got = read_exported(path)
+    assert metadata == METADATA
+    assert isinstance(got, dict) and type(got["params"]) is dict
+    want = {
+        "params": unfreeze(variables["params"]),
+        "batch_stats": unfreeze(variables["batch_stats"]),
+        "layers": {"0": variables["layers"][0], "1": variables["layers"][1]},
+    }
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert isinstance(g, np.ndarray)
+        assert g.dtype == np.asarray(w).dtype and g.shape == np.shape(w)
+        np.testing.assert_array_equal(g, np.asarray(w))
+    assert got["params"]["head"]["kernel"].dtype == jnp.bfloat16
+    got["params"]["conv"]["bias"][0] = 1.0  # writable copies
+
+    # The documented layout: magic, u32 LE header length, JSON header, payload.
+    data = path.read_bytes()
+    assert data[:8] == EXPORT_MAGIC
+    (n,) = struct.unpack("<I", data[8:12])
+    header = json.loads(data[12 : 12 + n].decode("utf-8"))
+    payload = data[12 + n :]
+    assert header["format"] == EXPORT_FORMAT == "gomoku-jax-params"
+    assert header["version"] == EXPORT_VERSION == 1
+    assert header["metadata"] == METADATA
+    assert header["payload_size"] == len(payload)
+    assert header["payload_sha256"] == hashlib.sha256(payload).hexdigest()
+    assert not [p for p in tmp_path.iterdir() if p.name != "agent.gjx"]  # no temp files
+
+
+def _with_header(path, **changes):
+    """Rewrites an exported file's header fields (payload kept)."""
+    data = path.read_bytes()
+    (n,) = struct.unpack("<I", data[8:12])
+    header = json.loads(data[12 : 12 + n])
+    header.update(changes)
+    body = json.dumps(header).encode()
+    path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body + data[12 + n :])
+
+
+def test_exported_wrong_magic_or_format(tmp_path):
+    path = tmp_path / "p.bin"
+    path.write_bytes(b"PK\x03\x04 this is a zip, not params")
+    with pytest.raises(CheckpointError, match=rf"{path}: not a gomoku-jax params file"):
+        read_exported(path)
+    path.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="not a gomoku-jax params file"):
+        read_exported(path)
+    write_exported(path, METADATA, _variables())
+    _with_header(path, format="something-else")
+    with pytest.raises(CheckpointError, match="not a gomoku-jax params file.*something-else"):
+        read_exported(path)
+
+
+def test_exported_newer_version_is_refused(tmp_path):
+    path = tmp_path / "p.bin"
+    write_exported(path, METADATA, _variables())
+    _with_header(path, version=2)
+    with pytest.raises(
+        CheckpointError, match=r"written by format version 2, this gomoku-jax reads version 1"
+    ):
+        read_exported(path)
+
+
+def test_exported_flipped_payload_byte_is_caught(tmp_path):
+    path = tmp_path / "p.bin"
+    write_exported(path, METADATA, _variables())
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=rf"{path}: .*does not match its SHA-256"):
+        read_exported(path)
+
+
+def test_exported_corrupt_header_is_caught(tmp_path):
+    path = tmp_path / "p.bin"
+    write_exported(path, METADATA, _variables())
+    data = bytearray(path.read_bytes())
+    data[12] = ord("[")  # the JSON object's opening brace
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupt header"):
+        read_exported(path)
+
+
+def test_exported_truncated_anywhere_is_caught(tmp_path):
+    path = tmp_path / "p.bin"
+    write_exported(path, METADATA, _variables())
+    data = path.read_bytes()
+    (n,) = struct.unpack("<I", data[8:12])
+    for cut in (5, 10, 12 + n // 2, 12 + n, len(data) - 1):
+        path.write_bytes(data[:cut])
+        with pytest.raises(CheckpointError, match=rf"{path}: truncated"):
+            read_exported(path)
+    path.write_bytes(data + b"\x00")
+    with pytest.raises(CheckpointError, match="unexpected bytes after"):
+        read_exported(path)
+
+
+UNPICKLED = []
+
+
+def _note_unpickled():
+    UNPICKLED.append(True)
+
+
+class _Trap:
+    def __reduce__(self):
+        return (_note_unpickled, ())
+
+
+def test_a_pickle_is_refused_without_unpickling(tmp_path):
+    path = tmp_path / "params.pkl"
+    blob = pickle.dumps({"params": _Trap()})
+    path.write_bytes(blob)
+    with pytest.raises(CheckpointError, match="not a gomoku-jax params file"):
+        read_exported(path)
+    assert UNPICKLED == []
+    pickle.loads(blob)  # the trap works: unpickling would have been noticed
+    assert UNPICKLED == [True]
+
+
+def test_write_exported_bad_arguments(tmp_path):
+    path = tmp_path / "p.bin"
+    with pytest.raises(ValueError, match="metadata must be JSON-serialisable"):
+        write_exported(path, {"x": float("nan")}, {"w": np.zeros(2)})
+    with pytest.raises(ValueError, match="metadata must be a mapping"):
+        write_exported(path, "resnet", {"w": np.zeros(2)})
+    with pytest.raises(ValueError, match=r"variables leaf 'rng' is a typed PRNG key"):
+        write_exported(path, {}, {"rng": jax.random.key(0)})
+    assert not path.exists()

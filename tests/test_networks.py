@@ -1,0 +1,347 @@
+"""Tests for gomoku_jax.networks: shapes, seed parameter counts, options, registry, configs."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gomoku_jax import networks as nets
+
+N = 5
+C = 4
+B = 3
+
+# Tiny options per registered name (the architecture, not the width, is under test).
+TINY = {
+    "cnn": dict(channels=(4, 6, 8)),
+    "net": dict(channels=(4, 6, 8)),
+    "simplenet": dict(channels=(4, 6), value_hidden=8),
+    "resnet": dict(blocks=2, filters=6, value_hidden=8),
+    "resnet-q": dict(blocks=2, filters=6, hidden=8),
+    "dueling": dict(channels=(4, 6), value_hidden=8),
+    "duelnet": dict(channels=(4, 6), value_hidden=8),
+}
+
+
+def _planes(key, n=N, c=C, b=B, scale=1.0):
+    return scale * jax.random.normal(key, (b, n, n, c), jnp.float32)
+
+
+def _fake_variables(module, shape, seed=0):
+    """Variables with init's exact tree, shapes and dtypes, filled from numpy.
+
+    Compiling many random initialisers is slow on a loaded CPU; the architecture tests
+    only need well-scaled values (``test_init_network`` covers the real init).
+    """
+    shapes = jax.eval_shape(lambda k: nets.init_network(module, k, shape), jax.random.key(0))
+    return _fill(shapes, seed)
+
+
+def _fill(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def fill(path, leaf):
+        name = jax.tree_util.keystr(path[-1:])
+        if "kernel" in name:
+            fan_in = int(np.prod(leaf.shape[:-1]))
+            value = rng.normal(size=leaf.shape) / np.sqrt(fan_in)
+        elif "scale" in name or "var" in name:
+            value = 1.0 + 0.2 * np.abs(rng.normal(size=leaf.shape))
+        else:
+            value = 0.1 * rng.normal(size=leaf.shape)
+        return jnp.asarray(value, leaf.dtype)
+
+    return jax.tree_util.tree_map_with_path(fill, shapes)
+
+
+def _build(name, n=N, c=C, **kwargs):
+    module = nets.make_network(name, board_size=n, **{**TINY.get(name, {}), **kwargs})
+    return module, _fake_variables(module, (n, n, c))
+
+
+def test_tiny_table_covers_registry():
+    assert set(TINY) == set(nets.NETWORKS)
+    for cls, kind, desc in nets.NETWORKS.values():
+        assert kind in ("policy-value", "q") and cls.kind == kind and desc
+
+
+@pytest.mark.parametrize("name", sorted(nets.NETWORKS))
+def test_every_network_shapes_dtypes_and_value_range(name):
+    module, variables = _build(name)
+    assert set(variables) <= {"params", "batch_stats"}
+    # Large inputs push the value pre-activation far from 0: tanh must still bound it.
+    x = _planes(jax.random.key(1), scale=50.0)
+    out = jax.jit(module.apply, static_argnames="train")(variables, x, train=False)
+    if nets.NETWORKS[name][1] == "q":
+        assert out.shape == (B, N * N) and out.dtype == jnp.float32
+        assert np.all(np.isfinite(out))
+    else:
+        logits, value = out
+        assert logits.shape == (B, N * N) and logits.dtype == jnp.float32
+        assert value.shape == (B,) and value.dtype == jnp.float32
+        assert np.all(np.abs(np.asarray(value)) <= 1.0)
+        assert np.all(np.isfinite(logits))
+    # The train flag is accepted by every network (with or without BatchNorm).
+    out_train, updates = jax.jit(module.apply, static_argnames=("train", "mutable"))(
+        variables, x, train=True, mutable=("batch_stats",))
+    assert jax.tree.map(jnp.shape, out_train) == jax.tree.map(jnp.shape, out)
+    assert ("batch_stats" in variables) == bool(updates)
+
+
+def test_init_network_real_init_is_deterministic_float32():
+    module = nets.make_network("resnet", board_size=N, blocks=1, filters=4, value_hidden=8)
+    a = nets.init_network(module, jax.random.key(0), (N, N, C))
+    b = nets.init_network(module, jax.random.key(0), (N, N, C))
+    c = nets.init_network(module, jax.random.key(1), (N, N, C))
+    assert set(a) == {"params", "batch_stats"}
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), a) == jax.tree.map(
+        lambda x: (x.shape, x.dtype), _fake_variables(module, (N, N, C)))
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(a))
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    kernel = "block0", "conv1", "kernel"
+    p = lambda v: v["params"][kernel[0]][kernel[1]][kernel[2]]  # noqa: E731
+    assert not np.array_equal(p(a), p(c))
+    # Fresh BatchNorm statistics: mean 0, variance 1.
+    assert all(np.all(x == 0) for x in jax.tree.leaves(a["batch_stats"])[0::2])
+    assert all(np.all(x == 1) for x in jax.tree.leaves(a["batch_stats"])[1::2])
+    logits, value = module.apply(a, jnp.ones((2, N, N, C)))
+    assert logits.shape == (2, N * N) and value.shape == (2,)
+
+
+def test_resnet_has_seed000_parameter_count():
+    module = nets.make_network("resnet", board_size=9, blocks=10, filters=128)
+    variables = jax.eval_shape(lambda k: nets.init_network(module, k, (9, 9, 3)),
+                               jax.random.key(0))
+    assert nets.param_count(variables["params"]) == 2_992_794
+    assert nets.param_count(variables) == 2_992_794  # whole variables: params only
+    # Running mean and variance of every BN: 2 * (128 * 21 + 2 + 1).
+    assert nets.param_count(variables["batch_stats"]) == 2 * (128 * 21 + 3)
+    assert "2,992,794" in nets.network_summary(module, (9, 9, 3))
+    # Seed 000's default widths are the defaults.
+    assert nets.make_network("resnet", board_size=9) == module
+
+
+def test_small_networks_parameter_counts_by_hand():
+    # Seed 003 Table I on 9x9 with 4 planes.
+    cnn = nets.make_network("cnn", board_size=9)
+    shapes = jax.eval_shape(lambda k: nets.init_network(cnn, k, (9, 9, 4)), jax.random.key(0))
+    expected = ((4 * 9 * 32 + 32) + (32 * 9 * 64 + 64) + (64 * 9 * 128 + 128)
+                + (128 * 4 + 4) + (4 * 81 * 81 + 81)
+                + (128 * 2 + 2) + (2 * 81 * 64 + 64) + (64 + 1))
+    assert nets.param_count(shapes["params"]) == expected == 131_132
+    # Seed 002's SimpleNet on 7x7 with 4 planes.
+    simple = nets.make_network("simplenet", board_size=7)
+    shapes = jax.eval_shape(lambda k: nets.init_network(simple, k, (7, 7, 4)),
+                            jax.random.key(0))
+    flat = 32 * 49
+    expected = ((4 * 9 * 16 + 16) + (16 * 9 * 32 + 32) + (flat * 49 + 49)
+                + (flat * 32 + 32) + (32 + 1))
+    assert nets.param_count(shapes["params"]) == expected
+    # "net" is the same architecture as "cnn".
+    assert nets.NETWORKS["net"][0] is nets.NETWORKS["cnn"][0]
+
+
+def test_bfloat16_compute_close_to_float32_with_float32_params():
+    opts = dict(global_pooling=True, gpool_every=1)
+    m32, variables = _build("resnet", **opts)
+    m16 = nets.make_network("resnet", board_size=N, **TINY["resnet"], **opts, dtype="bfloat16")
+    assert m16.dtype == "bfloat16"
+    v16 = jax.eval_shape(lambda k: nets.init_network(m16, k, (N, N, C)), jax.random.key(0))
+    assert jax.tree.map(lambda a: (a.shape, a.dtype), v16) == jax.tree.map(
+        lambda a: (a.shape, a.dtype), variables)
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(v16))
+    x = _planes(jax.random.key(2))
+    l32, v32 = jax.jit(m32.apply)(variables, x)
+    l16, vb16 = jax.jit(m16.apply)(variables, x)  # same float32 params, bfloat16 compute
+    assert l16.dtype == jnp.float32 and vb16.dtype == jnp.float32
+    np.testing.assert_allclose(l16, l32, atol=0.1 + 0.05 * float(jnp.max(jnp.abs(l32))))
+    np.testing.assert_allclose(vb16, v32, atol=0.05)
+    assert not np.array_equal(np.asarray(l16), np.asarray(l32))  # really computed in bf16
+    # jnp dtypes are accepted and normalised to their names.
+    q = nets.make_network("resnet-q", board_size=N, dtype=jnp.bfloat16, **TINY["resnet-q"])
+    assert q.dtype == "bfloat16"
+
+
+def test_train_updates_batch_stats_and_eval_does_not():
+    module, variables = _build("resnet", garb=True, blocks=3, global_pooling=True)
+    x = _planes(jax.random.key(3), scale=3.0)
+    _, upd = module.apply(variables, x, train=True, mutable=["batch_stats"])
+    before, after = jax.tree.leaves(variables["batch_stats"]), jax.tree.leaves(upd)
+    assert len(before) == len(after)
+    assert all(not np.allclose(a, b) for a, b in zip(before, after))
+    _, same = module.apply(variables, x, train=False, mutable=["batch_stats"])
+    assert all(np.array_equal(a, b) for a, b in
+               zip(before, jax.tree.leaves(same["batch_stats"])))
+    # Eval uses running statistics: one position's output does not depend on the batch.
+    logits, value = module.apply(variables, x, train=False)
+    l0, v0 = module.apply(variables, x[:1], train=False)
+    np.testing.assert_allclose(l0[0], logits[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(v0, value[:1], rtol=1e-5, atol=1e-5)
+    # Train mode normalises with batch statistics: it does.
+    lt, _ = module.apply(variables, x, train=True, mutable=["batch_stats"])[0]
+    lt0, _ = module.apply(variables, x[:1], train=True, mutable=["batch_stats"])[0]
+    assert not np.allclose(lt0[0], lt[0], atol=1e-3)
+
+
+@pytest.mark.parametrize("name,extra", [("dueling", {}), ("resnet-q", {"dueling": True})])
+def test_dueling_q_is_value_plus_centred_advantage(name, extra):
+    module, variables = _build(name, **extra)
+    x = _planes(jax.random.key(4))
+    q, inter = module.apply(variables, x, mutable=["intermediates"])
+    (v,) = inter["intermediates"]["value"]
+    (a,) = inter["intermediates"]["advantage"]
+    assert v.shape == (B,) and a.shape == (B, N * N)
+    np.testing.assert_allclose(jnp.mean(q - v[:, None], axis=-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(q, v[:, None] + a - a.mean(-1, keepdims=True), atol=1e-5)
+    assert float(jnp.max(jnp.abs(a.mean(-1)))) > 1e-4  # the centring does something
+
+
+def test_resnet_q_plain_head_records_nothing():
+    module, variables = _build("resnet-q")
+    assert "value_fc1" not in variables["params"] and "fc2" in variables["params"]
+    _, inter = module.apply(variables, _planes(jax.random.key(5)), mutable=["intermediates"])
+    assert not inter
+
+
+def test_duelnet_is_dueling_as_policy_value():
+    q_net, variables = _build("dueling")
+    pv_net = nets.make_network("duelnet", board_size=N, **TINY["duelnet"])
+    x = _planes(jax.random.key(6))
+    q, inter = q_net.apply(variables, x, mutable=["intermediates"])
+    logits, value = pv_net.apply(variables, x)  # same parameter tree
+    np.testing.assert_allclose(logits, q, atol=1e-6)
+    np.testing.assert_allclose(value, jnp.tanh(inter["intermediates"]["value"][0]), atol=1e-6)
+
+
+def test_block_layout_of_garb_and_global_pooling():
+    def kinds(**kw):
+        return nets.make_network("resnet", board_size=N, filters=6, **kw).block_kinds
+
+    assert kinds(blocks=5, garb=True) == ("plain", "garb", "plain", "garb", "plain")
+    assert kinds(blocks=1, garb=True) == ("plain",)
+    # KataGo-like placement: every third block (b4c32: the third), else the last one.
+    assert kinds(blocks=4, global_pooling=True) == ("plain", "plain", "gpool", "plain")
+    assert kinds(blocks=2, global_pooling=True) == ("plain", "gpool")
+    assert kinds(blocks=1, global_pooling=True) == ("gpool",)
+    assert kinds(blocks=10, global_pooling=True).count("gpool") == 3
+    assert kinds(blocks=3, global_pooling=True, gpool_every=1) == ("gpool",) * 3
+    assert kinds(blocks=5, garb=True, global_pooling=True) == (
+        "plain", "garb", "plain", "garb", "gpool")
+    module, variables = _build("resnet", blocks=3, garb=True, global_pooling=True)
+    assert set(variables["params"]) >= {"block0", "block1_garb", "block2_gpool"}
+    # GARB of C = 6: X gets 4 channels, G gets 2.
+    garb = variables["params"]["block1_garb"]
+    assert garb["x_conv"]["kernel"].shape == (3, 3, 4, 4)
+    assert garb["g_conv"]["kernel"].shape == (3, 3, 2, 2)
+    assert garb["g_fc"]["kernel"].shape == (4, 4)  # [mean, max] of 2 channels -> 4
+    assert garb["out_conv"]["kernel"].shape == (3, 3, 4, 6)
+    gp = variables["params"]["block2_gpool"]
+    assert gp["conv1"]["kernel"].shape == (3, 3, 6, 6 + 1)  # X + G (6 // 4 channels)
+    assert gp["gpool_fc"]["kernel"].shape == (3 * 1, 6)  # [mean, scaled mean, max]
+
+
+@pytest.mark.parametrize("block", ["plain", "gpool", "garb"])
+def test_global_blocks_see_the_whole_board(block):
+    """A plain block (two 3x3 convs) only sees 2 cells away; the global ones see all."""
+    n, f = 7, 6
+    if block == "plain":
+        mod = nets._ResidualBlock(f, jnp.float32)
+    elif block == "gpool":
+        mod = nets._GlobalPoolingBlock(f, 2, n, jnp.float32)
+    else:
+        mod = nets._GlobalAttentionBlock(f, jnp.float32)
+    x = jax.nn.relu(jax.random.normal(jax.random.key(7), (1, n, n, f)))
+    variables = _fill(jax.eval_shape(lambda k: mod.init(k, x, False), jax.random.key(8)))
+    y = mod.apply(variables, x, False)
+    y2 = mod.apply(variables, x.at[0, 0, 0].add(3.0), False)
+    far = np.abs(np.asarray(y2 - y)[0, 4:, 4:])  # cells >= 4 rows/cols from the change
+    if block == "plain":
+        assert np.all(far == 0)
+    else:
+        assert far.max() > 1e-6
+
+
+def test_first_padding_keeps_output_shapes_and_grows_fc_heads():
+    module, variables = _build("resnet", first_padding=3, global_pooling=True)
+    logits, value = module.apply(variables, _planes(jax.random.key(9)))
+    assert logits.shape == (B, N * N) and value.shape == (B,)
+    m = N + 2 * 3 - 2  # trunk map side
+    assert variables["params"]["policy_fc"]["kernel"].shape == (2 * m * m, N * N)
+    assert variables["params"]["value_fc1"]["kernel"].shape == (1 * m * m, 8)
+    with pytest.raises(ValueError, match="first_padding"):
+        nets.make_network("resnet", board_size=N, first_padding=-1)
+
+
+@pytest.mark.parametrize("name,extra", [
+    ("resnet", dict(blocks=3, garb=True, global_pooling=True, first_padding=3)),
+    ("resnet-q", dict(dueling=True)),
+    ("simplenet", {}),
+])
+def test_jit_apply_equals_eager(name, extra):
+    module, variables = _build(name, **extra)
+    x = _planes(jax.random.key(10))
+    eager = module.apply(variables, x, train=False)
+    jitted = jax.jit(lambda v, x: module.apply(v, x, train=False))(variables, x)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5),
+                 eager, jitted)
+    # Vmapped over positions (one position per call) agrees with the batch in eval.
+    one = jax.vmap(lambda xi: module.apply(variables, xi[None], train=False))(x)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[:, 0], b, rtol=1e-5, atol=1e-5),
+                 one, eager)
+
+
+def test_garb_with_even_blocks_raises():
+    with pytest.raises(ValueError, match="blocks must be odd"):
+        nets.make_network("resnet", board_size=N, blocks=4, garb=True)
+    with pytest.raises(ValueError, match="blocks must be odd"):
+        nets.ResNet(board_size=N, blocks=2, garb=True)  # direct construction too
+
+
+def test_unknown_names_and_bad_options_raise_naming_them():
+    with pytest.raises(ValueError, match=r"unknown network 'resnet50'.*resnet-q"):
+        nets.make_network("resnet50", board_size=N)
+    with pytest.raises(ValueError, match=r"unknown option 'blokcs'.*blocks.*filters"):
+        nets.make_network("resnet", board_size=N, blokcs=3)
+    with pytest.raises(ValueError, match=r"'blocks'.*int.*'3'"):
+        nets.make_network("resnet", board_size=N, blocks="3")
+    with pytest.raises(ValueError, match=r"'garb'.*bool"):
+        nets.make_network("resnet", board_size=N, blocks=3, garb=1)
+    with pytest.raises(ValueError, match=r"'dtype'.*int8"):
+        nets.make_network("cnn", board_size=N, dtype="int8")
+    with pytest.raises(ValueError, match=r"'channels'.*tuple of int"):
+        nets.make_network("cnn", board_size=N, channels=(4, "8"))
+    with pytest.raises(ValueError, match="filters must be a positive int"):
+        nets.make_network("resnet", board_size=N, filters=0)
+    with pytest.raises(ValueError, match="board_size"):
+        nets.make_network("cnn", board_size=0)
+    with pytest.raises(ValueError, match="name_or_config"):
+        nets.make_network(3, board_size=N)
+    module = nets.make_network("cnn", board_size=N)
+    with pytest.raises(ValueError, match="observation_shape"):
+        nets.init_network(module, jax.random.key(0), (N + 1, N + 1, C))
+    with pytest.raises(ValueError, match=r"x must have shape \[B, 5, 5, C\]"):
+        module.apply(_fake_variables(module, (N, N, C)), jnp.zeros((1, 6, 6, C)))
+
+
+def test_network_config_json_round_trip_and_build():
+    cfg = nets.NetworkConfig("resnet", {"blocks": 3, "filters": 6, "garb": True,
+                                        "dtype": jnp.bfloat16, "gpool_channels": None})
+    assert cfg.kwargs["dtype"] == "bfloat16"
+    back = nets.NetworkConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    assert back == cfg and hash(back) == hash(cfg)
+    cnn = nets.NetworkConfig("cnn", {"channels": [4, 6]})  # lists stored as tuples
+    assert cnn.kwargs["channels"] == (4, 6)
+    assert nets.NetworkConfig.from_dict(json.loads(json.dumps(cnn.to_dict()))) == cnn
+    assert jax.jit(lambda x, c: x, static_argnums=1)(1.0, cfg) == 1.0  # hashable static
+    m = nets.make_network(cfg, board_size=N)
+    assert m == nets.make_network("resnet", board_size=N, blocks=3, filters=6, garb=True,
+                                  dtype="bfloat16")
+    assert nets.make_network(cfg, board_size=N, filters=9).filters == 9  # kwargs override
+    with pytest.raises(ValueError, match="unknown option 'width'"):
+        nets.NetworkConfig("resnet", {"width": 3})
+    with pytest.raises(ValueError, match="unknown network"):
+        nets.NetworkConfig.from_dict({"name": "nope"})
+    with pytest.raises(ValueError, match="'name'"):
+        nets.NetworkConfig.from_dict({"kwargs": {}})

@@ -1,0 +1,394 @@
+"""mctx glue: tree semantics on the real game, PUCT and Gumbel search, the tactical prior."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gomoku_jax import arena, search, tactics
+from gomoku_jax.agents import random_agent
+from gomoku_jax.game import Gomoku
+
+SMALL = Gomoku(5, 4)  # searched positions
+BIG = Gomoku(9, 5)  # tactical positions (seed 000's open threes need k = 5)
+MIN = float(jnp.finfo(jnp.float32).min)
+UNIFORM = search.uniform_evaluate(SMALL)
+
+PUCT = search.SearchConfig("puct", num_simulations=64)
+GUMBEL = search.SearchConfig("gumbel", num_simulations=128)
+
+_TRACES = []
+
+
+def _traced_run(*args):
+    _TRACES.append(args[-1].algorithm)
+    return search.run_search(*args)
+
+
+_run = jax.jit(_traced_run, static_argnums=(0, 1))  # config traced: see the trace test
+
+
+def _parse(rows):
+    cell = {".": 0, "X": 1, "O": 2}
+    return np.array([[cell[c] for c in row.split()] for row in rows], np.int8)
+
+
+def _stack(*states):
+    return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
+def _pos(stones, to_move=0, env=BIG):
+    board = np.zeros((env.size, env.size), np.int8)
+    for (r, c), v in stones.items():
+        board[r, c] = v
+    return env.from_board(board, to_move=to_move)
+
+
+# Black (X) to move. WIN: black wins at (0, 3) = action 3 and nowhere else; white
+# threatens (1, 1), so every other move but the block loses. BLOCK: black has no win;
+# white wins at (0, 1) = action 1 unless black blocks there, after which white has none.
+WIN = _parse([
+    "X X X . O",
+    "O . O O X",
+    "X O . X .",
+    ". X O . O",
+    "O . X X O",
+])
+BLOCK = _parse([
+    "X . O O O",
+    "X O . X X",
+    "O X X O .",
+    "X O O . X",
+    ". . . X O",
+])
+WIN_ACTION, BLOCK_ACTION = 3, 1
+
+
+def test_the_puzzles_are_what_they_claim():
+    for board, player, cells in [(WIN, 0, [3]), (WIN, 1, [6]), (BLOCK, 0, []), (BLOCK, 1, [1])]:
+        assert np.flatnonzero(tactics.winning_moves(board, player, 4)).tolist() == cells
+    blocked = BLOCK.copy()
+    blocked[0, 1] = 1
+    assert not tactics.winning_moves(blocked, 1, 4).any()
+
+
+@pytest.fixture(scope="module")
+def puzzles():
+    """Four copies of (WIN, BLOCK): eight games, each with its own noise."""
+    return _stack(*[SMALL.from_board(b) for _ in range(4) for b in (WIN, BLOCK)])
+
+
+@pytest.fixture(scope="module", params=["puct", "gumbel"])
+def searched(request, puzzles):
+    config = PUCT if request.param == "puct" else GUMBEL
+    return config, _run(SMALL, UNIFORM, None, puzzles, jax.random.key(0), config)
+
+
+# ------------------------------------------------------------------ configs
+@pytest.mark.parametrize("field, value", [
+    ("algorithm", "alphazero"),
+    ("num_simulations", 0),
+    ("num_simulations", 2.0),
+    ("c_puct", 0.0),
+    ("c_puct", "1"),
+    ("pb_c_base", -1.0),
+    ("dirichlet_alpha", 0.0),
+    ("dirichlet_fraction", 1.5),
+    ("dirichlet_fraction", None),
+    ("max_num_considered_actions", 0),
+    ("gumbel_scale", -0.1),
+    ("value_scale", float("nan")),
+    ("maxvisit_init", True),
+    ("max_depth", 0),
+])
+def test_search_config_rejects_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"SearchConfig.{field}"):
+        search.SearchConfig(**{field: value})
+
+
+def test_configs_round_trip_through_dicts():
+    config = search.SearchConfig("gumbel", 8, c_puct=2, max_depth=3)
+    assert isinstance(config.c_puct, float)  # ints normalised, so equal configs hash equally
+    assert search.SearchConfig.from_dict(config.to_dict()) == config
+    assert hash(config) == hash(search.SearchConfig.from_dict(config.to_dict()))
+    with pytest.raises(ValueError, match="unknown fields.*simulations"):
+        search.SearchConfig.from_dict({"simulations": 3})
+    prior = search.TacticalPrior(0.25, 0.8)
+    assert search.TacticalPrior.from_dict(prior.to_dict()) == prior
+    for field, value in [("open_three_probability", 1.1), ("forced_mass", 0.0),
+                         ("enabled", 1)]:
+        with pytest.raises(ValueError, match=f"TacticalPrior.{field}"):
+            search.TacticalPrior(**{field: value})
+
+
+def test_hyperparameters_are_traced_and_shapes_static(searched, puzzles):
+    # Seven float leaves; algorithm, simulations, considered actions, depth are static.
+    assert len(jax.tree.leaves(PUCT)) == 7
+    assert len(jax.tree.leaves(search.TacticalPrior())) == 2
+    config, out = searched
+    traces = len(_TRACES)
+    other = dataclasses.replace(config, c_puct=3.0, dirichlet_fraction=0.0, gumbel_scale=0.5,
+                                value_scale=0.2)
+    again = _run(SMALL, UNIFORM, None, puzzles, jax.random.key(0), other)
+    assert len(_TRACES) == traces  # new hyperparameters reuse the compiled search
+    assert not np.allclose(again.action_weights, out.action_weights)
+    # The number of simulations is part of the tree structure: a new one recompiles.
+    assert jax.tree.structure(PUCT) != jax.tree.structure(
+        dataclasses.replace(PUCT, num_simulations=9))
+    assert jax.tree.structure(PUCT) == jax.tree.structure(dataclasses.replace(PUCT, c_puct=9.0))
+
+
+# ------------------------------------------------------- recurrent_fn semantics
+def _half_value(params, states):
+    """Distinct logits per action and value 0.5 everywhere (to see what gets zeroed)."""
+    del params
+    batch = states.current_player.shape
+    logits = jnp.broadcast_to(jnp.arange(SMALL.num_actions, dtype=jnp.float32),
+                              batch + (SMALL.num_actions,))
+    return logits, jnp.full(batch, 0.5)
+
+
+def test_recurrent_fn_rewards_discounts_and_values_for_both_players():
+    recurrent = jax.jit(search.make_recurrent_fn(SMALL, _half_value))
+    white_wins = np.where(WIN == 1, 2, np.where(WIN == 2, 1, 0)).astype(np.int8)
+    black = SMALL.from_board(WIN)  # black to move
+    white = SMALL.from_board(white_wins, to_move=1)  # colours swapped, white to move
+    finished = SMALL.step(black, WIN_ACTION)
+    assert bool(finished.terminated)
+    states = _stack(black, white, black, white, black, finished)
+    # win, win, quiet move, quiet move, occupied cell (forfeit), move after the end
+    actions = jnp.array([3, 3, 12, 14, 0, 12])
+    out, nxt = recurrent(None, jax.random.key(0), actions, states)
+    np.testing.assert_array_equal(out.reward, [1, 1, 0, 0, -1, 0])
+    np.testing.assert_array_equal(out.discount, [0, 0, -1, -1, 0, 0])
+    np.testing.assert_array_equal(out.value, [0, 0, 0.5, 0.5, 0, 0])
+    np.testing.assert_array_equal(nxt.winner, [0, 1, -1, -1, 1, 0])
+    np.testing.assert_array_equal(nxt.board[5], finished.board)  # a terminal stays put
+    # Inside the tree illegal children get the smallest logit, legal ones keep theirs.
+    legal = np.asarray(nxt.legal_action_mask[2])
+    assert not legal[12] and not legal[0]
+    logits = np.asarray(out.prior_logits[2])
+    np.testing.assert_array_equal(logits[~legal], MIN)
+    np.testing.assert_allclose(logits[legal], np.arange(25.0)[legal] - np.arange(25)[legal].max())
+    assert jax.nn.softmax(out.prior_logits[2])[~legal].sum() == 0
+
+
+def test_root_output_masks_and_zeroes_finished_games():
+    black = SMALL.from_board(WIN)
+    states = _stack(black, SMALL.step(black, WIN_ACTION))
+    root = search.root_output(SMALL, _half_value, None, states)
+    np.testing.assert_array_equal(root.value, [0.5, 0.0])
+    legal = np.asarray(black.legal_action_mask)
+    np.testing.assert_array_equal(np.asarray(root.prior_logits[0])[~legal], MIN)
+    with pytest.raises(ValueError, match="key"):
+        search.root_output(SMALL, _half_value, None, states, tactical=search.TacticalPrior())
+    with pytest.raises(ValueError, match="states must be a batch"):
+        search.root_output(SMALL, _half_value, None, black)
+
+
+# ------------------------------------------------------------------- search
+def test_search_finds_the_win_and_the_block(searched):
+    config, out = searched
+    expected = np.array([WIN_ACTION, BLOCK_ACTION] * 4)
+    np.testing.assert_array_equal(search.select_action(out, jax.random.key(1), 0.0), expected)
+    target = search.policy_target(out, config)
+    np.testing.assert_array_equal(np.argmax(target, axis=-1), expected)
+    assert float(target[0, WIN_ACTION]) > 0.5
+
+
+def test_illegal_moves_get_no_visits_and_no_weight(searched, puzzles):
+    config, out = searched
+    legal = np.asarray(puzzles.legal_action_mask)
+    tree = out.search_tree
+    root_visits = np.asarray(tree.children_visits[:, 0])
+    assert (root_visits[~legal] == 0).all() and root_visits.sum(-1).tolist() == [
+        config.num_simulations] * 8
+    weights = np.asarray(search.policy_target(out, config))
+    assert (weights[~legal] == 0).all()
+    np.testing.assert_allclose((weights * legal).sum(-1), 1.0, atol=1e-5)
+    # Every expanded, unfinished node in the tree masks the cells occupied in it.
+    nodes = tree.embeddings
+    live = (np.asarray(tree.node_visits) > 0) & ~np.asarray(nodes.terminated)
+    illegal = ~np.asarray(nodes.legal_action_mask) & live[..., None]
+    assert live[:, 1:].any()  # the check reaches below the root
+    assert (np.asarray(tree.children_prior_logits)[illegal] == MIN).all()
+    assert (np.asarray(tree.children_visits)[illegal] == 0).all()
+
+
+def test_policy_target_checks_the_algorithm(searched):
+    config, out = searched
+    other = dataclasses.replace(
+        config, algorithm="gumbel" if config.algorithm == "puct" else "puct")
+    with pytest.raises(ValueError, match="algorithm"):
+        search.policy_target(out, other)
+
+
+def test_select_action_greedy_and_sampled(searched, puzzles):
+    config, out = searched
+    visits = np.asarray(out.search_tree.children_visits[:, 0])
+    greedy = np.asarray(search.select_action(out, jax.random.key(0), 0))
+    if config.algorithm == "puct":
+        np.testing.assert_array_equal(greedy, visits.argmax(-1))
+    else:
+        np.testing.assert_array_equal(greedy, out.action)
+    keys = jax.random.split(jax.random.key(5), 64)
+    sample = jax.jit(jax.vmap(search.select_action, in_axes=(None, 0, None)))
+    for t in (1.0, 0.3):
+        acts = np.asarray(sample(out, keys, t))  # [64, 8]
+        picked = np.take_along_axis(visits[None], acts[..., None], axis=-1)[..., 0]
+        assert (picked > 0).all()  # only visited (hence legal) moves
+        assert np.asarray(puzzles.legal_action_mask)[np.arange(8), acts].all()
+    spread = np.asarray(sample(out, keys, 1.0))
+    assert any(len(set(spread[:, g])) > 1 for g in range(8))  # T = 1 really samples
+    # A tiny temperature neither overflows nor NaNs: it is the unique most visited move.
+    unique = (visits == visits.max(-1, keepdims=True)).sum(-1) == 1
+    tiny = np.asarray(sample(out, keys, 1e-6))
+    assert (tiny[:, unique] == visits.argmax(-1)[unique]).all()
+    # A traced temperature gives what the Python number gives.
+    traced = jax.jit(search.select_action)
+    key = jax.random.key(9)
+    for t in (0.0, 0.5):
+        np.testing.assert_array_equal(traced(out, key, jnp.float32(t)),
+                                      search.select_action(out, key, t))
+    with pytest.raises(ValueError, match="temperature"):
+        search.select_action(out, key, -1.0)
+
+
+def test_one_game_policy_under_vmap_keeps_games_apart(puzzles):
+    # Each game's move depends on its own key and state only: permuting the batch
+    # permutes the answers (one compiled function, so this costs no second compile).
+    config = dataclasses.replace(PUCT, num_simulations=16)
+    policy = jax.jit(jax.vmap(search.search_policy(SMALL, UNIFORM, config), in_axes=(None, 0, 0)))
+    keys = jax.random.split(jax.random.key(2), 8)
+    perm = np.array([3, 0, 6, 1, 7, 2, 5, 4])
+    moves = np.asarray(policy(None, keys, puzzles))
+    permuted = np.asarray(policy(None, keys[perm], jax.tree.map(lambda x: x[perm], puzzles)))
+    np.testing.assert_array_equal(permuted, moves[perm])
+
+
+def test_search_agent_plays_a_match_against_random():
+    config = dataclasses.replace(PUCT, num_simulations=32, dirichlet_fraction=0.0)
+    agent = search.search_agent("search", SMALL, UNIFORM, None, config)
+    result = arena.play_match(SMALL, agent, random_agent(), games=2, seed=1)
+    assert len(result.records) == 2
+    for record in result.records:
+        assert record.forfeit is None
+        assert len(set(record.moves)) == record.length > 0
+    with pytest.raises(ValueError, match="temperature"):
+        search.search_policy(SMALL, UNIFORM, PUCT, temperature=-1)
+
+
+# ------------------------------------------------------------ tactical prior
+_prior = jax.jit(search.apply_tactical_prior, static_argnums=0)
+
+BLACK_FOUR = {(4, c): 1 for c in range(2, 6)}  # black wins at (4, 1) or (4, 6)
+WHITE_FOUR = {(7, c): 2 for c in range(1, 5)}  # white wins at (7, 0) or (7, 5)
+WHITE_THREE = {(1, 4): 2, (2, 4): 2, (3, 4): 2}  # .XXX. down column 4: blocks (0, 4), (4, 4)
+QUIET_BLACK = [(8, 0), (8, 3), (8, 6), (0, 8), (2, 0), (0, 6), (6, 8)]
+
+
+def _quiet(n):
+    return {rc: 1 for rc in QUIET_BLACK[:n]}
+
+
+def _probs(states, logits=None, key=0, **kwargs):
+    tactical = search.TacticalPrior(**kwargs)
+    if logits is None:
+        logits = jnp.zeros(states.legal_action_mask.shape)
+    out = _prior(BIG, states, logits, jax.random.key(key), tactical)
+    return np.asarray(jax.nn.softmax(out)), np.asarray(out)
+
+
+def test_a_win_gets_forced_mass_and_the_rest_keeps_the_network_prior():
+    white = {(0, 0): 2, (0, 2): 2, (8, 8): 2, (8, 6): 2}
+    state = _pos(BLACK_FOUR | white)
+    states = _stack(state)
+    legal = np.asarray(state.legal_action_mask)
+    probs, logits = _probs(states)
+    win = 4 * 9 + 6  # the winning cell nearer the centre
+    np.testing.assert_allclose(probs[0, win], 0.9, rtol=1e-6)
+    others = legal.copy()
+    others[win] = False
+    np.testing.assert_allclose(probs[0, others], 0.1 / others.sum(), rtol=1e-5)
+    assert (logits[0, ~legal] == MIN).all()
+    # A non-uniform network prior keeps its ratios over the other legal moves.
+    net = jax.random.normal(jax.random.key(1), (1, 81))
+    probs, _ = _probs(states, net)
+    p = np.asarray(jax.nn.softmax(jnp.where(legal, net[0], -jnp.inf)))
+    np.testing.assert_allclose(probs[0, others], 0.1 * p[others] / p[others].sum(), rtol=1e-4)
+    # forced_mass = 1: everything on the win, no NaN.
+    probs, _ = _probs(states, net, forced_mass=1.0)
+    assert probs[0, win] == 1.0 and np.isfinite(probs).all()
+
+
+def test_priority_win_then_block_then_open_three():
+    win_and_block = _pos(BLACK_FOUR | WHITE_FOUR)
+    block_and_three = _pos(WHITE_FOUR | WHITE_THREE | _quiet(7))
+    states = _stack(win_and_block, block_and_three)
+    probs, _ = _probs(states, open_three_probability=1.0)
+    assert probs[0].argmax() == 4 * 9 + 6  # own win before the block
+    assert probs[1].argmax() == 7 * 9 + 5  # the block (nearer the centre) before the three
+    np.testing.assert_allclose(probs[:, probs.argmax(-1)].diagonal(), 0.9, rtol=1e-6)
+
+
+def test_open_three_block_fires_with_p_one_never_with_p_zero():
+    consecutive = _pos(WHITE_THREE | _quiet(3))
+    broken = _pos({(4, 1): 2, (4, 3): 2, (4, 4): 2} | _quiet(3))  # .X.XX.: the gap (4, 2)
+    states = _stack(consecutive, broken)
+    net = jax.random.normal(jax.random.key(4), (2, 81))
+    masked = jnp.where(states.legal_action_mask, net, -jnp.inf)
+    probs, _ = _probs(states, net, open_three_probability=1.0)
+    np.testing.assert_array_equal(probs.argmax(-1), [4 * 9 + 4, 4 * 9 + 2])
+    np.testing.assert_allclose(probs.max(-1), 0.9, rtol=1e-6)
+    for kwargs in ({"open_three_probability": 0.0}, {"enabled": False}):
+        probs, _ = _probs(states, net, **kwargs)
+        np.testing.assert_allclose(probs, jax.nn.softmax(masked), rtol=1e-5, atol=1e-7)
+    # p = 0.5: a fresh coin per game (512 copies, one key).
+    many = jax.tree.map(lambda x: jnp.repeat(x[:1], 512, axis=0), states)
+    probs, _ = _probs(many, key=7, open_three_probability=0.5)
+    fired = (probs[:, 40] > 0.5).mean()
+    assert 0.4 < fired < 0.6
+
+
+def test_finished_games_and_search_without_prior_are_untouched():
+    state = _pos(BLACK_FOUR | WHITE_FOUR)
+    done = BIG.step(state, 4 * 9 + 6)
+    assert bool(done.terminated)
+    probs, _ = _probs(_stack(done))
+    np.testing.assert_allclose(probs, 1 / 81, rtol=1e-5)
+
+
+def test_recurrent_fn_applies_the_prior_at_expanded_nodes():
+    # Black ignores white's four: in the child, white to move has the forced win.
+    state = _stack(_pos(WHITE_FOUR | _quiet(4)))
+    evaluate = search.uniform_evaluate(BIG)
+    action = jnp.array([0 * 9 + 4])
+    with_prior = search.make_recurrent_fn(BIG, evaluate, search.TacticalPrior(0.0, 0.75))
+    out, nxt = jax.jit(with_prior)(None, jax.random.key(0), action, state)
+    assert int(nxt.current_player[0]) == 1
+    probs = np.asarray(jax.nn.softmax(out.prior_logits[0]))
+    assert probs.argmax() == 7 * 9 + 5 and np.isclose(probs.max(), 0.75, rtol=1e-6)
+    plain_fn = jax.jit(search.make_recurrent_fn(BIG, evaluate))
+    plain, _ = plain_fn(None, jax.random.key(0), action, state)
+    legal = np.asarray(nxt.legal_action_mask[0])
+    np.testing.assert_allclose(np.asarray(jax.nn.softmax(plain.prior_logits[0]))[legal],
+                               1 / legal.sum(), rtol=1e-5)
+
+
+def test_training_search_with_the_prior_favours_the_forced_move():
+    # BLOCK under a network that all but insists on action 24 (prior ~0.87 there): the
+    # tactical prior still steers the search to the block.
+    def biased(params, states):
+        logits, value = UNIFORM(params, states)
+        return logits.at[:, 24].set(5.0), value
+
+    states = _stack(SMALL.from_board(BLOCK))
+    config = search.SearchConfig("puct", num_simulations=8, dirichlet_fraction=0.0)
+    out = jax.jit(search.run_search, static_argnums=(0, 1))(
+        SMALL, biased, None, states, jax.random.key(0), config, search.TacticalPrior())
+    np.testing.assert_allclose(jax.nn.softmax(out.search_tree.children_prior_logits[0, 0])[
+        BLOCK_ACTION], 0.9, rtol=1e-6)
+    visits = np.asarray(out.search_tree.children_visits[0, 0])
+    assert visits.argmax() == BLOCK_ACTION and visits[BLOCK_ACTION] >= 6

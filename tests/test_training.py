@@ -1,0 +1,119 @@
+"""The training driver: logs, checkpoints, resume after a kill, export, the CLI."""
+
+import csv
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from algorithms import alphazero as az
+from gomoku_jax import arena, cli, exported, training
+from gomoku_jax import config as cfglib
+from gomoku_jax import io as gio
+
+CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "az_9x9_cpu.json"
+TIMING = {"seconds", "moves_per_second"}
+
+
+@pytest.fixture(scope="module")
+def learner():
+    cfg, _ = cfglib.load_file(az.AlphaZeroConfig, CONFIG, variants=["smoke"])
+    return az.make_learner(cfg, devices=jax.devices()[:1])
+
+
+class Killed(Exception):
+    pass
+
+
+def _rows(workdir):
+    with (pathlib.Path(workdir) / "metrics.csv").open() as f:
+        return [{k: v for k, v in r.items() if k not in TIMING} for r in csv.DictReader(f)]
+
+
+def _variables(path):
+    return jax.tree.leaves(exported.load_network(path)[3])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(learner, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("straight")
+    report = training.run(learner, workdir, progress=False)
+    return workdir, report
+
+
+def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupted):
+    workdir, report = uninterrupted
+    iterations = learner.config.train.iterations
+    rows = _rows(workdir)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, iterations + 1))
+    assert {"loss", "policy_loss", "value_loss", "entropy", "kl", "explained_variance",
+            "game_length", "buffer_fill", "eval_random"} <= set(rows[0]) | set(rows[1])
+    assert list((workdir / "tensorboard").iterdir())
+    assert gio.Checkpointer(workdir / "checkpoints", config=cfglib.to_dict(
+        learner.config)).latest_step() == iterations
+    assert json.loads((workdir / "config.json").read_text()) == cfglib.to_dict(learner.config)
+    assert (workdir / "eval" / "iter_000002.json").exists() and (workdir / "best.gjx").exists()
+    games = learner.config.eval.final_games
+    assert report["evaluation"]["random"]["games"] == games
+    assert json.loads((workdir / "report.json").read_text()) == report
+    assert "| random |" in (workdir / "report.md").read_text()
+
+
+def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted, tmp_path):
+    straight, report = uninterrupted
+
+    def kill_at_two(iteration, metrics):
+        if iteration == 2:  # logged, evaluated, best model written, not yet checkpointed
+            raise Killed
+
+    with pytest.raises(Killed):
+        training.run(learner, tmp_path, progress=False, on_iteration=kill_at_two)
+    assert len(_rows(tmp_path)) == 2
+    resumed = training.run(learner, tmp_path, progress=False)
+    assert _rows(tmp_path) == _rows(straight)
+    for a, b in zip(_variables(tmp_path / "final.gjx"), _variables(straight / "final.gjx")):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(_variables(tmp_path / "best.gjx"), _variables(straight / "best.gjx")):
+        np.testing.assert_array_equal(a, b)
+    strip = lambda r: {k: {kk: vv for kk, vv in v.items() if kk != "seconds_per_move"}
+                       for k, v in r["evaluation"].items()}
+    assert strip(resumed) == strip(report)
+
+
+def test_a_checkpoint_of_another_config_is_refused(learner, uninterrupted, tmp_path):
+    straight, _ = uninterrupted
+    other = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), {"train.learning_rate": 0.5}))
+    with pytest.raises(gio.CheckpointError, match=r"train.learning_rate.*0.002.*0.5"):
+        training.restore(az.make_learner(other, devices=jax.devices()[:1]), straight)
+
+
+def test_exported_agent_loads_without_training_code_and_plays(uninterrupted):
+    straight, _ = uninterrupted
+    loaded = exported.load(straight / "final.gjx", simulations=4, name="exported")
+    assert loaded.env.size == 9 and loaded.metadata["game"]["k"] == 5
+    assert loaded.metadata["network"]["name"] == "resnet"
+    result = arena.play_match(loaded.env, loaded.agent,
+                              __import__("gomoku_jax").agents.random_agent(), 2)
+    assert all(r.forfeit is None for r in result.records)
+    bad = straight / "not_params.gjx"
+    bad.write_bytes(b"hello")
+    with pytest.raises(gio.CheckpointError, match="not a gomoku-jax params file"):
+        exported.load_agent(bad)
+
+
+def test_cli_export_and_bad_overrides(uninterrupted, tmp_path, capsys):
+    straight, _ = uninterrupted
+    out = tmp_path / "agent.gjx"
+    assert cli.main(["export", "--workdir", str(straight), "--out", str(out)]) == 0
+    for a, b in zip(_variables(out), _variables(straight / "final.gjx")):
+        np.testing.assert_array_equal(a, b)
+    assert cli.main(["export", "--workdir", str(straight), "--out", str(out),
+                     "--which", "best"]) == 0
+    code = cli.main(["train", "--config", str(CONFIG), "--smoke", "--workdir", str(tmp_path),
+                     "--set", "search.num_simulatons=8"])
+    assert code == 2
+    assert "unknown config key 'search.num_simulatons'" in capsys.readouterr().err
+    assert cli.main(["export", "--workdir", str(tmp_path / "nothing"), "--out", str(out)]) == 2
