@@ -231,6 +231,15 @@ class AlphaZeroConfig:
                 f"selfplay.fast_simulations ({self.selfplay.fast_simulations}) must be below "
                 f"search.num_simulations ({self.search.num_simulations}) with a playout cap")
 
+    def play_search(self, simulations: int | None = None,
+                    algorithm: str | None = None) -> search_lib.SearchConfig:
+        """The play-time search: ``eval.simulations`` (or ``simulations``), no root noise,
+        no Gumbel noise (so the move is deterministic), never the tactical prior."""
+        return dataclasses.replace(
+            self.search, num_simulations=simulations or self.eval.simulations,
+            dirichlet_fraction=0.0, gumbel_scale=0.0,
+            algorithm=algorithm or self.search.algorithm)
+
     @property
     def sgd_steps(self) -> int:
         """SGD steps per iteration: ``epochs`` passes over the iteration's new positions."""
@@ -567,12 +576,8 @@ class Learner:
     # ---------------------------------------------------------------- play agent
     def agent(self, variables, simulations: int | None = None, name: str = "alphazero",
               algorithm: str | None = None):
-        """The play-time agent: search with ``simulations`` (default ``eval.simulations``),
-        argmax, no root noise, no tactical prior."""
-        cfg = self.config
-        search_cfg = dataclasses.replace(
-            cfg.search, num_simulations=simulations or cfg.eval.simulations,
-            dirichlet_fraction=0.0, algorithm=algorithm or cfg.search.algorithm)
+        """The play-time agent (`AlphaZeroConfig.play_search`), argmax."""
+        search_cfg = self.config.play_search(simulations, algorithm)
         return search_lib.search_agent(name, self.env, self.evaluate, variables, search_cfg)
 
 

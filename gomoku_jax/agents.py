@@ -190,10 +190,13 @@ def make(spec: str, env: Gomoku) -> Agent:
     ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation),
     ``pure-mcts-N`` (N simulations), any
     name from `algorithms.alphabeta.by_name` (``minimax``, ``alphabeta-3``,
-    ``gomokubot``...), and any of them with ``+killer`` appended.
+    ``gomokubot``...), the path of an exported params file (``.gjx``; its search as
+    stored, or ``path@N`` for N simulations), and any of them with ``+killer`` appended.
     """
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"an agent name must be a non-empty string, got {spec!r}")
+    if spec.endswith(".gjx") or ".gjx@" in spec:
+        return _exported(spec, env)
     if spec.endswith("+killer"):
         return with_killer(make(spec[: -len("+killer")], env), env, name=spec)
     if spec == "random":
@@ -214,5 +217,21 @@ def make(spec: str, env: Gomoku) -> Agent:
         pass
     raise ValueError(
         f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, pure-mcts-N, minimax, "
-        "alphabeta-D, negamax-D, gomokubot, gomokubot-D, each optionally with +killer"
+        "alphabeta-D, negamax-D, gomokubot, gomokubot-D, an exported FILE.gjx[@N], "
+        "each optionally with +killer"
     )
+
+
+def _exported(spec: str, env: Gomoku) -> Agent:
+    from gomoku_jax import exported
+
+    path, _, sims = spec.partition("@")
+    if sims and not sims.isdigit():
+        raise ValueError(f"{spec!r}: the simulations after '@' must be a number")
+    loaded = exported.load(path, simulations=int(sims) if sims else None, name=spec)
+    if loaded.env.config != env.config:
+        trained = loaded.env.config
+        raise ValueError(
+            f"{path} was trained for {trained.size}x{trained.size} k={trained.k} {trained.rule}; "
+            f"this game is {env.size}x{env.size} k={env.k} {env.rule}")
+    return loaded.agent

@@ -10,6 +10,7 @@ nothing executed from the file.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping, NamedTuple
 
 import jax
@@ -34,8 +35,7 @@ def export_agent(path, learner, variables, extra: Mapping[str, Any] | None = Non
     """Write the play-time agent of ``learner`` with ``variables`` to ``path``."""
     cfg = learner.config
     game = dataclasses.asdict(cfg.game)
-    search = dataclasses.replace(cfg.search, num_simulations=cfg.eval.simulations,
-                                 dirichlet_fraction=0.0).to_dict()
+    search = cfg.play_search().to_dict()
     meta = {
         "agent": "search",
         "game": game,
@@ -48,6 +48,8 @@ def export_agent(path, learner, variables, extra: Mapping[str, Any] | None = Non
 
 def load_network(path):
     """``(metadata, env, module, variables)`` from an exported file."""
+    if not os.path.isfile(path):
+        raise gio.CheckpointError(f"{path}: no such params file")
     meta, variables = gio.read_exported(path)
     try:
         game = meta["game"]

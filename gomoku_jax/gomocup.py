@@ -541,7 +541,12 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     """
     from gomoku_jax import agents
 
-    agents.make(agent_name, Gomoku(15, K))  # unknown names fail now, not at START
+    if agent_name.endswith(".gjx") or ".gjx@" in agent_name:
+        from gomoku_jax import exported
+
+        exported.load_network(agent_name.partition("@")[0])  # a bad file fails now
+    else:
+        agents.make(agent_name, Gomoku(15, K))  # unknown names fail now, not at START
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     engine = Engine(lambda env: agents.make(agent_name, env),

@@ -117,3 +117,24 @@ def test_cli_export_and_bad_overrides(uninterrupted, tmp_path, capsys):
     assert code == 2
     assert "unknown config key 'search.num_simulatons'" in capsys.readouterr().err
     assert cli.main(["export", "--workdir", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+
+
+def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
+    import io as stdio
+
+    from gomoku_jax import Gomoku, agents, gomocup
+
+    straight, _ = uninterrupted
+    path = str(straight / "final.gjx")
+    agent = agents.make(path + "@4", Gomoku(9, 5))
+    assert agent.name == path + "@4"
+    with pytest.raises(ValueError, match=r"trained for 9x9 k=5 freestyle; this game is 15x15"):
+        agents.make(path, Gomoku(15, 5))
+    with pytest.raises(ValueError, match="no such params file"):
+        agents.make(str(straight / "missing.gjx"), Gomoku(9, 5))
+    out = stdio.StringIO()
+    gomocup.run_engine(path + "@4", stdio.StringIO("START 9\nBEGIN\nEND\n"), out)
+    lines = out.getvalue().split()
+    assert lines[0] == "OK"
+    x, y = map(int, lines[1].split(","))
+    assert 0 <= x < 9 and 0 <= y < 9

@@ -1,0 +1,447 @@
+"""Benchmark: AlphaZero search (PUCT and Gumbel) with a network, and the learner's speed.
+
+Commands (the full sweep takes long on a 2-core CPU; ``--quick`` about a minute)::
+
+    gomoku-jax bench alphazero --out experiments/results/bench_alphazero_cpu.json
+    gomoku-jax bench alphazero --preset gpu --out experiments/results/bench_alphazero_gpu.json
+    gomoku-jax bench alphazero --quick
+
+Part 1, search. For each board (``--sizes``, k=5), batch (``--batches``), number of
+simulations (``--simulations``) and algorithm (``--algorithms``), one jitted
+`gomoku_jax.search.run_search` (``mctx.muzero_policy`` for ``puct``,
+``mctx.gumbel_muzero_policy`` for ``gumbel``) searches a batch of openings of
+``--opening-stones`` random stones near the centre. After a warm-up call (which compiles)
+``--repeats`` calls are timed: simulations/s = batch * simulations / seconds, and ms per
+simulation step (one step advances every game of the batch by one simulation). The
+reference, timed in the same run, is the same search with `search.uniform_evaluate`
+(no network); the network's share of the cost is ``1 - uniform seconds / network seconds``.
+The network is the CPU default's (``network`` of ``experiments/configs/az_9x9_cpu.json``),
+or ``--preset gpu`` (seed 000's 10 x 128 ResNet in bfloat16), or ``--network`` /
+``--options`` / ``--dtype``. A combination whose search tree (its bytes computed from the
+mctx ``Tree`` shapes with ``jax.eval_shape``) exceeds ``--max-tree-gb`` is skipped, with a
+note and an entry under ``"skipped"`` in the report.
+
+Part 2, learner. `algorithms.alphazero.make_learner` on the CPU default config (the
+network chosen above, then ``--set key=value`` overrides): one ``iteration`` as a warm-up,
+then ``--repeats`` timed iterations, moves/s from ``metrics["moves"]``; and the learner's
+SGD part alone (its ``_train``, jitted, on a buffer filled with random positions):
+samples/s = sgd_steps * batch_size / seconds. Self-play moves/s is estimated as the moves
+over the iteration's time less the SGD time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from experiments.common import device_description, publish
+from gomoku_jax import networks
+from gomoku_jax import search as search_lib
+from gomoku_jax.game import Gomoku, sample_legal_action
+
+CPU_CONFIG = Path(__file__).resolve().parent / "configs" / "az_9x9_cpu.json"
+DEFAULT_SIZES = (9, 15)
+DEFAULT_BATCHES = (64, 256)
+DEFAULT_SIMULATIONS = (16, 64, 200, 400, 800)
+QUICK = {"sizes": (9,), "batches": (8,), "simulations": (8, 16)}
+GPU_NETWORK = ("resnet", {"blocks": 10, "filters": 128, "dtype": "bfloat16"})
+GIB = 1024 ** 3
+
+
+# ------------------------------------------------------------------------ settings
+def cpu_default() -> dict:
+    """The CPU default config file as a dict."""
+    return json.loads(CPU_CONFIG.read_text())
+
+
+def choose_network(preset: str = "cpu", name: str | None = None, options: dict | None = None,
+                   dtype: str | None = None) -> tuple[str, dict]:
+    """``(name, options)`` of the benchmarked network: the preset's, with ``name``
+    replacing it (and its options), ``options`` merged over and ``dtype`` set last."""
+    if preset == "cpu":
+        net = cpu_default()["network"]
+        base = (net["name"], dict(net.get("options", {})))
+    elif preset == "gpu":
+        base = (GPU_NETWORK[0], dict(GPU_NETWORK[1]))
+    else:
+        raise ValueError(f"preset must be 'cpu' or 'gpu', got {preset!r}")
+    net_name, net_options = base if name is None else (name, {})
+    net_options = {**net_options, **(options or {})}
+    if dtype is not None:
+        net_options["dtype"] = dtype
+    networks.make_network(net_name, board_size=9, **net_options)  # a clear error now
+    return net_name, net_options
+
+
+def game_env(size: int) -> Gomoku:
+    """The CPU default's game (rule, observation planes) on a ``size`` x ``size`` board."""
+    game = {**cpu_default()["game"], "size": size}
+    return Gomoku(game["size"], game.get("k", 5), game.get("rule", "freestyle"),
+                  observation=game.get("observation", "stones-colour"),
+                  positional_bias=game.get("positional_bias"))
+
+
+def network_evaluate(module):
+    """`search.Evaluate` of a Flax policy-value module (inference mode)."""
+    def evaluate(variables, states):
+        logits, value = module.apply(variables, states.observation, train=False)
+        return logits.astype(jnp.float32), value.astype(jnp.float32)
+    return evaluate
+
+
+def openings(env: Gomoku, key: jax.Array, batch: int, stones: int):
+    """``batch`` games [B] after ``stones`` uniformly random moves in the central 5x5."""
+    n = env.size
+    rows = np.abs(np.arange(n) - n // 2) <= 2
+    centre = jnp.asarray((rows[:, None] & rows[None, :]).reshape(-1))  # [A]
+    states = jax.vmap(lambda _: env.init())(jnp.arange(batch))
+    step = jax.vmap(env.step)
+    pick = jax.vmap(sample_legal_action)
+    for key in jax.random.split(key, stones):
+        legal = states.legal_action_mask & centre
+        states = step(states, pick(jax.random.split(key, batch), legal))
+    return states
+
+
+def search_fn(env: Gomoku, evaluate, config: search_lib.SearchConfig):
+    """``(params, states [B], key) -> PolicyOutput`` of one search (not jitted)."""
+    def fn(params, states, key):
+        return search_lib.run_search(env, evaluate, params, states, key, config)
+    return fn
+
+
+def tree_bytes(env: Gomoku, evaluate, params, batch: int, config: search_lib.SearchConfig) -> int:
+    """Bytes of the mctx ``Tree`` a search of ``batch`` games builds (from its shapes)."""
+    states = jax.eval_shape(lambda: jax.vmap(lambda _: env.init())(jnp.arange(batch)))
+    out = jax.eval_shape(search_fn(env, evaluate, config), params, states, jax.random.key(0))
+    return int(sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
+                   for x in jax.tree.leaves(out.search_tree)))
+
+
+def _time_calls(fn, args_for, repeats: int) -> dict:
+    """Warm up (compile) ``fn(*args_for(0))``, then time ``repeats`` further calls."""
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args_for(0)))
+    compile_s = time.perf_counter() - start
+    elapsed = 0.0
+    for r in range(repeats):
+        args = args_for(r + 1)
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        elapsed += time.perf_counter() - start
+    return {"seconds": elapsed / repeats, "compile_and_first_call_s": compile_s}
+
+
+def time_search(env, evaluate, params, states, config, repeats: int, seed: int) -> dict:
+    batch = states.current_player.shape[0]
+    run = search_fn(env, evaluate, config)
+    fn = jax.jit(lambda p, s, k: (lambda o: (o.action, o.action_weights))(run(p, s, k)))
+    result = _time_calls(fn, lambda r: (params, states, jax.random.key(seed + r)), repeats)
+    sims = config.num_simulations
+    result["sims_per_s"] = batch * sims / result["seconds"]
+    result["ms_per_step"] = 1000.0 * result["seconds"] / sims
+    return result
+
+
+# --------------------------------------------------------------------------- search
+def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulations,
+                     algorithms, repeats: int = 2, opening_stones: int = 4,
+                     max_tree_gb: float = 4.0, seed: int = 0, progress: bool = True) -> dict:
+    """Part 1: every (size, batch, simulations, algorithm), network and uniform."""
+    jobs = [(n, b, s, a) for n in sizes for b in batches for s in simulations for a in algorithms]
+    rows, skipped, params_count = [], [], {}
+    bar = tqdm(total=len(jobs), desc="bench alphazero: search", disable=not progress)
+    for n in sizes:
+        env = game_env(n)
+        module = networks.make_network(net_name, board_size=n, **net_options)
+        variables = networks.init_network(module, jax.random.key(seed), env.observation_shape)
+        params_count[str(n)] = networks.param_count(variables)
+        evaluate, uniform = network_evaluate(module), search_lib.uniform_evaluate(env)
+        for b in batches:
+            states = openings(env, jax.random.key(seed + 1), b, opening_stones)
+            for sims in simulations:
+                for algo in algorithms:
+                    config = search_lib.SearchConfig(algorithm=algo, num_simulations=sims)
+                    gb = tree_bytes(env, evaluate, variables, b, config) / GIB
+                    where = dict(size=n, batch=b, simulations=sims, algorithm=algo, tree_gb=gb)
+                    bar.set_postfix_str(f"{n}x{n} B={b} {algo} {sims}")
+                    if gb > max_tree_gb:
+                        reason = f"tree {gb:.3f} GiB > --max-tree-gb {max_tree_gb:g}"
+                        tqdm.write(f"skipped {n}x{n} batch {b} {algo} {sims} sims: {reason}")
+                        skipped.append({**where, "reason": reason})
+                        bar.update()
+                        continue
+                    net = time_search(env, evaluate, variables, states, config, repeats, seed)
+                    ref = time_search(env, uniform, None, states, config, repeats, seed)
+                    rows.append({**where, "network": net, "uniform": ref,
+                                 "ratio": net["sims_per_s"] / ref["sims_per_s"],
+                                 "network_share": 1.0 - ref["seconds"] / net["seconds"]})
+                    bar.update()
+    bar.close()
+    return {"params": params_count, "rows": rows, "skipped": skipped}
+
+
+# -------------------------------------------------------------------------- learner
+def learner_config(net_name: str, net_options: dict, overrides=(), quick: bool = False):
+    """The CPU default `AlphaZeroConfig` (its smoke variant when ``quick``) with the
+    benchmarked network, then ``overrides`` (``key=value`` strings)."""
+    from algorithms import alphazero
+    from gomoku_jax import config as config_lib
+
+    network = [f"network.name={json.dumps(net_name)}",
+               f"network.options={json.dumps(net_options)}"]
+    cfg, _ = config_lib.load_file(alphazero.AlphaZeroConfig, CPU_CONFIG,
+                                  overrides=network + list(overrides),
+                                  variants=["smoke"] if quick else [])
+    return cfg
+
+
+def _fill_buffer(buffer, key, count: int, size: int):
+    """``buffer`` with ``count`` random positions added (random stones, uniform policy
+    over the empty cells, random +-1 values): SGD costs the same on any content."""
+    from gomoku_jax import replay
+
+    k_board, k_player, k_value = jax.random.split(key, 3)
+    board = jax.random.choice(k_board, jnp.arange(3, dtype=jnp.int8), (count, size, size),
+                              p=jnp.array([0.7, 0.15, 0.15]))
+    empty = (board == 0).reshape(count, -1).astype(jnp.float32)  # [M, A]
+    policy = empty / jnp.maximum(empty.sum(-1, keepdims=True), 1.0)
+    items = buffer.data.replace(
+        board=board, player=jax.random.randint(k_player, (count,), 0, 2, jnp.int32),
+        last_action=jnp.full((count,), -1, jnp.int32), policy=policy,
+        value=jnp.where(jax.random.bernoulli(k_value, 0.5, (count,)), 1.0, -1.0))
+    return replay.add(buffer, items)
+
+
+def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = True) -> dict:
+    """Part 2: the learner's iteration (moves/s) and its SGD part alone (samples/s)."""
+    from algorithms import alphazero
+
+    learner = alphazero.make_learner(cfg)
+    bar = tqdm(total=2 * (repeats + 1), desc="bench alphazero: learner", disable=not progress)
+    start = time.perf_counter()
+    state = learner.init(jax.random.PRNGKey(seed))
+    state, metrics = learner.iteration(state)
+    jax.block_until_ready(metrics)
+    compile_s = time.perf_counter() - start
+    bar.update()
+    moves, elapsed = 0, 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        state, metrics = learner.iteration(state)
+        moves += int(metrics["moves"])  # waits for the result
+        elapsed += time.perf_counter() - start
+        bar.update()
+    iteration_s = elapsed / repeats
+
+    tcfg = cfg.train
+    count = min(tcfg.buffer_capacity, max(tcfg.min_buffer, 4 * tcfg.batch_size))
+    buffer = _fill_buffer(state.buffer, jax.random.key(seed + 1), count, cfg.game.size)
+    train = jax.jit(learner._train)
+    lr = jnp.float32(tcfg.learning_rate)
+    sgd = _time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
+                                        jax.random.key(seed + 2 + r), lr), 1)
+    bar.update(1)
+    sgd_elapsed = 0.0
+    for r in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(train(state.variables, state.opt_state, buffer,
+                                    jax.random.key(seed + 10 + r), lr))
+        sgd_elapsed += time.perf_counter() - start
+        bar.update()
+    bar.close()
+    sgd_s = sgd_elapsed / repeats
+    steps, batch_size = cfg.sgd_steps, tcfg.batch_size
+    moves_per_iteration = moves // repeats
+    selfplay_s = iteration_s - sgd_s
+    return {
+        "game": f"{cfg.game.size}x{cfg.game.size}, k={cfg.game.k}",
+        "search": {"algorithm": cfg.search.algorithm,
+                   "num_simulations": cfg.search.num_simulations},
+        "selfplay_batch": cfg.selfplay.batch,
+        "selfplay_steps": cfg.selfplay.steps,
+        "sgd_steps": steps,
+        "batch_size": batch_size,
+        "devices": learner.mesh.size,
+        "iteration_s": iteration_s,
+        "moves_per_iteration": moves_per_iteration,
+        "moves_per_s": moves_per_iteration / iteration_s,
+        "compile_and_first_iteration_s": compile_s,
+        "sgd_s": sgd_s,
+        "samples_per_s": steps * batch_size / sgd_s,
+        "sgd_compile_and_first_call_s": sgd["compile_and_first_call_s"],
+        "sgd_share": sgd_s / iteration_s,
+        "selfplay_moves_per_s": moves_per_iteration / selfplay_s if selfplay_s > 0 else None,
+    }
+
+
+# --------------------------------------------------------------------------- report
+def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_BATCHES,
+        simulations=DEFAULT_SIMULATIONS, algorithms=search_lib.ALGORITHMS, repeats: int = 2,
+        opening_stones: int = 4, max_tree_gb: float = 4.0, overrides=(), quick: bool = False,
+        parts=("search", "learner"), seed: int = 0, progress: bool = True) -> dict:
+    """Both parts; returns the report."""
+    report = {
+        "benchmark": "AlphaZero search and learner",
+        "device": device_description(),
+        "network": {"name": net_name, "options": net_options},
+        "settings": {"sizes": list(sizes), "batches": list(batches),
+                     "simulations": list(simulations), "algorithms": list(algorithms),
+                     "k": 5, "repeats": repeats, "opening_stones": opening_stones,
+                     "max_tree_gb": max_tree_gb, "quick": quick, "seed": seed},
+    }
+    if "search" in parts:
+        result = run_search_bench(net_name, net_options, sizes, batches, simulations,
+                                  algorithms, repeats, opening_stones, max_tree_gb, seed,
+                                  progress)
+        report["network"]["params"] = result["params"]
+        report["search"] = result["rows"]
+        report["skipped"] = result["skipped"]
+    if "learner" in parts:
+        cfg = learner_config(net_name, net_options, overrides, quick)
+        from gomoku_jax import config as config_lib
+
+        report["learner"] = run_learner_bench(cfg, repeats, seed, progress)
+        report["learner"]["config"] = config_lib.to_dict(cfg)
+        report["learner"]["overrides"] = list(overrides)
+    return report
+
+
+def format_report(r: dict) -> str:
+    net = r["network"]
+    options = ", ".join(f"{k}={v}" for k, v in net["options"].items())
+    lines = [f"AlphaZero benchmark, network {net['name']}({options}), device: {r['device']}"]
+    if "search" in r:
+        params = ", ".join(f"{n}x{n}: {c:,}" for n, c in net.get("params", {}).items())
+        lines += [
+            f"Search: sims/s = batch x simulations / s; reference = the same search with a "
+            f"uniform evaluate (no network); params {params}",
+            f"{'board':>7} {'batch':>6} {'algo':>6} {'sims':>5} {'tree MB':>9} {'sims/s':>11} "
+            f"{'ms/step':>9} {'uniform sims/s':>15} {'ratio':>6} {'net share':>9} {'compile s':>9}",
+        ]
+        rows = [(row, False) for row in r["search"]] + [(row, True) for row in r["skipped"]]
+        rows.sort(key=lambda x: (x[0]["size"], x[0]["batch"], x[0]["algorithm"],
+                                 x[0]["simulations"]))
+        for row, skipped in rows:
+            head = (f"{row['size']:>4}x{row['size']:<2} {row['batch']:>6} {row['algorithm']:>6} "
+                    f"{row['simulations']:>5} {row['tree_gb'] * 1024:>9.1f}")
+            if skipped:
+                lines.append(f"{head}   skipped: {row['reason']}")
+                continue
+            n, u = row["network"], row["uniform"]
+            lines.append(f"{head} {n['sims_per_s']:>11,.0f} {n['ms_per_step']:>9.2f} "
+                         f"{u['sims_per_s']:>15,.0f} {row['ratio']:>6.2f} "
+                         f"{row['network_share']:>8.0%} {n['compile_and_first_call_s']:>9.1f}")
+    if "learner" in r:
+        le = r["learner"]
+        search = le["search"]
+        selfplay = le["selfplay_moves_per_s"]
+        lines += [
+            f"Learner ({le['game']}, {search['algorithm']} {search['num_simulations']} sims, "
+            f"{le['selfplay_batch']} games x {le['selfplay_steps']} moves, {le['sgd_steps']} SGD "
+            f"steps of {le['batch_size']}, {le['devices']} device(s)):",
+            f"  iteration : {le['iteration_s']:.2f} s, {le['moves_per_s']:,.0f} moves/s "
+            f"(compile and first iteration {le['compile_and_first_iteration_s']:.1f} s)",
+            f"  SGD alone : {le['sgd_s']:.2f} s, {le['samples_per_s']:,.0f} samples/s "
+            f"({le['sgd_share']:.0%} of the iteration)",
+            f"  self-play : {selfplay:,.0f} moves/s (iteration less SGD)" if selfplay
+            else "  self-play : (SGD time not below the iteration's)",
+        ]
+    return "\n".join(lines)
+
+
+def _positive_ints(parser, name: str, values) -> None:
+    if any(v < 1 for v in values):
+        parser.error(f"{name} must be positive, got {' '.join(map(str, values))}")
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="gomoku-jax bench alphazero",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="board sides, k=5 (default 9 15)")
+    parser.add_argument("--batches", type=int, nargs="+", default=None,
+                        help="games searched in lockstep (default 64 256)")
+    parser.add_argument("--simulations", type=int, nargs="+", default=None,
+                        help="simulations a search (default 16 64 200 400 800)")
+    parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
+                        choices=search_lib.ALGORITHMS, help="default: puct gumbel")
+    parser.add_argument("--preset", choices=["cpu", "gpu"], default="cpu",
+                        help="cpu: the CPU default config's network; gpu: resnet blocks=10 "
+                             "filters=128 in bfloat16 (default cpu)")
+    parser.add_argument("--network", default=None, help="network name (replaces the preset's)")
+    parser.add_argument("--options", default=None,
+                        help='network options as JSON, merged over the preset\'s, e.g. '
+                             '\'{"blocks": 4, "filters": 32}\'')
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                        help="compute dtype of the network")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a value of the learner's config (repeatable), "
+                             "e.g. --set selfplay.batch=128")
+    parser.add_argument("--parts", nargs="+", choices=["search", "learner"],
+                        default=["search", "learner"], help="what to measure (default both)")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="timed calls after the warm-up (default 2)")
+    parser.add_argument("--opening-stones", type=int, default=4,
+                        help="random stones near the centre of the searched positions "
+                             "(default 4)")
+    parser.add_argument("--max-tree-gb", type=float, default=4.0,
+                        help="skip a combination whose search tree is larger (GiB, default 4)")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny: 9x9, batch 8, 8 and 16 simulations, the learner's smoke "
+                             "variant (explicit options still apply)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
+                        help="also write the report here as JSON, e.g. "
+                             "experiments/results/bench_alphazero_cpu.json")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+
+    defaults = QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
+                                         "simulations": DEFAULT_SIMULATIONS}
+    sizes = tuple(args.sizes or defaults["sizes"])
+    batches = tuple(args.batches or defaults["batches"])
+    simulations = tuple(args.simulations or defaults["simulations"])
+    _positive_ints(parser, "--batches", batches)
+    _positive_ints(parser, "--simulations", simulations)
+    _positive_ints(parser, "--repeats", [args.repeats])
+    if args.max_tree_gb <= 0:
+        parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
+    if not 0 <= args.opening_stones <= 8:
+        parser.error(f"--opening-stones must be in 0..8 (no win possible), "
+                     f"got {args.opening_stones}")
+    for n in sizes:
+        if n < 5:
+            parser.error(f"--sizes must be at least 5 (k=5 and the central 5x5), got {n}")
+        game_env(n)  # a clear error before any timing
+    options = None
+    if args.options is not None:
+        try:
+            options = json.loads(args.options)
+        except json.JSONDecodeError as error:
+            parser.error(f"--options is not valid JSON ({error}): {args.options!r}")
+        if not isinstance(options, dict):
+            parser.error(f"--options must be a JSON object, got {args.options!r}")
+    try:
+        net_name, net_options = choose_network(args.preset, args.network, options, args.dtype)
+        cfg = (learner_config(net_name, net_options, args.set, args.quick)
+               if "learner" in args.parts else None)
+    except ValueError as error:
+        parser.error(str(error))
+    del cfg  # checked here; `run` builds it again
+    report = run(net_name, net_options, sizes, batches, simulations, tuple(args.algorithms),
+                 args.repeats, args.opening_stones, args.max_tree_gb, tuple(args.set),
+                 args.quick, tuple(args.parts), args.seed, progress=not args.no_progress)
+    return publish(report, format_report(report), args.out)
+
+
+if __name__ == "__main__":
+    main()

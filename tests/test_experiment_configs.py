@@ -1,0 +1,58 @@
+"""Every experiment config loads with each of its variants, and each smoke variant
+trains for an iteration (this is how CI runs the experiments)."""
+
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from algorithms import alphazero as az
+from gomoku_jax import config as cfglib
+from gomoku_jax import networks
+
+CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "experiments" / "configs").glob("az_*.json"))
+
+
+def _variants(path):
+    return list(json.loads(path.read_text()).get("variants", {}))
+
+
+def test_the_reports_configs_are_all_here():
+    names = {p.stem for p in CONFIGS}
+    assert {"az_9x9_cpu", "az_seed000_model_a", "az_seed000_model_b", "az_seed001_15x15",
+            "az_seed002_7x7", "az_seed003_9x9"} <= names
+    seed003 = set(_variants(CONFIGS[[p.stem for p in CONFIGS].index("az_seed003_9x9")]))
+    assert {"1rb", "2rb", "3rb", "4rb", "pcr", "gp", "garb", "padding3", "smoke"} <= seed003
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_config_and_every_variant_load(path):
+    data = json.loads(path.read_text())
+    assert "gomoku-jax train --config" in data["description"]
+    assert "smoke" in data["variants"]
+    for variant in [None, *_variants(path)]:
+        chosen = [] if variant is None else [variant]
+        cfg, _ = cfglib.load_file(az.AlphaZeroConfig, path, variants=chosen)
+        # the config round-trips through JSON, as checkpoints store it
+        assert cfglib.from_dict(az.AlphaZeroConfig, cfglib.to_dict(cfg)) == cfg
+
+
+def test_seed000_network_is_the_reports():
+    path = [p for p in CONFIGS if p.stem == "az_seed000_model_a"][0]
+    cfg, _ = cfglib.load_file(az.AlphaZeroConfig, path)
+    module = cfg.network.module(cfg.game.size)
+    shapes = jax.eval_shape(lambda k: networks.init_network(
+        module, k, cfg.game.env().observation_shape), jax.random.PRNGKey(0))
+    assert networks.param_count(shapes["params"]) == 2_992_794
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.stem != "az_9x9_cpu"],
+                         ids=lambda p: p.stem)
+def test_smoke_variant_trains_an_iteration(path):
+    cfg, _ = cfglib.load_file(az.AlphaZeroConfig, path, variants=["smoke"])
+    learner = az.make_learner(cfg, devices=jax.devices()[:1])
+    state, metrics = learner.iteration(learner.init())
+    assert int(state.iteration) == 1
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(metrics).values())
