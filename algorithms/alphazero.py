@@ -457,7 +457,7 @@ class Learner:
         cfg = self.config.train
         obs = self._observe(batch.board, batch.player, batch.last_action)
         variables = {"params": params, **batch_stats}
-        mutable = ["batch_stats"] if batch_stats else []
+        mutable = ["batch_stats"] if batch_stats else False
         out = self.module.apply(variables, obs, train=True, mutable=mutable)
         (logits, value), new_stats = out if mutable else (out, {})
         logits, value = logits.astype(jnp.float32), value.astype(jnp.float32)

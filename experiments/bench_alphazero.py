@@ -32,6 +32,7 @@ over the iteration's time less the SGD time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
@@ -97,6 +98,7 @@ def network_evaluate(module):
     return evaluate
 
 
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def openings(env: Gomoku, key: jax.Array, batch: int, stones: int):
     """``batch`` games [B] after ``stones`` uniformly random moves in the central 5x5."""
     n = env.size
@@ -174,7 +176,7 @@ def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulatio
                     where = dict(size=n, batch=b, simulations=sims, algorithm=algo, tree_gb=gb)
                     bar.set_postfix_str(f"{n}x{n} B={b} {algo} {sims}")
                     if gb > max_tree_gb:
-                        reason = f"tree {gb:.3f} GiB > --max-tree-gb {max_tree_gb:g}"
+                        reason = f"tree {gb:.3g} GiB > --max-tree-gb {max_tree_gb:g}"
                         tqdm.write(f"skipped {n}x{n} batch {b} {algo} {sims} sims: {reason}")
                         skipped.append({**where, "reason": reason})
                         bar.update()
@@ -324,7 +326,7 @@ def format_report(r: dict) -> str:
         lines += [
             f"Search: sims/s = batch x simulations / s; reference = the same search with a "
             f"uniform evaluate (no network); params {params}",
-            f"{'board':>7} {'batch':>6} {'algo':>6} {'sims':>5} {'tree MB':>9} {'sims/s':>11} "
+            f"{'board':>7} {'batch':>6} {'algo':>6} {'sims':>5} {'tree MiB':>9} {'sims/s':>11} "
             f"{'ms/step':>9} {'uniform sims/s':>15} {'ratio':>6} {'net share':>9} {'compile s':>9}",
         ]
         rows = [(row, False) for row in r["search"]] + [(row, True) for row in r["skipped"]]

@@ -5,6 +5,8 @@ Subcommands:
 * ``bench game``: throughput of random full games, JAX vs a NumPy engine
   (`experiments/bench_game.py`; its options follow the subcommand).
 * ``bench mcts``: pure MCTS speed, JAX vs a plain NumPy search (`experiments/bench_mcts.py`).
+* ``bench alphazero``: PUCT / Gumbel search with a network vs without one, and the
+  AlphaZero learner's moves/s and SGD samples/s (`experiments/bench_alphazero.py`).
 * ``random-game``: play one game of random legal moves and print the board
   (optionally write an SVG picture and the move list).
 * ``tournament``: a round robin between named agents (from a JSON config or the
@@ -24,7 +26,7 @@ import json
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("game", "mcts")
+BENCHMARKS = ("game", "mcts", "alphazero")
 
 
 def _random_game(args: argparse.Namespace) -> int:
@@ -115,11 +117,11 @@ def _pbrain(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from gomoku_jax import training
 
-    learner, description = _learner_from_args(args)
-    if args.devices:
+    if args.distributed:  # before anything touches a device
         import jax
 
         jax.distributed.initialize()
+    learner, description = _learner_from_args(args)
     print(f"training {args.config} in {args.workdir}")
     if description:
         print(description)
@@ -223,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop after this many iterations (the schedule still follows "
                             "the config)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    train.add_argument("--devices", action="store_true",
+    train.add_argument("--distributed", action="store_true",
                        help="several hosts: call jax.distributed.initialize() first")
     export = sub.add_parser("export", help="write a training run's agent to one params file")
     export.add_argument("--workdir", type=Path, required=True, help="the training work directory")
@@ -240,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: gomoku-jax bench {" + ",".join(BENCHMARKS) + "} [options]\n\n"
               "Benchmarks (each prints its figures next to a reference timed in the same run):\n"
               "  game   random full games: JAX engine vs a NumPy engine\n"
-              "  mcts   pure MCTS: one-move latency and batched simulations/s vs a NumPy search\n\n"
+              "  mcts   pure MCTS: one-move latency and batched simulations/s vs a NumPy search\n"
+              "  alphazero  PUCT / Gumbel search simulations/s with a network vs a uniform\n"
+              "             evaluate; the learner's self-play moves/s and SGD samples/s\n\n"
               "Options of one benchmark: gomoku-jax bench NAME --help")
         return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)

@@ -138,3 +138,24 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
     assert lines[0] == "OK"
     x, y = map(int, lines[1].split(","))
     assert 0 <= x < 9 and 0 <= y < 9
+
+
+def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp_path):
+    """The driver stops once `patience` evaluations in a row fail to beat the best score
+    (seed 002). The evaluation settings do not enter the compiled iteration, so the same
+    learner runs with its config's evaluation part replaced."""
+    import copy
+    import dataclasses
+
+    patient = copy.copy(learner)
+    patient.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
+        learner.config.eval, every=1, patience=1, opponents=("random",), final_games=0))
+    scores = []
+    report = training.run(patient, tmp_path, progress=False,
+                          on_iteration=lambda it, m: scores.append(m["eval_random"]))
+    # iteration 1 always improves on "nothing yet"; the first later score that is not
+    # better stops the run at once
+    stop = next((i for i in range(1, len(scores)) if scores[i] <= max(scores[:i])), None)
+    assert report["stopped_early"] == (stop is not None)
+    assert report["iterations"] == (stop + 1 if stop is not None else len(scores))
+    assert report["best_iteration"] == 1 + int(np.argmax(scores))
