@@ -2,7 +2,7 @@
 
 The public surface is re-exported here; submodules hold the rest:
 `game`, `features`, `symmetry`, `tactics`, `render`, `reference`, `agents`, `arena`,
-`ratings`, `gomocup`, `networks`, `search`, `replay`, `io` (checkpoints and params
+`ratings`, `gomocup`, `records` (game record datasets), `networks`, `search`, `replay`, `io` (checkpoints and params
 files), `exported` (portable agents), `config` (experiment configs), `training` (the
 training driver).
 """
@@ -19,6 +19,7 @@ from gomoku_jax import (
     io,
     networks,
     ratings,
+    records,
     render,
     replay,
     search,
@@ -52,6 +53,7 @@ __all__ = [
     "exported",
     "io",
     "networks",
+    "records",
     "replay",
     "search",
     "CheckpointError",

@@ -17,6 +17,8 @@ Subcommands:
   for its tiny variant) in a work directory, resuming from its checkpoints.
 * ``export``: write the agent of a training work directory (latest or best) to one
   portable params file.
+* ``records generate``: play games between two agents from random openings and write
+  them as game records (`experiments/generate_records.py`; its options follow).
 """
 
 from __future__ import annotations
@@ -232,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True, help="the file to write (.gjx)")
     export.add_argument("--which", choices=["latest", "best"], default="latest",
                         help="latest checkpoint or best evaluated model (default latest)")
+    records = sub.add_parser(
+        "records", help="game records (options after the action; see `records generate --help`)",
+        add_help=False,
+    )
+    records.add_argument("action", choices=["generate"], help="what to do")
     return parser
 
 
@@ -254,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
 
             importlib.import_module(f"experiments.bench_{args.which}").main(rest)
             return 0
+        if args.command == "records":
+            from experiments import generate_records
+
+            return generate_records.main(rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "tournament":

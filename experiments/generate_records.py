@@ -1,0 +1,191 @@
+"""Generate game records for imitation learning (seed 001 section IV-D).
+
+Command (GomokuBot against itself on 15x15 from random 4-stone openings; a game took
+about 3 s on one core of a shared 2-core CPU, so 100 games take a few minutes)::
+
+    python -m experiments.generate_records --games 100 --workers 2 --out data/bot_15x15.jsonl.gz
+
+or ``gomoku-jax records generate ...`` with the same options. Each game starts from
+``--opening-stones`` random stones near the centre (`gomoku_jax.arena.opening_moves`,
+alternating colours from black; at most ``2 (k - 1)``), then ``--black`` and ``--white``
+(any `gomoku_jax.agents.make` name: ``gomokubot``, ``gomokubot-4``, ``alphabeta-3``,
+``pure-mcts-400``, ``heuristic``, ``random``, an exported ``.gjx``...) play it out.
+The games are written in the records format of `gomoku_jax.records` (``.jsonl`` or
+``.jsonl.gz``), with the settings in the header's metadata.
+
+Game ``g`` draws everything (its opening, the agents' randomness) from
+``fold_in(key(seed), g)``, and the games are written in order, so a seed gives the same
+file, byte for byte, whatever the number of ``--workers`` (processes started with the
+"spawn" method, each building the agents once). Agents think without a time limit (a
+deadline would make the games depend on the machine's speed); pick their strength by
+name (``gomokubot-D``, ``pure-mcts-N``). A game an agent loses by an illegal move (or by
+raising) has no result on the board and is left out; the count is printed.
+
+Expect from GomokuBot against itself: games of some 20 to 40 moves, nearly all won
+(draws are rare); `gomoku_jax.records.split_by_winner` gives seed 001's three splits and
+`gomoku_jax.records.positions` the training targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["generate", "main", "play_game"]
+
+_WORKER: dict = {}  # per worker process: the env and the two agents, built once
+
+
+def _make(size: int, k: int, rule: str, black: str, white: str):
+    from gomoku_jax import agents
+    from gomoku_jax.game import Gomoku
+
+    env = Gomoku(size, k, rule)
+    return env, agents.make(black, env), agents.make(white, env)
+
+
+def play_game(env, black, white, seed: int, index: int, opening_stones: int):
+    """Game ``index`` of a run seeded ``seed``: ``opening_stones`` random stones, then
+    ``black`` and ``white`` (agents) play to the end. Returns an arena `GameRecord`
+    (``forfeit`` set when an agent played an illegal move or raised)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from gomoku_jax import arena
+
+    key = jax.random.fold_in(jax.random.key(seed), index)
+    opening_key, play_key = jax.random.split(key)
+    opening = arena.opening_moves(env, opening_key, opening_stones)
+    state = env.init()
+    for a in opening:
+        state = env._jit_step(state, jnp.int32(a))
+    moves, forfeit, ply = list(opening), None, 0
+    players = (black, white)
+    while not bool(state.terminated):
+        agent = players[int(state.current_player)]
+        try:
+            action = agent.act(state, jax.random.fold_in(play_key, ply))
+        except Exception as err:  # an agent's crash costs it the game, not the run
+            forfeit = f"{agent.name} raised {type(err).__name__}: {err}"
+            break
+        ply += 1
+        legal = (not isinstance(action, bool) and isinstance(action, int)
+                 and 0 <= action < env.num_actions
+                 and bool(np.asarray(state.legal_action_mask)[action]))
+        if not legal:
+            forfeit = f"{agent.name} played {action!r}, an illegal action"
+            break
+        moves.append(int(action))
+        state = env._jit_step(state, jnp.int32(action))
+    winner = 1 - int(state.current_player) if forfeit else int(state.winner)
+    return arena.GameRecord(black.name, white.name, tuple(moves), len(opening), winner, forfeit)
+
+
+def _init_worker(settings: dict) -> None:
+    _WORKER["game"] = _make(settings["size"], settings["k"], settings["rule"],
+                            settings["black"], settings["white"])
+    _WORKER["settings"] = settings
+
+
+def _work(index: int):
+    env, black, white = _WORKER["game"]
+    s = _WORKER["settings"]
+    return index, play_game(env, black, white, s["seed"], index, s["opening_stones"])
+
+
+def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 100,
+             black: str = "gomokubot", white: str = "gomokubot", opening_stones: int = 4,
+             workers: int = 1, seed: int = 0, progress: bool = True) -> list:
+    """Play ``games`` games (see the module docstring) on ``workers`` processes.
+    Returns them as arena `GameRecord`s in game order (``forfeit`` set for the games
+    an agent lost by an illegal move)."""
+    for name, value, low in (("games", games, 1), ("workers", workers, 1), ("seed", seed, 0),
+                             ("opening_stones", opening_stones, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer of at least {low}, got {value!r}")
+    import jax
+    from tqdm import tqdm
+
+    from gomoku_jax import arena
+
+    env, black_agent, white_agent = _make(size, k, rule, black, white)  # checks the names
+    arena.opening_moves(env, jax.random.key(0), opening_stones)  # checks K
+    settings = dict(size=size, k=k, rule=rule, black=black, white=white, seed=seed,
+                    opening_stones=opening_stones)
+    bar = tqdm(total=games, desc=f"{black_agent.name} vs {white_agent.name}", disable=not progress)
+    results: dict = {}
+    if workers == 1:
+        for g in range(games):
+            results[g] = play_game(env, black_agent, white_agent, seed, g, opening_stones)
+            bar.update()
+    else:
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(min(workers, games), initializer=_init_worker,
+                          initargs=(settings,)) as pool:
+            for g, record in pool.imap_unordered(_work, range(games)):
+                results[g] = record
+                bar.update()
+    bar.close()
+    return [results[g] for g in range(games)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gomoku-jax records generate",
+        description="Play games between two agents from random openings and write them as "
+                    "game records (seed 001 IV-D).")
+    parser.add_argument("--size", type=int, default=15, help="board side (default 15)")
+    parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
+    parser.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
+    parser.add_argument("--games", type=int, default=100, help="games to play (default 100)")
+    parser.add_argument("--black", default="gomokubot",
+                        help="agent playing black (default gomokubot)")
+    parser.add_argument("--white", default="gomokubot",
+                        help="agent playing white (default gomokubot)")
+    parser.add_argument("--opening-stones", type=int, default=4,
+                        help="random stones near the centre before the agents play, at most "
+                             "2(k-1) (default 4)")
+    parser.add_argument("--workers", type=int, default=max(1, min(os.cpu_count() or 1, 8)),
+                        help="worker processes (default: the CPU count, at most 8)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="the records file to write (.jsonl or .jsonl.gz)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from gomoku_jax import records
+    from gomoku_jax.game import Gomoku
+
+    played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
+                      args.opening_stones, args.workers, args.seed, progress=not args.no_progress)
+    env = Gomoku(args.size, args.k, args.rule)
+    forfeited = [r for r in played if r.forfeit]
+    metadata = {"generator": "experiments.generate_records", "black": args.black,
+                "white": args.white, "games": args.games, "opening_stones": args.opening_stones,
+                "seed": args.seed, "forfeits_left_out": len(forfeited)}
+    tag = f"experiments.generate_records seed={args.seed}"
+    with_source = [records.Game(env.size, env.k, env.rule, r.moves, r.winner, r.black, r.white,
+                                r.opening, f"{tag} game={g}")
+                   for g, r in enumerate(played) if not r.forfeit]
+    if args.out.parent != Path(""):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+    written = records.write_records(args.out, with_source, env, metadata=metadata)
+    splits = records.split_by_winner(with_source)
+    lengths = [g.length for g in with_source]
+    print(f"wrote {written} games to {args.out}: black won {len(splits['black'])}, white "
+          f"{len(splits['white'])}, draws {len(splits['draw'])}; mean length "
+          f"{sum(lengths) / max(len(lengths), 1):.1f} moves")
+    for r in forfeited:
+        print(f"left out a forfeited game: {r.forfeit}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""Game records: the JSON Lines format, its validation by replay, .psq files, training
+positions and the records generator."""
+
+import dataclasses
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from experiments import generate_records
+from gomoku_jax import cli, records
+from gomoku_jax.agents import PythonAgent
+from gomoku_jax.arena import GameRecord
+from gomoku_jax.game import Gomoku
+from gomoku_jax.records import Game, RecordError
+
+N = 5
+ENV = Gomoku(N, 3)
+
+
+def a(row, col, n=N):
+    return row * n + col
+
+
+# Hand-made games on 5x5, 3 in a row.
+BLACK_WIN = (a(0, 0), a(1, 0), a(0, 1), a(1, 1), a(0, 2))  # black's top row, move 5
+WHITE_WIN = (a(4, 4), a(0, 0), a(4, 0), a(0, 1), a(2, 2), a(0, 2))  # white's top row, move 6
+UNFINISHED = (a(2, 2), a(0, 0))
+# A drawn tic-tac-toe game (3x3, k=3): nobody has three when the board fills.
+DRAW_3X3 = tuple(a(r, c, 3) for r, c in
+                 [(1, 1), (0, 0), (0, 1), (2, 1), (1, 0), (1, 2), (0, 2), (2, 0), (2, 2)])
+
+
+def game(moves, winner, opening=0, black="b", white="w", env=ENV):
+    return Game(env.size, env.k, env.rule, tuple(moves), winner, black, white, opening)
+
+
+def rc(moves, n=N):
+    return [list(divmod(m, n)) for m in moves]
+
+
+def line(moves, winner, **extra):
+    obj = {"size": N, "k": 3, "rule": "freestyle", "moves": moves, "winner": winner,
+           "black": "b", "white": "w", "opening": 0}
+    obj.update(extra)
+    return json.dumps(obj)
+
+
+HEADER = json.dumps({"format": "gomoku-jax-records", "version": 1, "size": N, "k": 3,
+                     "rule": "freestyle"})
+
+
+# ------------------------------------------------------------------ JSON Lines files
+
+
+@pytest.mark.parametrize("name", ["games.jsonl", "games.jsonl.gz"])
+def test_write_read_round_trip(tmp_path, name):
+    games = [game(BLACK_WIN, 0, opening=1, black="alpha"), game(WHITE_WIN, 1, white="beta"),
+             game(UNFINISHED, None)]
+    path = tmp_path / name
+    assert records.write_records(path, games, ENV, metadata={"seed": 3}, source="hand") == 3
+    back = records.read_records(path, ENV, errors=(errors := []))
+    assert errors == []
+    assert back == [dataclasses.replace(g, source="hand") for g in games]
+    assert records.read_header(path)["metadata"] == {"seed": 3}
+    raw = path.read_bytes()
+    if name.endswith(".gz"):
+        assert raw[:2] == b"\x1f\x8b"
+        raw = gzip.decompress(raw)
+    lines = raw.decode().splitlines()
+    assert json.loads(lines[1])["moves"] == [[0, 0], [1, 0], [0, 1], [1, 1], [0, 2]]
+    assert [json.loads(x)["winner"] for x in lines[1:]] == ["black", "white", None]
+    # The same games give the same bytes (gzip without a time stamp).
+    again = tmp_path / ("again-" + name)
+    records.write_records(again, games, ENV, metadata={"seed": 3}, source="hand")
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_arena_game_records_are_written_and_draws_kept(tmp_path):
+    env3 = Gomoku(3, 3)
+    played = [GameRecord("x", "o", DRAW_3X3, 2, -1), GameRecord("o", "x", (0, 3, 1, 4, 2), 0, 0)]
+    path = tmp_path / "arena.jsonl"
+    records.write_records(path, played, env3)
+    back = records.read_records(path)
+    assert [(g.black, g.white, g.moves, g.opening, g.winner) for g in back] == [
+        (r.black, r.white, r.moves, r.opening, r.winner) for r in played]
+
+
+def test_writer_refuses_forfeits_and_contradictions(tmp_path):
+    path = tmp_path / "out.jsonl"
+    with pytest.raises(RecordError, match="game 0 was lost by an illegal move"):
+        records.write_records(path, [GameRecord("x", "o", UNFINISHED, 0, 1, "x played (0, 0)")], ENV)
+    with pytest.raises(RecordError, match=r'game 1: winner is "white" but on the board black wins '
+                                          r"with move 5 \(0, 2\)"):
+        records.write_records(path, [game(WHITE_WIN, 1), game(BLACK_WIN, 1)], ENV)
+    with pytest.raises(RecordError, match="game 0 is 3x3 k=3 freestyle, env is gomoku-5x5"):
+        records.write_records(path, [game(DRAW_3X3, -1, env=Gomoku(3, 3))], ENV)
+    assert not path.exists() and not list(tmp_path.iterdir())
+
+
+# (line in the file, the record's text, a phrase of the reason)
+BAD_LINES = [
+    (3, '{"size": 5,', "bad JSON"),
+    (4, "[1, 2]", "must be a JSON object, got list"),
+    (5, json.dumps({"size": 5, "k": 3, "rule": "freestyle", "moves": [], "black": "b",
+                    "white": "w", "opening": 0}), "missing key(s) winner"),
+    (6, line([[0, 0], [5, 0]], None), "move 2 [5, 0] is off the 5x5 board"),
+    (7, line([[0, 0], [1, 1], [0, 0]], None), "move 3 (0, 0) is on an occupied cell"),
+    (8, line(rc(BLACK_WIN) + [[4, 4]], "black"),
+     "move 6 (4, 4) comes after the end of the game (black won at move 5 (0, 2))"),
+    (9, line(rc(BLACK_WIN), "white"), 'winner is "white" but on the board black wins with move 5'),
+    (10, line([[2, 2]], "draw"), '"draw" but the board is not full (1 of 25 cells)'),
+    (11, line(rc(UNFINISHED), "black"), '"black" but nobody has 3 in a row'),
+    (12, line([], None, size=6), "the header says size=5"),
+    (13, line([[0, 0], [1, 1]], None, opening=3), "opening must be from 0 to 2"),
+    (14, line([[1]], None), "move 1 is [1], not a [row, col] pair"),
+    (15, line([[True, 0]], None), "move 1 is [true, 0], not a [row, col] pair"),
+    (16, line([], "nobody"), 'winner must be "black", "white", "draw" or null'),
+]
+
+
+def _bad_file(tmp_path):
+    text = [HEADER, line(rc(BLACK_WIN), "black")] + [t for _, t, _ in BAD_LINES]
+    text += [line(rc(WHITE_WIN), "white"), "", line(rc(UNFINISHED), None)]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(text) + "\n")
+    return path
+
+
+def test_each_malformed_record_is_reported_with_file_and_line_and_skipped(tmp_path):
+    path = _bad_file(tmp_path)
+    errors = []
+    games = records.read_records(path, errors=errors)
+    # Lines 2, 17 and 19 are good (18 is blank).
+    assert [(g.moves, g.winner) for g in games] == [(BLACK_WIN, 0), (WHITE_WIN, 1), (UNFINISHED, None)]
+    assert [e.line for e in errors] == [n for n, _, _ in BAD_LINES]
+    for err, (number, _, phrase) in zip(errors, BAD_LINES):
+        assert isinstance(err, RecordError) and isinstance(err, ValueError)
+        assert err.path == str(path) and phrase in err.reason, (number, err.reason)
+        assert str(err).startswith(f"{path}:{number}: ")
+
+
+def test_malformed_records_warn_without_an_errors_list_and_raise_on_request(tmp_path):
+    path = _bad_file(tmp_path)
+    with pytest.warns(UserWarning) as caught:
+        games = records.read_records(path)
+    assert len(games) == 3 and len(caught) == len(BAD_LINES)
+    assert f"{path}:3: bad JSON" in str(caught[0].message)
+    with pytest.raises(RecordError, match=f"{path}:3: bad JSON") as info:
+        records.read_records(path, on_error="raise")
+    assert info.value.line == 3
+    # Only the replay finds this one: still raised with its line.
+    path.write_text("\n".join([HEADER, line(rc(BLACK_WIN), "black"), line(rc(BLACK_WIN), "draw")]))
+    with pytest.raises(RecordError, match=f"{path}:3: winner is \"draw\" but on the board black"):
+        records.read_records(path, on_error="raise")
+    with pytest.raises(ValueError, match="on_error must be"):
+        records.read_records(path, on_error="ignore")
+
+
+def test_a_file_without_a_proper_header_raises(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text(line(rc(BLACK_WIN), "black") + "\n")
+    with pytest.raises(RecordError, match=r"x.jsonl:1: not a gomoku-jax-records file"):
+        records.read_records(path)
+    path.write_text(HEADER.replace('"version": 1', '"version": 2') + "\n")
+    with pytest.raises(RecordError, match="version 2"):
+        records.read_records(path)
+    path.write_text("")
+    with pytest.raises(RecordError, match="it is empty"):
+        records.read_records(path)
+    path.write_text(HEADER + "\n")
+    assert records.read_records(path) == []
+    with pytest.raises(RecordError, match="records are 5x5 k=3 freestyle, but env is gomoku-9x9"):
+        records.read_records(path, Gomoku(9, 5))
+
+
+# ------------------------------------------------------------------ .psq
+
+
+PSQ = """Piskvorky 15x15, 11:11, 0
+8,8,0
+9,8,120
+8,9,0
+9,9,15
+8,10,0
+9,10
+8,11,3
+9,11,0
+8,12,1
+RAPFI25.zip
+JAX25.zip
+-1
+0,Freestyle15_1
+"""
+
+
+def test_hand_written_psq_is_one_based_column_then_row():
+    g = records.parse_psq(PSQ, source="t.psq")
+    assert (g.size, g.k, g.rule) == (15, 5, "freestyle")
+    assert g.moves[:3] == (7 * 15 + 7, 7 * 15 + 8, 8 * 15 + 7)  # (y-1)*15 + (x-1)
+    assert g.length == 9 and g.winner == 0  # black's five down column x=8
+    assert (g.black, g.white, g.opening, g.source) == ("RAPFI25.zip", "JAX25.zip", 0, "t.psq")
+
+
+@pytest.mark.parametrize("text, number, phrase", [
+    (PSQ.replace("9,9,15", "16,9,15"), 5, "move 4 x=16, y=9 is off the 15x15 board"),
+    (PSQ.replace("9,9,15", "8,8,15"), 5, "move 4 (7, 7) is on an occupied cell"),
+    (PSQ.replace("8,12,1\n", "8,12,1\n1,1,0\n"), 11, "move 10 (0, 0) comes after the end"),
+    (PSQ.replace("Piskvorky 15x15", "Gomoku 15x15"), 1, "first line must start with 'Piskvorky"),
+    (PSQ.replace("15x15", "15x20"), 1, "not square"),
+    ("", 0, "empty .psq file"),
+])
+def test_bad_psq_names_the_line(text, number, phrase):
+    with pytest.raises(RecordError) as info:
+        records.parse_psq(text, source="bad.psq")
+    assert (info.value.path, info.value.line) == ("bad.psq", number)
+    assert phrase in info.value.reason
+    with pytest.raises(RecordError, match="board 15x15, but env is gomoku-9x9"):
+        records.parse_psq(PSQ, Gomoku(9, 5))
+
+
+@pytest.mark.parametrize("moves, winner", [(BLACK_WIN, 0), (WHITE_WIN, 1), (UNFINISHED, None)])
+def test_psq_round_trip(tmp_path, moves, winner):
+    g = game(moves, winner, black="Embryo 21", white="pbrain-x")
+    path = tmp_path / "g.psq"
+    records.write_psq(path, g)
+    text = path.read_text()
+    assert text.startswith("Piskvorky 5x5, 0:0, 0\n") and f"{moves[0] % N + 1},{moves[0] // N + 1},0" in text
+    back = records.read_psq(path, ENV)
+    assert back == Game(N, 3, "freestyle", moves, winner, "Embryo 21", "pbrain-x", 0, str(path))
+
+
+# ------------------------------------------------------------------ training data
+
+
+def test_positions_by_hand_for_both_winners_and_the_opening():
+    p = records.positions([game(BLACK_WIN, 0, opening=1), game(WHITE_WIN, 1)], ENV)
+    assert p.boards.shape == (11, N, N) and p.boards.dtype == np.int8
+    assert p.value.dtype == np.float32 and p.action.dtype == np.int32
+    np.testing.assert_array_equal(p.game, [0] * 5 + [1] * 6)
+    np.testing.assert_array_equal(p.player, [0, 1, 0, 1, 0] + [0, 1, 0, 1, 0, 1])
+    np.testing.assert_array_equal(p.value, [1, -1, 1, -1, 1] + [-1, 1, -1, 1, -1, 1])
+    np.testing.assert_array_equal(p.action, BLACK_WIN + WHITE_WIN)
+    np.testing.assert_array_equal(p.last_action, [-1, 0, 5, 1, 6, -1, 24, 0, 20, 1, 12])
+    assert not p.boards[0].any() and not p.boards[5].any()
+    expected = np.zeros((N, N), np.int8)
+    expected[0, 0], expected[1, 0], expected[0, 1] = 1, 2, 1  # before black's 2nd... 4th move
+    np.testing.assert_array_equal(p.boards[3], expected)
+    skipped = records.positions([game(BLACK_WIN, 0, opening=1)], ENV, skip_opening=True)
+    np.testing.assert_array_equal(skipped.action, BLACK_WIN[1:])
+    np.testing.assert_array_equal(skipped.value, [-1, 1, -1, 1])
+    np.testing.assert_array_equal(skipped.player, [1, 0, 1, 0])
+    np.testing.assert_array_equal(skipped.boards, p.boards[1:5])
+
+
+def test_positions_boards_match_the_engine_and_a_draw_is_worth_zero():
+    env3 = Gomoku(3, 3)
+    p = records.positions([game(DRAW_3X3, -1, env=env3)], env3)
+    np.testing.assert_array_equal(p.value, np.zeros(9))
+    state = env3.init()
+    for t, action in enumerate(DRAW_3X3):
+        np.testing.assert_array_equal(p.boards[t], np.asarray(state.board))
+        assert p.player[t] == int(state.current_player) and p.last_action[t] == int(state.last_action)
+        state = env3.play(state, *divmod(action, 3))
+    assert bool(state.terminated) and int(state.winner) == -1
+
+
+def test_positions_refuse_unfinished_and_broken_games():
+    with pytest.raises(ValueError, match="game 1: winner must be 0, 1 or -1"):
+        records.positions([game(BLACK_WIN, 0), game(UNFINISHED, None)], ENV)
+    with pytest.raises(ValueError, match="moves must be distinct"):
+        records.positions([game((0, 0), 1)], ENV)
+    empty = records.positions([], ENV)
+    assert empty.boards.shape == (0, N, N) and empty.value.shape == (0,)
+
+
+def test_split_by_winner_and_balanced_sample():
+    games = [game(BLACK_WIN, 0), game(WHITE_WIN, 1), game(BLACK_WIN, 0, black="c"),
+             game(UNFINISHED, None)]
+    splits = records.split_by_winner(games)
+    assert {k: len(v) for k, v in splits.items()} == {"black": 2, "white": 1, "draw": 0, "unfinished": 1}
+    picked = records.balanced_sample(games, 1, np.random.default_rng(0))
+    assert sorted(g.winner for g in picked) == [0, 1]
+    assert records.balanced_sample(games, 1, np.random.default_rng(0)) == picked
+    assert len(records.balanced_sample(games, 5, np.random.default_rng(1))) == 3
+    with pytest.raises(ValueError, match="per_split must be a positive integer"):
+        records.balanced_sample(games, 0, np.random.default_rng(0))
+
+
+# ------------------------------------------------------------------ the generator
+
+ARGS = ["--size", "5", "--k", "4", "--games", "4", "--black", "random", "--white", "heuristic",
+        "--opening-stones", "2", "--no-progress"]
+
+
+def test_generator_is_deterministic_and_the_worker_count_does_not_matter(tmp_path, capsys):
+    one, same, other, two = (tmp_path / f"{n}.jsonl" for n in ("one", "same", "other", "two"))
+    assert generate_records.main(ARGS + ["--workers", "1", "--seed", "3", "--out", str(one)]) == 0
+    assert generate_records.main(ARGS + ["--workers", "1", "--seed", "3", "--out", str(same)]) == 0
+    assert generate_records.main(ARGS + ["--workers", "1", "--seed", "4", "--out", str(other)]) == 0
+    assert one.read_bytes() == same.read_bytes() != other.read_bytes()
+    # Two spawned worker processes, through the command line: the same file.
+    assert cli.main(["records", "generate"] + ARGS + ["--workers", "2", "--seed", "3",
+                                                      "--out", str(two)]) == 0
+    assert two.read_bytes() == one.read_bytes()
+    assert "wrote 4 games" in capsys.readouterr().out
+    games = records.read_records(one, Gomoku(5, 4), on_error="raise")
+    assert len(games) == 4
+    assert all((g.black, g.white, g.opening) == ("random", "heuristic", 2) for g in games)
+    assert [g.source for g in games] == [f"experiments.generate_records seed=3 game={i}"
+                                         for i in range(4)]
+    meta = records.read_header(one)["metadata"]
+    assert (meta["seed"], meta["opening_stones"], meta["forfeits_left_out"]) == (3, 2, 0)
+
+
+def test_generator_settings_are_checked(tmp_path, capsys):
+    out = tmp_path / "x.jsonl"
+    assert cli.main(["records", "generate"] + ARGS + ["--opening-stones", "7", "--out", str(out)]) == 2
+    assert "opening_stones must be at most 2*(k-1) = 6" in capsys.readouterr().err
+    assert cli.main(["records", "generate"] + ARGS + ["--black", "nobody", "--out", str(out)]) == 2
+    assert "unknown agent 'nobody'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+class _Stubborn(PythonAgent):
+    name = "stubborn"
+
+    def select(self, state, rng):
+        return 0  # legal once, then on an occupied cell
+
+
+def test_a_forfeited_game_is_marked_and_cannot_be_written():
+    env = Gomoku(5, 4)
+    record = generate_records.play_game(env, _Stubborn(), _Stubborn(), 0, 0, 0)
+    assert record.moves == (0,) and record.winner == 0
+    assert record.forfeit == "stubborn played 0, an illegal action"
+    with pytest.raises(RecordError, match="lost by an illegal move"):
+        records.validate_games([record], env)
