@@ -302,6 +302,8 @@ def _masked_log_softmax(logits, legal):
 class Learner:
     """The compiled pieces of one AlphaZero config. Build with `make_learner`."""
 
+    algorithm = "alphazero"
+
     def __init__(self, config: AlphaZeroConfig, devices=None):
         self.config = config
         self.env = config.game.env()
@@ -572,6 +574,13 @@ class Learner:
             pending=pending, key=key, iteration=state.iteration + 1,
             lr_multiplier=multiplier.astype(jnp.float32))
         return new_state, metrics
+
+    def export_metadata(self) -> dict:
+        """What `gomoku_jax.exported` stores to rebuild the play-time agent."""
+        cfg = self.config
+        return {"agent": "search", "game": dataclasses.asdict(cfg.game),
+                "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
+                "search": cfg.play_search().to_dict()}
 
     # ---------------------------------------------------------------- play agent
     def agent(self, variables, simulations: int | None = None, name: str = "alphazero",

@@ -135,20 +135,21 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _learner_from_args(args: argparse.Namespace):
-    from algorithms import alphazero
+    import algorithms
     from gomoku_jax import config as config_lib
 
+    config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(args.config))
     cfg, description = config_lib.load_file(
-        alphazero.AlphaZeroConfig, args.config, overrides=args.set or (),
+        config_class, args.config, overrides=args.set or (),
         variants=(args.variant or []) + (["smoke"] if args.smoke else []))
-    return alphazero.make_learner(cfg), description
+    return make_learner(cfg), description
 
 
 def _export(args: argparse.Namespace) -> int:
     import json as _json
     import shutil
 
-    from algorithms import alphazero
+    import algorithms
     from gomoku_jax import config as config_lib, exported, training
 
     workdir = Path(args.workdir)
@@ -163,8 +164,9 @@ def _export(args: argparse.Namespace) -> int:
     config_path = workdir / "config.json"
     if not config_path.exists():
         raise ValueError(f"{workdir} is not a training work directory (no config.json)")
-    cfg = config_lib.from_dict(alphazero.AlphaZeroConfig, _json.loads(config_path.read_text()))
-    learner = alphazero.make_learner(cfg)
+    config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(config_path))
+    cfg = config_lib.from_dict(config_class, _json.loads(config_path.read_text()))
+    learner = make_learner(cfg)
     state, _ = training.restore(learner, workdir)
     if state is None:
         raise ValueError(f"{workdir} has no checkpoint yet")

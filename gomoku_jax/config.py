@@ -1,7 +1,8 @@
 """Experiment configs as data: JSON files read into frozen dataclasses, with checks.
 
 A config file is a JSON object whose keys are the fields of a (nested) frozen
-dataclass. Two keys are not fields: ``description`` (free text: the command that
+dataclass. Three keys are not fields: ``algorithm`` (which learner trains it, e.g.
+``"alphazero"``; see `algorithms.LEARNERS`), ``description`` (free text: the command that
 runs it and what to expect) and ``variants`` (named objects of dotted overrides, such
 as the ablations of one report; every file has a ``smoke`` variant that turns the
 experiment into a tiny one for tests and CI, and variants combine in order). Command-line overrides are
@@ -23,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 __all__ = [
     "ConfigError",
+    "algorithm_of",
     "apply_overrides",
     "from_dict",
     "load_file",
@@ -30,7 +32,7 @@ __all__ = [
     "to_dict",
 ]
 
-_META_KEYS = ("description", "variants")
+_META_KEYS = ("algorithm", "description", "variants")
 
 
 class ConfigError(ValueError):
@@ -174,6 +176,20 @@ def to_dict(config) -> dict[str, Any]:
         return x
 
     return plain(config)
+
+
+def algorithm_of(path) -> str:
+    """The ``algorithm`` named by a config file (``"alphazero"`` when it names none)."""
+    try:
+        data = json.loads(pathlib.Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {error}") from None
+    algorithm = data.get("algorithm", "alphazero") if isinstance(data, dict) else None
+    if not isinstance(algorithm, str):
+        raise ConfigError(f"config file {str(path)!r}: 'algorithm' must be a string")
+    return algorithm
 
 
 def load_file(

@@ -32,17 +32,9 @@ class Loaded(NamedTuple):
 
 
 def export_agent(path, learner, variables, extra: Mapping[str, Any] | None = None) -> None:
-    """Write the play-time agent of ``learner`` with ``variables`` to ``path``."""
-    cfg = learner.config
-    game = dataclasses.asdict(cfg.game)
-    search = cfg.play_search().to_dict()
-    meta = {
-        "agent": "search",
-        "game": game,
-        "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
-        "search": search,
-        **dict(extra or {}),
-    }
+    """Write the play-time agent of ``learner`` (its ``export_metadata()``: the game,
+    the network and how the agent plays) with ``variables`` to ``path``."""
+    meta = {**learner.export_metadata(), **dict(extra or {})}
     gio.write_exported(path, meta, jax.device_get(variables))
 
 
@@ -68,6 +60,21 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     """The playing agent of an exported file, its game and its metadata;
     ``simulations`` overrides the stored search's."""
     meta, env, module, variables = load_network(path)
+    name = name or str(path)
+    kind = meta.get("agent", "search")
+    if kind == "q-greedy":  # a Q network: the legal move of highest Q
+        if simulations is not None:
+            raise ValueError(f"{path} holds a Q network, which plays without search: "
+                             "simulations do not apply")
+
+        def policy(params, key, state):
+            del key
+            q = module.apply(params, state.observation[None], train=False)[0]
+            return jnp.argmax(jnp.where(state.legal_action_mask, q, -jnp.inf)).astype(jnp.int32)
+
+        return Loaded(JaxAgent(name, policy, variables), env, meta)
+    if kind != "search":
+        raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
 
     def evaluate(params, states):
         logits, value = module.apply(params, states.observation, train=False)
@@ -76,7 +83,7 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     config = search_lib.SearchConfig.from_dict(meta["search"])
     if simulations is not None:
         config = dataclasses.replace(config, num_simulations=simulations)
-    agent = search_lib.search_agent(name or str(path), env, evaluate, variables, config)
+    agent = search_lib.search_agent(name, env, evaluate, variables, config)
     return Loaded(agent, env, meta)
 
 

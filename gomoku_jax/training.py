@@ -149,7 +149,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     restored, prog = restore(learner, workdir)
     config_dict = to_dict(config)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict)
-    (workdir / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")
+    algorithm = getattr(learner, "algorithm", "alphazero")
+    (workdir / "config.json").write_text(
+        json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
     log = RunLog(workdir, start, tensorboard=tensorboard)

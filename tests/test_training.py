@@ -53,7 +53,8 @@ def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupte
     assert list((workdir / "tensorboard").iterdir())
     assert gio.Checkpointer(workdir / "checkpoints", config=cfglib.to_dict(
         learner.config)).latest_step() == iterations
-    assert json.loads((workdir / "config.json").read_text()) == cfglib.to_dict(learner.config)
+    assert json.loads((workdir / "config.json").read_text()) == {
+        "algorithm": "alphazero", **cfglib.to_dict(learner.config)}
     assert (workdir / "eval" / "iter_000002.json").exists() and (workdir / "best.gjx").exists()
     games = learner.config.eval.final_games
     assert report["evaluation"]["random"]["games"] == games
