@@ -7,7 +7,8 @@ module that trains it; each such module provides a config dataclass and
 
 import importlib
 
-LEARNERS = {"alphazero": ("algorithms.alphazero", "AlphaZeroConfig")}
+LEARNERS = {"alphazero": ("algorithms.alphazero", "AlphaZeroConfig"),
+            "dqn": ("algorithms.dqn", "DQNConfig")}
 
 
 def learner_entry(algorithm: str):

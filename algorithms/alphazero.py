@@ -582,6 +582,10 @@ class Learner:
                 "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
                 "search": cfg.play_search().to_dict()}
 
+    def describe_play(self) -> str:
+        return (f"Learner searching {self.config.eval.simulations} simulations per move "
+                f"({self.config.search.algorithm}, argmax).")
+
     # ---------------------------------------------------------------- play agent
     def agent(self, variables, simulations: int | None = None, name: str = "alphazero",
               algorithm: str | None = None):

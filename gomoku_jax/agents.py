@@ -37,6 +37,7 @@ __all__ = [
     "JaxAgent",
     "PythonAgent",
     "heuristic_agent",
+    "greedy_q_agent",
     "make",
     "numpy_rng",
     "random_agent",
@@ -79,6 +80,18 @@ class JaxAgent(Agent):
     def batch_policy(self) -> Callable[[Any, jax.Array, State], jax.Array]:
         """``(params, keys [B], states [B]) -> actions [B]``: the policy over a batch."""
         return jax.vmap(self.policy, in_axes=(None, 0, 0))
+
+
+def _greedy_q_policy(module, params, key, state: State) -> jax.Array:
+    del key
+    q = module.apply(params, state.observation[None], train=False)[0]
+    return jnp.argmax(jnp.where(state.legal_action_mask, q, -jnp.inf)).astype(jnp.int32)
+
+
+def greedy_q_agent(name: str, module, variables) -> JaxAgent:
+    """The legal move of highest Q under a Q network (``module.apply(variables, planes)
+    -> q [B, N*N]``): how value-based learners play, without exploration."""
+    return JaxAgent(name, functools.partial(_greedy_q_policy, module), variables)
 
 
 def numpy_rng(key: jax.Array) -> np.random.Generator:

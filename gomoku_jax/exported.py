@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from gomoku_jax import io as gio
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
-from gomoku_jax.agents import JaxAgent
+from gomoku_jax.agents import JaxAgent, greedy_q_agent
 from gomoku_jax.game import Gomoku
 
 __all__ = ["Loaded", "export_agent", "load", "load_agent", "load_network"]
@@ -67,12 +67,7 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
             raise ValueError(f"{path} holds a Q network, which plays without search: "
                              "simulations do not apply")
 
-        def policy(params, key, state):
-            del key
-            q = module.apply(params, state.observation[None], train=False)[0]
-            return jnp.argmax(jnp.where(state.legal_action_mask, q, -jnp.inf)).astype(jnp.int32)
-
-        return Loaded(JaxAgent(name, policy, variables), env, meta)
+        return Loaded(greedy_q_agent(name, module, variables), env, meta)
     if kind != "search":
         raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
 

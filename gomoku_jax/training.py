@@ -211,13 +211,12 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                                         seed=config.seed + 1_000_003,
                                         opening_stones=ev.opening_stones, progress=progress)
     (workdir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (workdir / "report.md").write_text(_report_markdown(report, ev.simulations))
+    (workdir / "report.md").write_text(_report_markdown(report, learner.describe_play()))
     return report
 
 
-def _report_markdown(report: dict, simulations: int) -> str:
-    lines = [f"# Final evaluation after {report['iterations']} iterations", "",
-             f"Learner searching {simulations} simulations per move (argmax).", "",
+def _report_markdown(report: dict, how: str) -> str:
+    lines = [f"# Final evaluation after {report['iterations']} iterations", "", how, "",
              "| opponent | games | wins | losses | draws | score | 95% interval | s/move |",
              "|---|---|---|---|---|---|---|---|"]
     for name, r in report["evaluation"].items():

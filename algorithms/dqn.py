@@ -1,0 +1,772 @@
+"""Double DQN against a curriculum of opponents: one iteration is one compiled program.
+
+``make_learner(config)`` returns a `Learner` whose ``iteration(state)`` plays
+``acting.steps`` env steps of ``acting.batch`` games in lockstep, puts the finished
+n-step transitions (8 symmetric copies each) into a device-resident uniform replay
+buffer, and runs ``train.updates`` gradient steps, all under one ``jit`` with no host
+round trip. Games are sharded over every local device along a ``data`` mesh axis; the
+online, target and pool parameters, the optimizer state and the buffer are replicated.
+
+**Env step.** Every game has the learner's colour (alternating from game to game) and,
+at each step, either the learner to move or, in a fresh game where the learner is
+white, the opponent. One env step is: the learner's epsilon-greedy move (over legal
+moves) where it is to move, then, where the game goes on and the opponent is to move,
+the opponent's move. The learner's transition runs from its position to its next
+position (after the reply) or to the end of the game. A finished game restarts in
+place with the learner's colour swapped.
+
+**Opponents** come from the curriculum phase of the step, chosen from the number of
+learner episodes finished so far (``curriculum.phases``; traced, so a change of phase
+does not recompile; games in progress finish against the new phase's opponent):
+``random`` (uniform legal moves), ``heuristic`` (seed 000's rule-based player) or
+``self``: the current online network, or, in a game drawn as such at its start with
+probability ``old_opponent_probability``, a frozen earlier version from the pool (one
+pool member per iteration, drawn uniformly among the filled slots; the current network
+while the pool is empty). Network opponents play epsilon-greedy with
+``opponent_epsilon``. During ``self`` phases the online variables are copied into a
+ring of ``pool_size`` slots each time the episode count crosses a multiple of
+``snapshot_every`` (checked once per iteration).
+
+**Reward** of a learner step (seed 000 section 3.3, tables 1-3 as `REWARD_TABLES`):
+``step + pattern + outcome``. ``outcome`` is ``win`` / ``loss`` / ``draw`` when the game
+ends in this env step (the learner's move or the opponent's reply), else 0. ``pattern``
+is the change caused by the learner's move alone (the opponent's reply is not counted),
+from `gomoku_jax.tactics.shape_counts` before and after it:
+
+    pattern = sum_s w_s * (c_s(learner, after) - c_s(learner, before))
+              for s in open_two, half_three, open_three, half_four, open_four
+            + w_blocked_three * (E3(opponent, before) - E3(opponent, after))
+            + w_blocked_four  * (E4(opponent, before) - E4(opponent, after))
+
+where ``E3 = 2 * open_three + half_three`` and ``E4 = 2 * open_four + half_four`` count
+the empty end cells of the opponent's threes and fours, so a block earns its weight once
+per end cell the move fills (also the second end of a half-blocked four, which the
+tactics ``blocked_four`` count, a run with at least one blocked end, would miss). A move
+that wins gets no pattern term (the win reward replaces it). Shaping ``"none"`` is the
+plain game reward: +1 win, -1 loss, 0 draw.
+
+**Learning.** Double Q-learning (seed 000 eq. 2): the online network picks the next
+action among the legal moves of the next position (occupied cells masked to -1e9), the
+target network values it; n-step returns ``sum_i gamma^i r_i + gamma^n Q`` (0 at a
+terminal); Huber loss; Adam; the target network is copied every ``target_period``
+gradient steps (or tracks the online one with Polyak ``target_tau``). The per-transition
+TD error `double_q_error` is written for one transition and ``vmap``ped. Exploration
+epsilon decays exponentially per finished episode (seed 000) or per learner step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings
+from gomoku_jax import agents as agents_lib
+from gomoku_jax import features, networks, replay, symmetry, tactics
+from gomoku_jax.agents import JaxAgent
+from gomoku_jax.config import ConfigError
+from gomoku_jax.game import Gomoku, State, sample_legal_action
+
+__all__ = [
+    "ActingSettings",
+    "CurriculumSettings",
+    "DQNConfig",
+    "DQNTrainSettings",
+    "Games",
+    "Learner",
+    "OPPONENTS",
+    "Phase",
+    "REWARD_KEYS",
+    "REWARD_TABLES",
+    "RewardSettings",
+    "TrainState",
+    "Transition",
+    "double_q_error",
+    "double_q_target",
+    "make_learner",
+    "pattern_reward",
+    "symmetric_transitions",
+]
+
+OPPONENTS = ("random", "heuristic", "self")
+_OWN_SHAPES = ("open_two", "half_three", "open_three", "half_four", "open_four")
+REWARD_KEYS = tactics.SHAPES + ("win", "loss", "draw", "step")
+
+
+def _table(values) -> dict[str, float]:
+    return dict(zip(REWARD_KEYS, (float(v) for v in values)))
+
+
+# Seed 000 section 3.3. Columns: OPEN_TWO, HALF_THREE, OPEN_THREE, HALF_FOUR, OPEN_FOUR,
+# BLOCK_THREE, BLOCK_FOUR, WIN_REWARD, LOSS_REWARD, DRAW_REWARD, STEP_PENALTY (added at
+# every learner step; 0 in all three tables).
+REWARD_TABLES: dict[str, dict[str, float]] = {
+    "none": _table([0, 0, 0, 0, 0, 0, 0, 1.0, -1.0, 0.0, 0.0]),
+    "table1": _table([0.01, 0.02, 0.08, 0.15, 0.6, 0.2, 0.8, 1.0, -2.0, 0.1, 0.0]),
+    "table2": _table([0.01, 0.02, 0.2, 0.3, 0.3, 0.2, 0.9, 10.0, -2.0, 0.1, 0.0]),
+    "table3": _table([0.01, 0.02, 0.4, 0.7, 0.7, 0.62, 0.9, 1.0, -1.0, 0.2, 0.0]),
+}
+
+
+# ----------------------------------------------------------------------------- config
+def _positive_int(owner: str, name: str, value, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _number_in(owner: str, name: str, value, low: float, high: float,
+               low_open: bool = False) -> None:
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+          and math.isfinite(value) and (value > low if low_open else value >= low)
+          and value <= high)
+    if not ok:
+        bound = "(" if low_open else "["
+        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """One curriculum phase: ``episodes`` learner games against ``opponent``."""
+
+    opponent: str = "self"
+    episodes: int = 1000
+
+    def __post_init__(self):
+        if self.opponent not in OPPONENTS:
+            raise ValueError(f"curriculum phase opponent must be one of "
+                             f"{', '.join(OPPONENTS)}, got {self.opponent!r}")
+        _positive_int("curriculum phase", "episodes", self.episodes)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActingSettings:
+    """``batch`` games stepped in lockstep, ``steps`` env steps each per iteration;
+    epsilon = max(``epsilon_end``, ``epsilon_start * epsilon_decay ** n``) with n the
+    finished episodes (``decay_unit="episode"``, seed 000) or the learner's moves so
+    far, summed over the batch (``"step"``)."""
+
+    batch: int = 32
+    steps: int = 16
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay: float = 0.995
+    decay_unit: str = "episode"
+
+    def __post_init__(self):
+        _positive_int("acting", "batch", self.batch)
+        _positive_int("acting", "steps", self.steps)
+        _number_in("acting", "epsilon_start", self.epsilon_start, 0.0, 1.0)
+        _number_in("acting", "epsilon_end", self.epsilon_end, 0.0, 1.0)
+        _number_in("acting", "epsilon_decay", self.epsilon_decay, 0.0, 1.0, low_open=True)
+        if self.epsilon_end > self.epsilon_start:
+            raise ValueError(f"acting.epsilon_end ({self.epsilon_end}) exceeds "
+                             f"acting.epsilon_start ({self.epsilon_start})")
+        if self.decay_unit not in ("episode", "step"):
+            raise ValueError(f"acting.decay_unit must be 'episode' or 'step', "
+                             f"got {self.decay_unit!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CurriculumSettings:
+    """The opponents: ``phases`` in order (the last one lasts for ever), seed 000's
+    OPPONENT_EPSILON, OLD_OPPONENT_CHANCE and CHECKPOINT_INTERVAL (``snapshot_every``
+    episodes) for the pool of ``pool_size`` frozen versions; the heuristic picks among
+    its ``heuristic_top_k`` most central cells."""
+
+    phases: tuple[Phase, ...] = (Phase("random", 1000), Phase("heuristic", 1000),
+                                 Phase("self", 4000))
+    opponent_epsilon: float = 0.1
+    old_opponent_probability: float = 0.2
+    snapshot_every: int = 500
+    pool_size: int = 8
+    heuristic_top_k: int = 3
+
+    def __post_init__(self):
+        if not self.phases or not all(isinstance(p, Phase) for p in self.phases):
+            raise ValueError(f"curriculum.phases must be a non-empty list of phases, "
+                             f"got {self.phases!r}")
+        _number_in("curriculum", "opponent_epsilon", self.opponent_epsilon, 0.0, 1.0)
+        _number_in("curriculum", "old_opponent_probability", self.old_opponent_probability,
+                   0.0, 1.0)
+        _positive_int("curriculum", "snapshot_every", self.snapshot_every)
+        _positive_int("curriculum", "pool_size", self.pool_size)
+        _positive_int("curriculum", "heuristic_top_k", self.heuristic_top_k)
+
+    @property
+    def total_episodes(self) -> int:
+        return sum(p.episodes for p in self.phases)
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardSettings:
+    """A preset of `REWARD_TABLES` (``shaping``) with ``weights`` overriding entries
+    (keys: `REWARD_KEYS`)."""
+
+    shaping: str = "table3"
+    weights: dict = dataclasses.field(default_factory=dict)
+
+    def __hash__(self):
+        return hash((self.shaping, tuple(sorted(self.weights.items()))))
+
+    def __post_init__(self):
+        if self.shaping not in REWARD_TABLES:
+            raise ValueError(f"rewards.shaping must be one of {', '.join(REWARD_TABLES)}, "
+                             f"got {self.shaping!r}")
+        for key, value in self.weights.items():
+            if key not in REWARD_KEYS:
+                raise ValueError(f"unknown rewards.weights key {key!r}; known: "
+                                 f"{', '.join(REWARD_KEYS)}")
+            _number_in("rewards.weights", key, value, -1e6, 1e6)
+
+    def table(self) -> dict[str, float]:
+        """The full reward table: the preset with the overrides."""
+        return {**REWARD_TABLES[self.shaping],
+                **{k: float(v) for k, v in self.weights.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNTrainSettings:
+    """``updates`` gradient steps of ``batch_size`` transitions per iteration, once
+    the buffer of ``buffer_capacity`` transitions (8 symmetric copies of each) holds
+    ``min_buffer``."""
+
+    iterations: int = 500
+    updates: int = 16
+    batch_size: int = 64
+    buffer_capacity: int = 50_000
+    min_buffer: int = 1000
+    learning_rate: float = 1e-4
+    gamma: float = 0.99
+    n_step: int = 1
+    double: bool = True
+    target_period: int = 2000
+    target_tau: float | None = None
+    huber_delta: float = 1.0
+    max_grad_norm: float | None = 10.0
+    symmetries: bool = True
+
+    def __post_init__(self):
+        for name in ("iterations", "updates", "batch_size", "buffer_capacity", "min_buffer",
+                     "n_step", "target_period"):
+            _positive_int("train", name, getattr(self, name))
+        _number_in("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
+        _number_in("train", "gamma", self.gamma, 0.0, 1.0)
+        _number_in("train", "huber_delta", self.huber_delta, 0.0, 1e6, low_open=True)
+        if self.target_tau is not None:
+            _number_in("train", "target_tau", self.target_tau, 0.0, 1.0, low_open=True)
+        if self.max_grad_norm is not None:
+            _number_in("train", "max_grad_norm", self.max_grad_norm, 0.0, 1e9, low_open=True)
+        if self.min_buffer > self.buffer_capacity:
+            raise ValueError(f"train.min_buffer ({self.min_buffer}) exceeds "
+                             f"train.buffer_capacity ({self.buffer_capacity})")
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """One DQN experiment (see ``experiments/configs/dqn_*.json``); ``eval.simulations``
+    is not used (the agent plays the legal move of highest Q)."""
+
+    game: GameSettings = GameSettings()
+    network: NetworkSettings = NetworkSettings("resnet-q")
+    acting: ActingSettings = ActingSettings()
+    curriculum: CurriculumSettings = CurriculumSettings()
+    rewards: RewardSettings = RewardSettings()
+    train: DQNTrainSettings = DQNTrainSettings()
+    eval: EvalSettings = EvalSettings()
+    seed: int = 0
+    checkpoint_every: int = 1
+
+    def __post_init__(self):
+        _positive_int("config", "seed", self.seed, 0)
+        _positive_int("config", "checkpoint_every", self.checkpoint_every)
+        try:
+            self.network.module(self.game.size)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"network: {error}") from None
+        kind = networks.NETWORKS[self.network.name][1]
+        if kind != "q":
+            q_nets = [n for n, (_, k, _) in networks.NETWORKS.items() if k == "q"]
+            raise ValueError(f"network.name must be a Q network ({', '.join(q_nets)}), "
+                             f"got {self.network.name!r} ({kind})")
+
+
+# ------------------------------------------------------------------------ the state
+class _Position(NamedTuple):
+    """What `features.observe` needs of a state."""
+
+    board: jax.Array
+    current_player: jax.Array
+    last_action: jax.Array
+
+
+@struct.dataclass
+class Transition:
+    """One (n-step) learner transition; the learner is to move at both ends."""
+
+    board: jax.Array  # [N, N] int8, s_t
+    player: jax.Array  # [] int32, the learner's colour
+    last_action: jax.Array  # [] int32, the move before s_t (the opponent's), -1 if none
+    action: jax.Array  # [] int32, a_t
+    reward: jax.Array  # [] float32, sum_{i<n} gamma^i r_{t+i}
+    discount: jax.Array  # [] float32, gamma^n, 0 when the game ended
+    next_board: jax.Array  # [N, N] int8, s_{t+n}
+    next_last_action: jax.Array  # [] int32
+
+
+@struct.dataclass
+class Games:
+    """The games in progress and each one's pending n-step history (oldest first)."""
+
+    state: State  # [B]
+    colour: jax.Array  # [B] int32, the learner's colour
+    old: jax.Array  # [B] bool, the opponent is a pool version (self phases)
+    hist_board: jax.Array  # [B, n, N, N] int8
+    hist_last: jax.Array  # [B, n] int32
+    hist_action: jax.Array  # [B, n] int32
+    hist_reward: jax.Array  # [B, n] float32
+    hist_valid: jax.Array  # [B, n] bool
+    episode_return: jax.Array  # [B] float32, reward so far in this game
+    pattern_return: jax.Array  # [B] float32, its pattern part
+
+
+@struct.dataclass
+class TrainState:
+    variables: Any  # online {'params': ..., 'batch_stats': ...}
+    target_variables: Any
+    opt_state: Any
+    buffer: replay.ReplayBuffer  # of Transition
+    pool: Any  # variables stacked [pool_size, ...]
+    snapshots: jax.Array  # [] int32, snapshots taken (slot = snapshots % pool_size)
+    games: Games
+    key: jax.Array  # [2] uint32
+    iteration: jax.Array  # [] int32
+    episodes: jax.Array  # [] int32, learner games finished
+    env_steps: jax.Array  # [] int32, learner moves made (summed over games)
+    updates: jax.Array  # [] int32, gradient steps made
+
+
+# -------------------------------------------------------------- per-transition math
+def double_q_target(reward, discount, q_next_target, q_next_online, legal_next):
+    """``r + discount * Q_target(s', argmax_{legal a'} Q_online(s', a'))`` for ONE
+    transition (``q_*: [A]``, ``legal_next: [A]`` bool); no legal move: ``r``."""
+    choice = jnp.argmax(jnp.where(legal_next, q_next_online, -1e9))
+    value = jnp.where(jnp.any(legal_next), q_next_target[choice], 0.0)
+    return reward + discount * value
+
+
+def double_q_error(q, action, reward, discount, q_next_target, q_next_online, legal_next):
+    """TD error ``target - Q(s, a)`` of ONE transition (``q: [A]``); the target is held
+    fixed (no gradient), as in ``rlax.double_q_learning``."""
+    target = double_q_target(reward, discount, q_next_target, q_next_online, legal_next)
+    return jax.lax.stop_gradient(target) - q[action]
+
+
+def pattern_reward(board_before, board_after, player, k: int, table) -> jax.Array:
+    """The pattern part of the reward of ``player``'s move ``board_before ->
+    board_after`` (``[N, N]`` each, or batches ``[..., N, N]`` with ``player: [...]``),
+    with ``table`` a reward table (`REWARD_TABLES` entry); see the module docstring."""
+    black = (jnp.asarray(player, jnp.int32) == 0)[..., None]  # [..., 1]
+
+    def sides(board):  # (own, opponent) counts [..., S] float32
+        c = tactics.shape_counts(board, k).astype(jnp.float32)  # [..., 2, S]
+        return (jnp.where(black, c[..., 0, :], c[..., 1, :]),
+                jnp.where(black, c[..., 1, :], c[..., 0, :]))
+
+    own0, opp0 = sides(jnp.asarray(board_before))
+    own1, opp1 = sides(jnp.asarray(board_after))
+    idx = {s: i for i, s in enumerate(tactics.SHAPES)}
+    w_own = jnp.asarray([table[s] for s in _OWN_SHAPES], jnp.float32)
+    sel = np.asarray([idx[s] for s in _OWN_SHAPES])
+    gain = jnp.sum((own1[..., sel] - own0[..., sel]) * w_own, axis=-1)
+    ends = lambda c, n: 2 * c[..., idx[f"open_{n}"]] + c[..., idx[f"half_{n}"]]
+    blocks3 = ends(opp0, "three") - ends(opp1, "three")
+    blocks4 = ends(opp0, "four") - ends(opp1, "four")
+    return gain + table["blocked_three"] * blocks3 + table["blocked_four"] * blocks4
+
+
+def symmetric_transitions(tr: Transition, size: int) -> Transition:
+    """The 8 symmetric copies of transitions ``[M, ...]``: ``[8 * M, ...]`` (copy ``t``
+    at rows ``t * M .. t * M + M - 1``), boards, actions and last moves mapped alike."""
+    def one(t):
+        act = lambda a: symmetry.transform_action(a, t, size)
+        return tr.replace(board=symmetry.transform_board(tr.board, t),
+                          next_board=symmetry.transform_board(tr.next_board, t),
+                          action=act(tr.action), last_action=act(tr.last_action),
+                          next_last_action=act(tr.next_last_action))
+
+    copies = [one(t) for t in range(symmetry.NUM_TRANSFORMS)]
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs), *copies)
+
+
+def _where(mask, new, old):
+    """Per game: ``new`` where ``mask [B]`` else ``old`` (pytrees with leading ``B``)."""
+    return jax.tree.map(
+        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (b.ndim - 1)), a, b), new, old)
+
+
+def _epsilon_greedy(key, q, legal, epsilon):
+    """Per game: a uniform legal move with probability ``epsilon``, else the legal
+    move of highest Q (``q, legal: [B, A]``)."""
+    k_coin, k_move = jax.random.split(key)
+    b = q.shape[0]
+    greedy = jnp.argmax(jnp.where(legal, q, -1e9), axis=-1).astype(jnp.int32)
+    random = jax.vmap(sample_legal_action)(jax.random.split(k_move, b), legal)
+    explore = jax.random.uniform(k_coin, (b,)) < epsilon
+    return jnp.where(explore, random, greedy).astype(jnp.int32)
+
+
+# ---------------------------------------------------------------------- the learner
+class Learner:
+    """The compiled pieces of one DQN config. Build with `make_learner`."""
+
+    algorithm = "dqn"
+
+    def __init__(self, config: DQNConfig, devices=None):
+        self.config = config
+        self.env: Gomoku = config.game.env()
+        self.module = config.network.module(config.game.size)
+        self.rewards = config.rewards.table()
+        devices = list(jax.devices() if devices is None else devices)
+        n = len(devices)
+        for name, value in (("acting.batch", config.acting.batch),
+                            ("train.batch_size", config.train.batch_size)):
+            if value % n:
+                raise ConfigError(f"{name} ({value}) must be a multiple of the number of "
+                                  f"devices ({n})")
+        self.mesh = Mesh(np.asarray(devices), ("data",))
+        self._rep = NamedSharding(self.mesh, P())
+        self._games_sharding = NamedSharding(self.mesh, P("data"))
+        tc = config.train
+        parts = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
+        self.tx = optax.chain(*parts, optax.adam(tc.learning_rate))
+        phases = config.curriculum.phases
+        self._phase_ends = np.cumsum([p.episodes for p in phases]).astype(np.int32)
+        self._phase_kinds = np.asarray([OPPONENTS.index(p.opponent) for p in phases], np.int32)
+        self._heuristic = agents_lib.heuristic_agent(
+            self.env, top_k=config.curriculum.heuristic_top_k).policy
+        self.trace_count = 0
+        self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
+        self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
+                                 out_shardings=(self.state_sharding(), self._rep),
+                                 donate_argnums=0)
+
+    # ------------------------------------------------------------------- helpers
+    def q_values(self, variables, observation):
+        """``Q [B, A]`` float32 of observations ``[B, N, N, C]``, inference mode."""
+        return self.module.apply(variables, observation, train=False).astype(jnp.float32)
+
+    def _observe(self, board, player, last_action):
+        return features.observe(_Position(board, player, last_action), self.env.observation_spec)
+
+    def phase_of(self, episodes) -> jax.Array:
+        """Index of the curriculum phase after ``episodes`` finished games (traced)."""
+        ends = jnp.asarray(self._phase_ends[:-1])
+        return jnp.sum(jnp.asarray(episodes) >= ends).astype(jnp.int32)
+
+    def epsilon(self, episodes, env_steps) -> jax.Array:
+        """The learner's exploration rate after ``episodes`` games / ``env_steps`` moves."""
+        a = self.config.acting
+        count = episodes if a.decay_unit == "episode" else env_steps
+        decayed = a.epsilon_start * jnp.power(jnp.float32(a.epsilon_decay),
+                                              jnp.asarray(count, jnp.float32))
+        return jnp.maximum(jnp.float32(a.epsilon_end), decayed)
+
+    # ------------------------------------------------------------------- shardings
+    def state_sharding(self) -> TrainState:
+        shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))
+        rep, games = self._rep, self._games_sharding
+        replicated = lambda tree: jax.tree.map(lambda _: rep, tree)
+        return TrainState(
+            variables=replicated(shape.variables),
+            target_variables=replicated(shape.target_variables),
+            opt_state=replicated(shape.opt_state), buffer=replicated(shape.buffer),
+            pool=replicated(shape.pool), snapshots=rep,
+            games=jax.tree.map(lambda _: games, shape.games), key=rep, iteration=rep,
+            episodes=rep, env_steps=rep, updates=rep)
+
+    # -------------------------------------------------------------------------- init
+    def init(self, key: jax.Array | None = None) -> TrainState:
+        """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
+        key = jax.random.PRNGKey(self.config.seed) if key is None else key
+        return self._init(key)
+
+    def _fresh_games(self, key) -> Games:
+        cfg, env = self.config, self.env
+        b, n, size = cfg.acting.batch, cfg.train.n_step, env.size
+        states = jax.vmap(lambda _: env.init())(jnp.arange(b))
+        return Games(
+            state=states, colour=(jnp.arange(b) % 2).astype(jnp.int32),
+            old=jax.random.bernoulli(key, cfg.curriculum.old_opponent_probability, (b,)),
+            hist_board=jnp.zeros((b, n, size, size), jnp.int8),
+            hist_last=jnp.full((b, n), -1, jnp.int32), hist_action=jnp.zeros((b, n), jnp.int32),
+            hist_reward=jnp.zeros((b, n), jnp.float32), hist_valid=jnp.zeros((b, n), jnp.bool_),
+            episode_return=jnp.zeros((b,), jnp.float32),
+            pattern_return=jnp.zeros((b,), jnp.float32))
+
+    def _init_impl(self, key) -> TrainState:
+        cfg, env = self.config, self.env
+        key, net_key, games_key = jax.random.split(key, 3)
+        variables = networks.init_network(self.module, net_key, env.observation_shape)
+        size = env.size
+        example = Transition(
+            board=jnp.zeros((size, size), jnp.int8), player=jnp.int32(0),
+            last_action=jnp.int32(-1), action=jnp.int32(0), reward=jnp.float32(0),
+            discount=jnp.float32(0), next_board=jnp.zeros((size, size), jnp.int8),
+            next_last_action=jnp.int32(-1))
+        pool = jax.tree.map(
+            lambda v: jnp.broadcast_to(v, (cfg.curriculum.pool_size,) + v.shape), variables)
+        zero = jnp.int32(0)
+        return TrainState(
+            variables=variables, target_variables=variables,
+            opt_state=self.tx.init(variables["params"]),
+            buffer=replay.init(example, cfg.train.buffer_capacity), pool=pool, snapshots=zero,
+            games=self._fresh_games(games_key), key=key, iteration=zero, episodes=zero,
+            env_steps=zero, updates=zero)
+
+    # ------------------------------------------------------------------- acting
+    def _opponent(self, kind, s1: State, old, key, variables, member, has_old):
+        """Opponent moves ``[B]`` for the games ``s1`` (only used where it is to move)."""
+        eps = self.config.curriculum.opponent_epsilon
+        legal = s1.legal_action_mask
+        b = legal.shape[0]
+
+        def random(key):
+            return jax.vmap(sample_legal_action)(jax.random.split(key, b), legal)
+
+        def heuristic(key):
+            keys = jax.random.split(key, b)
+            return jax.vmap(self._heuristic, in_axes=(None, 0, 0))(None, keys, s1)
+
+        def selfplay(key):
+            obs = s1.observation
+            q = self.q_values(variables, obs)
+            q_old = self.q_values(member, obs)
+            q = jnp.where((old & has_old)[:, None], q_old, q)
+            return _epsilon_greedy(key, q, legal, eps)
+
+        branches = [random, heuristic, selfplay]
+        return jax.lax.switch(kind, [lambda k, f=f: f(k).astype(jnp.int32) for f in branches],
+                              key)
+
+    def _env_step(self, variables, member, has_old, carry, key):
+        cfg, env = self.config, self.env
+        w, gamma, n = self.rewards, cfg.train.gamma, cfg.train.n_step
+        games, episodes, env_steps = carry
+        k_act, k_opp, k_old = jax.random.split(key, 3)
+        s, colour, old_before = games.state, games.colour, games.old
+        b = colour.shape[0]
+        phase = self.phase_of(episodes)
+        kind = jnp.asarray(self._phase_kinds)[phase]
+        eps = self.epsilon(episodes, env_steps)
+
+        acting = (s.current_player == colour) & ~s.terminated  # [B]
+        q = self.q_values(variables, s.observation)
+        action = _epsilon_greedy(k_act, q, s.legal_action_mask, eps)
+        s1 = _where(acting, jax.vmap(env.step)(s, action), s)
+        wins_now = acting & s1.terminated & (s1.winner == colour)
+        if any(w[name] for name in ("blocked_three", "blocked_four") + _OWN_SHAPES):
+            pattern = pattern_reward(s.board, s1.board, colour, env.k, w)
+            pattern = jnp.where(acting & ~wins_now, pattern, 0.0)
+        else:
+            pattern = jnp.zeros(colour.shape, jnp.float32)
+
+        opp_turn = ~s1.terminated & (s1.current_player != colour)
+        opp_action = self._opponent(kind, s1, games.old, k_opp, variables, member, has_old)
+        s2 = _where(opp_turn, jax.vmap(env.step)(s1, opp_action), s1)
+
+        done = s2.terminated
+        won = done & (s2.winner == colour)
+        lost = done & (s2.winner == 1 - colour)
+        drawn = done & (s2.winner < 0)
+        outcome = jnp.where(won, w["win"], jnp.where(lost, w["loss"],
+                                                     jnp.where(drawn, w["draw"], 0.0)))
+        reward = jnp.where(acting, w["step"] + pattern + outcome, 0.0)
+
+        # n-step history: push this step's (s, a, r) where the learner moved.
+        def push(h, new):
+            pushed = jnp.concatenate([h[:, 1:], new[:, None].astype(h.dtype)], axis=1)
+            return _where(acting, pushed, h)
+
+        hb = push(games.hist_board, s.board)
+        hl = push(games.hist_last, s.last_action)
+        ha = push(games.hist_action, action)
+        hr = push(games.hist_reward, reward)
+        hv = push(games.hist_valid, jnp.ones_like(acting))
+        returns, acc = [], jnp.zeros_like(reward)
+        for j in reversed(range(n)):  # R_j = r_j + gamma R_{j+1}
+            acc = hr[:, j] + gamma * acc
+            returns.append(acc)
+        returns = jnp.stack(returns[::-1], axis=1)  # [B, n]
+        first = jnp.arange(n) == 0
+        emit = acting[:, None] & hv & (done[:, None] | first[None])  # [B, n]
+        powers = jnp.asarray([gamma ** (n - j) for j in range(n)], jnp.float32)
+        discount = jnp.where(done[:, None], 0.0, powers[None])
+        out = Transition(
+            board=hb, player=jnp.broadcast_to(colour[:, None], (b, n)),
+            last_action=hl, action=ha, reward=returns, discount=discount,
+            next_board=jnp.broadcast_to(s2.board[:, None], hb.shape),
+            next_last_action=jnp.broadcast_to(s2.last_action[:, None], hl.shape))
+
+        ep_return = games.episode_return + reward
+        pat_return = games.pattern_return + pattern
+        fresh = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), env.init())
+        new_old = jax.random.bernoulli(k_old, cfg.curriculum.old_opponent_probability,
+                                       colour.shape)
+        games = Games(
+            state=_where(done, fresh, s2),
+            colour=jnp.where(done, 1 - colour, colour),
+            old=jnp.where(done, new_old, games.old),
+            hist_board=hb, hist_last=hl, hist_action=ha, hist_reward=hr,
+            hist_valid=hv & ~done[:, None],
+            episode_return=jnp.where(done, 0.0, ep_return),
+            pattern_return=jnp.where(done, 0.0, pat_return))
+        vs_old = done & old_before & has_old & (kind == OPPONENTS.index("self"))
+        stats = dict(
+            done=done, won=won, lost=lost, drawn=drawn, old=vs_old,
+            shaped_return=jnp.where(done, ep_return, 0.0),
+            pattern_return=jnp.where(done, pat_return, 0.0),
+            length=jnp.where(done, s2.move_count, 0), acting=acting)
+        episodes = episodes + jnp.sum(done).astype(jnp.int32)
+        env_steps = env_steps + jnp.sum(acting).astype(jnp.int32)
+        return (games, episodes, env_steps), (out, emit, stats)
+
+    # ---------------------------------------------------------------------- SGD
+    def _loss(self, params, batch_stats, target_variables, batch: Transition):
+        cfg = self.config.train
+        obs = self._observe(batch.board, batch.player, batch.last_action)
+        next_obs = self._observe(batch.next_board, batch.player, batch.next_last_action)
+        variables = {"params": params, **batch_stats}
+        mutable = ["batch_stats"] if batch_stats else False
+        out = self.module.apply(variables, obs, train=True, mutable=mutable)
+        q, new_stats = out if mutable else (out, {})
+        q = q.astype(jnp.float32)
+        q_next_target = self.q_values(target_variables, next_obs)
+        q_next_online = (jax.lax.stop_gradient(self.q_values(variables, next_obs))
+                         if cfg.double else q_next_target)
+        legal_next = (batch.next_board == 0).reshape(batch.next_board.shape[0], -1)
+        td = jax.vmap(double_q_error)(q, batch.action, batch.reward, batch.discount,
+                                      q_next_target, q_next_online, legal_next)
+        loss = jnp.mean(optax.huber_loss(td, delta=cfg.huber_delta))
+        q_taken = jnp.take_along_axis(q, batch.action[:, None], axis=1)[:, 0]
+        aux = dict(loss=loss, q_mean=jnp.mean(q_taken), td_abs=jnp.mean(jnp.abs(td)))
+        return loss, (aux, dict(new_stats))
+
+    def _constrain(self, tree):
+        if self.mesh.size == 1:
+            return tree
+        return jax.lax.with_sharding_constraint(tree, self._games_sharding)
+
+    def _train(self, variables, target_variables, opt_state, buffer, updates, key):
+        cfg = self.config.train
+        ready = buffer.size >= cfg.min_buffer
+
+        def sgd_step(carry, key):
+            variables, target, opt_state, updates = carry
+            batch = self._constrain(replay.sample(buffer, key, cfg.batch_size))
+            params = variables["params"]
+            stats = {k: v for k, v in variables.items() if k != "params"}
+            grads, (aux, new_stats) = jax.grad(self._loss, has_aux=True)(
+                params, stats, target, batch)
+            change, new_opt = self.tx.update(grads, opt_state, params)
+            new_vars = {"params": optax.apply_updates(params, change), **stats, **new_stats}
+            keep = lambda new, old: jax.tree.map(lambda x, y: jnp.where(ready, x, y), new, old)
+            variables, opt_state = keep(new_vars, variables), keep(new_opt, opt_state)
+            updates = updates + ready.astype(jnp.int32)
+            if cfg.target_tau is not None:
+                tau = cfg.target_tau
+                target = keep(jax.tree.map(lambda t, o: (1 - tau) * t + tau * o, target,
+                                           variables), target)
+            else:
+                sync = ready & (updates % cfg.target_period == 0)
+                target = jax.tree.map(lambda o, t: jnp.where(sync, o, t), variables, target)
+            return (variables, target, opt_state, updates), aux
+
+        keys = jax.random.split(key, cfg.updates)
+        (variables, target, opt_state, updates), aux = jax.lax.scan(
+            sgd_step, (variables, target_variables, opt_state, updates), keys)
+        return variables, target, opt_state, updates, jax.tree.map(jnp.mean, aux), ready
+
+    # ------------------------------------------------------------------ iteration
+    def _iteration_impl(self, state: TrainState):
+        self.trace_count += 1  # Python side effect: counts traces, not calls
+        cfg = self.config
+        cur = cfg.curriculum
+        key, k_member, k_play, k_train = jax.random.split(state.key, 4)
+        filled = jnp.minimum(state.snapshots, cur.pool_size)
+        index = jax.random.randint(k_member, (), 0, jnp.maximum(filled, 1))
+        member = jax.tree.map(lambda p: p[index], state.pool)
+        step = functools.partial(self._env_step, state.variables, member, filled > 0)
+        (games, episodes, env_steps), (moves, emit, stats) = jax.lax.scan(
+            step, (state.games, state.episodes, state.env_steps),
+            jax.random.split(k_play, cfg.acting.steps))
+
+        flat = lambda x: x.reshape((-1,) + x.shape[3:])  # [T, B, n, ...] -> [T*B*n, ...]
+        items, mask = jax.tree.map(flat, moves), flat(emit)
+        if cfg.train.symmetries:
+            items = symmetric_transitions(items, self.env.size)
+            mask = jnp.tile(mask, symmetry.NUM_TRANSFORMS)
+        buffer = replay.add(state.buffer, items, mask)
+
+        variables, target, opt_state, updates, aux, trained = self._train(
+            state.variables, state.target_variables, state.opt_state, buffer,
+            state.updates, k_train)
+
+        # Pool snapshots: in a self phase, when the episode count crosses a multiple.
+        every = cur.snapshot_every
+        kind = jnp.asarray(self._phase_kinds)[self.phase_of(episodes)]
+        take = (episodes // every > state.episodes // every) & (
+            kind == OPPONENTS.index("self"))
+        slot = state.snapshots % cur.pool_size
+        pool = jax.tree.map(
+            lambda p, v: jnp.where(take, jax.lax.dynamic_update_index_in_dim(p, v, slot, 0), p),
+            state.pool, variables)
+
+        finished = jnp.sum(stats["done"])
+        den = jnp.maximum(finished, 1).astype(jnp.float32)
+        total = lambda name: jnp.sum(stats[name])
+        wins, losses, draws = total("won"), total("lost"), total("drawn")
+        metrics = dict(
+            aux, trained=trained, episodes=finished, wins=wins, losses=losses, draws=draws,
+            win_rate=wins / den, outcome=(wins - losses) / den,
+            shaped_return=total("shaped_return") / den,
+            pattern_return=total("pattern_return") / den,
+            game_length=total("length") / den, old_opponent_games=total("old"),
+            epsilon=self.epsilon(episodes, env_steps), phase=self.phase_of(episodes),
+            episodes_total=episodes, updates_total=updates, pool_filled=jnp.minimum(
+                state.snapshots + take, cur.pool_size),
+            transitions_added=jnp.sum(mask), buffer_size=buffer.size,
+            buffer_fill=buffer.size / buffer.capacity, learner_moves=total("acting"),
+            moves=jnp.int32(cfg.acting.steps * cfg.acting.batch))
+        new_state = TrainState(
+            variables=variables, target_variables=target, opt_state=opt_state, buffer=buffer,
+            pool=pool, snapshots=state.snapshots + take.astype(jnp.int32), games=games,
+            key=key, iteration=state.iteration + 1, episodes=episodes, env_steps=env_steps,
+            updates=updates)
+        return new_state, metrics
+
+    # ---------------------------------------------------------------- play agent
+    def export_metadata(self) -> dict:
+        """What `gomoku_jax.exported` stores to rebuild the play-time agent."""
+        cfg = self.config
+        return {"agent": "q-greedy", "game": dataclasses.asdict(cfg.game),
+                "network": {"name": cfg.network.name, "options": dict(cfg.network.options)}}
+
+    def agent(self, variables, name: str = "dqn") -> JaxAgent:
+        """The play-time agent: the legal move of highest Q (no exploration)."""
+        return agents_lib.greedy_q_agent(name, self.module, variables)
+
+    def describe_play(self) -> str:
+        return "Learner playing the legal move of highest Q (no search)."
+
+
+def make_learner(config: DQNConfig, devices=None) -> Learner:
+    """The learner for ``config``; sharded over ``devices`` (default: all devices)."""
+    return Learner(config, devices)

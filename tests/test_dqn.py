@@ -1,0 +1,435 @@
+"""The DDQN learner: double-Q targets with masking, symmetric transitions, shaped
+rewards, a scripted env step, the curriculum, tracing, sharding, the driver, configs."""
+
+import dataclasses
+import functools
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import dqn
+from gomoku_jax import agents, arena, exported, networks, symmetry, training
+from gomoku_jax import config as cfglib
+from gomoku_jax.game import Gomoku
+
+CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "experiments" / "configs")
+                 .glob("dqn_*.json"))
+CPU_CONFIG = [p for p in CONFIGS if p.stem == "dqn_9x9_cpu"][0]
+
+TINY = {
+    "game": {"size": 7, "k": 5},
+    "network": {"name": "resnet-q", "options": {"blocks": 1, "filters": 4, "hidden": 8}},
+    "acting": {"batch": 8, "steps": 6},
+    "curriculum": {"phases": [{"opponent": "random", "episodes": 2},
+                              {"opponent": "heuristic", "episodes": 2},
+                              {"opponent": "self", "episodes": 1000}],
+                   "snapshot_every": 2, "pool_size": 2, "old_opponent_probability": 0.5},
+    "train": {"iterations": 6, "updates": 2, "batch_size": 16, "min_buffer": 16,
+              "buffer_capacity": 1024, "target_period": 2},
+    "eval": {"opponents": ["random"], "games": 2, "final_games": 2},
+}
+# A greedy learner and greedy self-play opponent, for scripted steps.
+SCRIPTED = {**TINY, "acting": {"batch": 1, "steps": 1, "epsilon_start": 0.0,
+                               "epsilon_end": 0.0},
+            "curriculum": {"phases": [{"opponent": "self", "episodes": 1000}],
+                           "opponent_epsilon": 0.0, "old_opponent_probability": 0.0},
+            "train": {**TINY["train"], "gamma": 0.9}}
+
+
+def _config(data, **overrides):
+    return cfglib.from_dict(dqn.DQNConfig, cfglib.apply_overrides(data, overrides))
+
+
+_LEARNERS = {}
+
+
+def _smoke_learner(path):
+    """One compiled learner per distinct smoke config (seed 000 A and B share theirs)."""
+    cfg, _ = cfglib.load_file(dqn.DQNConfig, path, variants=["smoke"])
+    if cfg not in _LEARNERS:
+        _LEARNERS[cfg] = dqn.make_learner(cfg, devices=jax.devices()[:1])
+    return _LEARNERS[cfg]
+
+
+@pytest.fixture(scope="module")
+def learner():
+    """The CPU config's smoke learner, shared by the tests that compile an iteration."""
+    return _smoke_learner(CPU_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def run(learner):
+    state, metrics = learner.init(), []
+    for _ in range(6):
+        state, m = learner.iteration(state)
+        metrics.append({k: np.asarray(v) for k, v in jax.device_get(m).items()})
+    return state, metrics
+
+
+def _constant_q(learner, prefs):
+    """Variables under which Q(s) = ``prefs`` for every s: all weights zero but the
+    last bias (BatchNorm of zeros with zero scale and bias gives zeros)."""
+    variables = jax.tree.map(jnp.zeros_like, networks.init_network(
+        learner.module, jax.random.PRNGKey(0), learner.env.observation_shape))
+    params = dict(variables["params"])
+    params["fc2"] = {**params["fc2"], "bias": jnp.asarray(prefs, jnp.float32)}
+    return {**variables, "params": params}
+
+
+# ------------------------------------------------------------- per-transition math
+def test_double_q_target_is_online_choice_among_legal_valued_by_target():
+    q_online = jnp.array([5.0, 1.0, 3.0, 0.0])
+    q_target = jnp.array([10.0, 2.0, 7.0, -1.0])
+    legal = jnp.array([False, True, True, True])  # the online favourite is occupied
+    # online picks action 2 among the legal ones; the target values it at 7
+    assert float(dqn.double_q_target(0.5, 0.9, q_target, q_online, legal)) == pytest.approx(
+        0.5 + 0.9 * 7.0)
+    # plain (non-double) max over the legal target values would give 7 too; make them differ
+    q_target2 = jnp.array([10.0, 8.0, 7.0, -1.0])
+    assert float(dqn.double_q_target(0.0, 1.0, q_target2, q_online, legal)) == 7.0
+    assert float(dqn.double_q_target(0.0, 1.0, q_target2, q_target2, legal)) == 8.0
+    # a terminal (discount 0) and a position without legal moves give the reward alone
+    assert float(dqn.double_q_target(-1.0, 0.0, q_target, q_online, legal)) == -1.0
+    assert float(dqn.double_q_target(0.2, 0.9, q_target, q_online,
+                                     jnp.zeros(4, bool))) == pytest.approx(0.2)
+    # the TD error takes Q(s, a) of the action played, and vmaps / jits alike
+    q = jnp.array([[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]])
+    args = (q, jnp.array([3, 0]), jnp.array([0.5, 1.0]), jnp.array([0.9, 0.0]),
+            jnp.stack([q_target] * 2), jnp.stack([q_online] * 2), jnp.stack([legal] * 2))
+    td = jax.jit(jax.vmap(dqn.double_q_error))(*args)
+    np.testing.assert_allclose(td, [0.5 + 0.9 * 7.0 - 3.0, 1.0 - 4.0], rtol=1e-6)
+
+
+def test_learner_loss_masks_occupied_cells_inside_the_target(learner):
+    n = learner.env.size
+    prefs = np.zeros(n * n, np.float32)
+    prefs[[0, 1, 2]] = [9.0, 4.0, 1.0]  # online: cell 0 best, then 1
+    target_prefs = np.zeros(n * n, np.float32)
+    target_prefs[[0, 1, 2]] = [100.0, -3.0, 50.0]
+    online = _constant_q(learner, prefs)
+    target = _constant_q(learner, target_prefs)
+    next_board = np.zeros((2, n, n), np.int8)
+    next_board[:, 0, 0] = 2  # cell 0 occupied in the next position
+    batch = dqn.Transition(
+        board=jnp.zeros((2, n, n), jnp.int8), player=jnp.zeros(2, jnp.int32),
+        last_action=jnp.full(2, -1, jnp.int32), action=jnp.array([2, 1], jnp.int32),
+        reward=jnp.array([0.5, -1.0]), discount=jnp.array([0.9, 0.0]),
+        next_board=jnp.asarray(next_board), next_last_action=jnp.zeros(2, jnp.int32))
+    stats = {k: v for k, v in online.items() if k != "params"}
+    loss, (aux, _) = learner._loss(online["params"], stats, target, batch)
+    # online picks cell 1 (cell 0 is occupied); the target values it at -3
+    td = np.array([0.5 + 0.9 * -3.0 - 1.0, -1.0 - 4.0])
+    huber = np.where(np.abs(td) <= 1, 0.5 * td**2, np.abs(td) - 0.5)
+    assert float(loss) == pytest.approx(huber.mean(), rel=1e-6)
+    assert float(aux["q_mean"]) == pytest.approx((1.0 + 4.0) / 2)
+    # plain DQN: max over the legal target values (cell 2: 50)
+    plain = dqn.make_learner(dataclasses.replace(learner.config, train=dataclasses.replace(
+        learner.config.train, double=False)), devices=jax.devices()[:1])
+    loss, _ = plain._loss(online["params"], stats, target, batch)
+    td = np.array([0.5 + 0.9 * 50.0 - 1.0, -1.0 - 4.0])
+    assert float(loss) == pytest.approx((np.abs(td) - 0.5).mean(), rel=1e-6)
+
+
+# ------------------------------------------------------------------- symmetries
+def test_the_8_symmetric_transitions_map_actions_with_boards():
+    n = 7
+    board = np.zeros((n, n), np.int8)
+    board[1, 2], board[5, 3] = 1, 2  # the learner (black) and the opponent's last move
+    action, reply = 1 * n + 3, 2 * n + 2
+    after = board.copy()
+    after.flat[action], after.flat[reply] = 1, 2
+    tr = dqn.Transition(
+        board=jnp.asarray(board)[None], player=jnp.zeros(1, jnp.int32),
+        last_action=jnp.array([5 * n + 3]), action=jnp.array([action]),
+        reward=jnp.array([0.25]), discount=jnp.array([0.9]),
+        next_board=jnp.asarray(after)[None], next_last_action=jnp.array([reply]))
+    out = jax.device_get(jax.jit(dqn.symmetric_transitions, static_argnums=1)(tr, n))
+    assert out.board.shape == (8, n, n)
+    seen = set()
+    for t in range(8):
+        b, nb = out.board[t], out.next_board[t]
+        np.testing.assert_array_equal(b, symmetry.transform_board(board, t))
+        np.testing.assert_array_equal(nb, symmetry.transform_board(after, t))
+        a = int(out.action[t])
+        assert a == symmetry.transform_action(action, t, n)
+        assert b.flat[a] == 0 and nb.flat[a] == 1  # the move lands on the mapped cell
+        assert nb.flat[int(out.next_last_action[t])] == 2
+        assert b.flat[int(out.last_action[t])] == 2
+        assert float(out.reward[t]) == 0.25 and float(out.discount[t]) == pytest.approx(0.9)
+        seen.add(b.tobytes())
+    assert len(seen) == 8  # an asymmetric board has 8 distinct images
+
+
+# ---------------------------------------------------------------------- rewards
+def _board(black=(), white=(), n=9):
+    b = np.zeros((n, n), np.int8)
+    for r, c in black:
+        b[r, c] = 1
+    for r, c in white:
+        b[r, c] = 2
+    return b
+
+
+def _pattern(before, move, player, table):
+    after = before.copy()
+    after[move] = player + 1
+    return float(dqn.pattern_reward(jnp.asarray(before), jnp.asarray(after), player, 5,
+                                    dqn.REWARD_TABLES[table]))
+
+
+@pytest.mark.parametrize("table, three, four, block3, block4", [
+    ("table1", 0.08 - 0.01, 0.6 - 0.08, 0.2, 0.8),
+    ("table2", 0.2 - 0.01, 0.3 - 0.2, 0.2, 0.9),
+    ("table3", 0.4 - 0.01, 0.7 - 0.4, 0.62, 0.9),
+])
+def test_shaped_rewards_on_hand_made_positions(table, three, four, block3, block4):
+    far = [(8, 0), (8, 8), (0, 8)]
+    # an open two becomes an open three: -OPEN_TWO + OPEN_THREE
+    assert _pattern(_board([(4, 3), (4, 4)], far[:2]), (4, 5), 0, table) == pytest.approx(three)
+    # an open three becomes an open four: -OPEN_THREE + OPEN_FOUR
+    assert _pattern(_board([(4, 2), (4, 3), (4, 4)], far), (4, 5), 0,
+                    table) == pytest.approx(four)
+    # white blocks one end of black's open three: BLOCK_THREE, once
+    assert _pattern(_board([(2, 3), (2, 4), (2, 5)], far[:2]), (2, 6), 1,
+                    table) == pytest.approx(block3)
+    # black closes the second end of white's four (the first end is black's already)
+    before = _board([(4, 1), (8, 8), (0, 8), (8, 0)], [(4, 2), (4, 3), (4, 4), (4, 5)])
+    assert _pattern(before, (4, 6), 0, table) == pytest.approx(block4)
+    # the same for both players at once, batched
+    boards = np.stack([_board([(4, 3), (4, 4)], far[:2]), before])
+    after = boards.copy()
+    after[0, 4, 5], after[1, 4, 6] = 1, 1
+    both = dqn.pattern_reward(jnp.asarray(boards), jnp.asarray(after), jnp.array([0, 0]), 5,
+                              dqn.REWARD_TABLES[table])
+    np.testing.assert_allclose(both, [three, block4], rtol=1e-6)
+
+
+def test_reward_tables_are_seed_000s_and_overridable():
+    t3 = dqn.REWARD_TABLES["table3"]
+    assert (t3["win"], t3["loss"], t3["draw"], t3["step"]) == (1.0, -1.0, 0.2, 0.0)
+    assert dqn.REWARD_TABLES["table2"]["win"] == 10.0
+    assert dqn.REWARD_TABLES["table1"]["loss"] == -2.0
+    none = dqn.REWARD_TABLES["none"]
+    assert all(none[s] == 0 for s in dqn.tactics.SHAPES) and none["win"] == 1.0
+    table = dqn.RewardSettings("table1", {"win": 5.0, "step": -0.01}).table()
+    assert table["win"] == 5.0 and table["step"] == -0.01 and table["open_four"] == 0.6
+
+
+# ---------------------------------------------------------------- scripted steps
+def _scripted(n_step):
+    learner = dqn.make_learner(_config(SCRIPTED, **{"train.n_step": n_step}),
+                               devices=jax.devices()[:1])
+    n = 7
+    prefs = np.zeros(n * n, np.float32)
+    # the learner's open four, the opponent's block of one end, then the winning end
+    prefs[[3 * n + 4, 3 * n + 0, 3 * n + 5]] = [3.0, 2.0, 1.0]
+    variables = _constant_q(learner, prefs)
+    env = learner.env
+    board = _board([(3, 1), (3, 2), (3, 3)], [(0, 0), (0, 6), (6, 6)], n=n)
+    games = jax.tree.map(lambda x: x[:1], learner._fresh_games(jax.random.PRNGKey(0)))
+    games = games.replace(state=jax.tree.map(lambda x: x[None], env.from_board(board)),
+                          colour=jnp.zeros(1, jnp.int32), old=jnp.zeros(1, bool))
+    step = jax.jit(functools.partial(learner._env_step, variables, variables, jnp.bool_(False)))
+    carry, outs = (games, jnp.int32(0), jnp.int32(0)), []
+    for i in range(3):
+        carry, out = step(carry, jax.random.PRNGKey(i))
+        outs.append(jax.device_get(out))
+    return learner, board, carry, outs
+
+
+def test_a_scripted_game_gives_the_transitions_and_rewards_by_hand():
+    learner, board, (games, episodes, env_steps), outs = _scripted(n_step=1)
+    n = 7
+    # step 1: black makes an open four (0.7 - 0.4), white blocks at (3, 0)
+    tr, emit, stats = outs[0]
+    assert bool(emit[0, 0]) and not bool(stats["done"][0])
+    assert int(tr.action[0, 0]) == 3 * n + 4
+    assert float(tr.reward[0, 0]) == pytest.approx(0.3)
+    assert float(tr.discount[0, 0]) == pytest.approx(0.9)
+    np.testing.assert_array_equal(tr.board[0, 0], board)
+    expected = board.copy()
+    expected[3, 4], expected[3, 0] = 1, 2
+    np.testing.assert_array_equal(tr.next_board[0, 0], expected)
+    assert int(tr.next_last_action[0, 0]) == 3 * n + 0
+    # step 2: black wins at (3, 5): the win reward alone, a terminal transition
+    tr, emit, stats = outs[1]
+    assert bool(emit[0, 0]) and bool(stats["done"][0]) and bool(stats["won"][0])
+    assert int(tr.action[0, 0]) == 3 * n + 5
+    assert float(tr.reward[0, 0]) == pytest.approx(1.0)
+    assert float(tr.discount[0, 0]) == 0.0
+    assert float(stats["shaped_return"][0]) == pytest.approx(1.3)
+    assert float(stats["pattern_return"][0]) == pytest.approx(0.3)
+    assert int(stats["length"][0]) == 9
+    # step 3: a new game, the learner is now white: the opponent opens, no transition
+    tr, emit, stats = outs[2]
+    assert not bool(emit.any()) and not bool(stats["acting"][0])
+    assert int(games.colour[0]) == 1 and int(games.state.current_player[0]) == 1
+    assert int(games.state.move_count[0]) == 1 and int(games.state.board[0, 3, 4]) == 1
+    assert int(episodes) == 1 and int(env_steps) == 2
+
+
+def test_n_step_returns_are_emitted_at_the_end_of_the_game():
+    _, board, _, outs = _scripted(n_step=2)
+    n = 7
+    assert not bool(outs[0][1].any())  # one step in: the 2-step history is not full
+    tr, emit, _ = outs[1]
+    assert bool(emit[0].all())
+    np.testing.assert_array_equal(tr.action[0], [3 * n + 4, 3 * n + 5])
+    np.testing.assert_allclose(tr.reward[0], [0.3 + 0.9 * 1.0, 1.0], rtol=1e-6)
+    np.testing.assert_array_equal(tr.discount[0], [0.0, 0.0])
+    np.testing.assert_array_equal(tr.board[0, 0], board)
+
+
+# ------------------------------------------------------- curriculum and iteration
+def test_phase_and_epsilon_schedules(learner):
+    assert [(p.opponent, p.episodes) for p in learner.config.curriculum.phases] == [
+        ("random", 2), ("heuristic", 2), ("self", 100)]
+    assert [int(learner.phase_of(e)) for e in (0, 1, 2, 3, 4, 5000)] == [0, 0, 1, 1, 2, 2]
+    a = learner.config.acting
+    np.testing.assert_allclose(
+        [float(learner.epsilon(e, 0)) for e in (0, 100, 10_000)],
+        [a.epsilon_start, a.epsilon_start * a.epsilon_decay**100, a.epsilon_end], rtol=1e-5)
+    step_unit = dqn.make_learner(dataclasses.replace(learner.config, acting=dataclasses.replace(
+        a, decay_unit="step")), devices=jax.devices()[:1])
+    assert float(step_unit.epsilon(0, 100)) == pytest.approx(a.epsilon_decay**100, rel=1e-5)
+
+
+def test_the_curriculum_switches_phase_and_fills_the_pool(learner, run):
+    state, metrics = run
+    phases = [int(m["phase"]) for m in metrics]
+    totals = [int(m["episodes_total"]) for m in metrics]
+    assert phases == [int(learner.phase_of(e)) for e in totals]
+    assert phases == sorted(phases) and phases[-1] == 2 and len(set(phases)) >= 2
+    assert int(state.episodes) == totals[-1] == sum(int(m["episodes"]) for m in metrics)
+    # snapshots only in the self phase, one per crossing of a multiple of 2 episodes
+    assert int(state.snapshots) >= 1
+    assert int(metrics[-1]["pool_filled"]) == min(int(state.snapshots), 2)
+    # outcomes add up and every metric is finite
+    for m in metrics:
+        assert int(m["wins"]) + int(m["losses"]) + int(m["draws"]) == int(m["episodes"])
+        assert all(np.isfinite(v).all() for v in m.values())
+    acting = learner.config.acting
+    assert int(metrics[0]["moves"]) == acting.batch * acting.steps
+
+
+def test_the_iteration_fills_the_buffer_and_trains(learner, run):
+    state, metrics = run
+    train = learner.config.train
+    added = sum(int(m["transitions_added"]) for m in metrics)
+    assert added % 8 == 0 and int(state.buffer.size) == min(added, train.buffer_capacity)
+    assert int(state.updates) == sum(train.updates for m in metrics if bool(m["trained"]))
+    init = learner.init()
+    moved = any(not np.array_equal(a, b) for a, b in zip(
+        jax.tree.leaves(init.variables["params"]), jax.tree.leaves(state.variables["params"])))
+    assert moved
+    n = int(state.buffer.size)
+    data = jax.device_get(state.buffer.data)
+    boards = data.board[:n].reshape(n, -1)
+    assert (boards[np.arange(n), data.action[:n]] == 0).all()  # actions on empty cells
+    assert set(np.unique(data.discount[:n])) <= {0.0, np.float32(train.gamma**train.n_step)}
+
+
+def test_the_iteration_is_traced_once(learner, run):
+    assert learner.trace_count == 1
+
+
+def test_sharded_and_single_device_iterations_agree(learner):
+    assert len(jax.devices()) == 4
+    sharded = dqn.make_learner(learner.config)
+    assert sharded.mesh.size == 4
+    s1, m1 = learner.iteration(learner.init())
+    s4, m4 = sharded.iteration(sharded.init())
+    assert s4.games.state.board.sharding.spec[0] == "data"
+    for key in ("moves", "episodes", "wins", "transitions_added", "buffer_size",
+                "learner_moves"):
+        assert float(m1[key]) == float(m4[key]), key
+    for a, b in zip(jax.tree.leaves(s1.variables), jax.tree.leaves(s4.variables)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
+    assert learner.trace_count == 1
+
+
+def test_the_greedy_agent_plays_the_best_legal_move(learner):
+    n = learner.env.size
+    prefs = np.arange(n * n, dtype=np.float32)  # the last cell is the favourite
+    agent = learner.agent(_constant_q(learner, prefs), name="q")
+    env = learner.env
+    assert isinstance(agent, agents.JaxAgent) and agent.name == "q"
+    assert agent.act(env.init(), jax.random.PRNGKey(0)) == n * n - 1
+    board = np.zeros((n, n), np.int8)
+    board.flat[n * n - 1] = 2
+    board.flat[0] = 1
+    assert agent.act(env.from_board(board), jax.random.PRNGKey(0)) == n * n - 2
+    meta = learner.export_metadata()
+    assert meta["agent"] == "q-greedy" and meta["network"]["name"] == "resnet-q"
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"curriculum.phases": [{"opponent": "bogus", "episodes": 3}]}, "opponent"),
+    ({"curriculum.phases": []}, "curriculum.phases"),
+    ({"network": {"name": "resnet", "options": {}}}, "must be a Q network"),
+    ({"rewards.shaping": "table9"}, "rewards.shaping"),
+    ({"rewards.weights": {"open_five": 1.0}}, "open_five"),
+    ({"acting.epsilon_end": 1.5}, "acting.epsilon_end"),
+    ({"train.n_step": 0}, "train.n_step"),
+    ({"train.min_buffer": 5000}, "train.min_buffer"),
+])
+def test_bad_config_values_are_named(override, message):
+    with pytest.raises(cfglib.ConfigError, match=message):
+        _config(TINY, **override)
+
+
+def test_batch_must_divide_over_devices():
+    with pytest.raises(cfglib.ConfigError, match=r"acting.batch \(6\).*devices \(4\)"):
+        dqn.make_learner(_config(TINY, **{"acting.batch": 6}))
+
+
+# ------------------------------------------------------------- driver and configs
+def test_training_run_on_the_smoke_config_end_to_end(learner, tmp_path):
+    cfg = learner.config
+    report = training.run(learner, tmp_path, progress=False, tensorboard=False)
+    assert report["iterations"] == cfg.train.iterations
+    assert json.loads((tmp_path / "config.json").read_text())["algorithm"] == "dqn"
+    header = (tmp_path / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"loss", "epsilon", "buffer_fill", "game_length", "win_rate", "shaped_return",
+            "phase", "moves_per_second", "eval_random"} <= set(header)
+    assert report["evaluation"]["random"]["games"] == cfg.eval.final_games
+    agent = exported.load_agent(tmp_path / "final.gjx", name="exported")
+    result = arena.play_match(Gomoku(9, 5), agent, agents.random_agent(), 2)
+    assert all(r.forfeit is None for r in result.records)
+    # the exported params are the final online variables
+    state, _ = training.restore(learner, tmp_path)
+    for a, b in zip(jax.tree.leaves(exported.load_network(tmp_path / "final.gjx")[3]),
+                    jax.tree.leaves(state.variables)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_reports_configs_are_here():
+    assert {p.stem for p in CONFIGS} >= {"dqn_seed000_a", "dqn_seed000_b", "dqn_9x9_cpu"}
+    a, _ = cfglib.load_file(dqn.DQNConfig, [p for p in CONFIGS if "000_a" in p.stem][0])
+    b, _ = cfglib.load_file(dqn.DQNConfig, [p for p in CONFIGS if "000_b" in p.stem][0])
+    assert [(p.opponent, p.episodes) for p in a.curriculum.phases] == [
+        ("random", 1000), ("heuristic", 1000), ("self", 4000)]
+    assert b.curriculum.phases[-1].episodes == 8000
+    assert (a.curriculum.snapshot_every, b.curriculum.snapshot_every) == (500, 1000)
+    for cfg in (a, b):
+        assert cfg.rewards.shaping == "table3" and cfg.network.name == "resnet-q"
+        assert (cfg.train.learning_rate, cfg.train.target_period, cfg.train.buffer_capacity,
+                cfg.acting.epsilon_decay) == (1e-4, 2000, 50_000, 0.995)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_config_variants_load_and_the_smoke_variant_trains(path):
+    data = json.loads(path.read_text())
+    assert data["algorithm"] == "dqn" and "gomoku-jax train --config" in data["description"]
+    for variant in [None, *data["variants"]]:
+        cfg, _ = cfglib.load_file(dqn.DQNConfig, path, variants=[] if variant is None
+                                  else [variant])
+        assert cfglib.from_dict(dqn.DQNConfig, cfglib.to_dict(cfg)) == cfg
+    learner = _smoke_learner(path)
+    state, metrics = learner.iteration(learner.init())
+    assert int(state.iteration) == 1
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(metrics).values())
