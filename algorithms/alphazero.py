@@ -25,19 +25,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
+from algorithms.common import ShardedLearner, select_games, sgd_step
 from gomoku_jax import features, networks, replay, symmetry
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import ConfigError
+from gomoku_jax.config import check_int, check_number
 from gomoku_jax.game import Gomoku, State
 
 __all__ = [
@@ -54,21 +53,6 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- config
-def _positive_int(owner: str, name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _number_in(owner: str, name: str, value, low: float, high: float,
-               low_open: bool = False) -> None:
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
-          and math.isfinite(value) and (value > low if low_open else value >= low)
-          and value <= high)
-    if not ok:
-        bound = "(" if low_open else "["
-        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class GameSettings:
     """The game and the observation planes the network sees."""
@@ -121,13 +105,13 @@ class SelfPlaySettings:
     fast_simulations: int = 8
 
     def __post_init__(self):
-        _positive_int("selfplay", "batch", self.batch)
-        _positive_int("selfplay", "steps", self.steps)
-        _number_in("selfplay", "temperature", self.temperature, 0.0, 100.0)
-        _positive_int("selfplay", "temperature_moves", self.temperature_moves, 0)
+        check_int("selfplay", "batch", self.batch)
+        check_int("selfplay", "steps", self.steps)
+        check_number("selfplay", "temperature", self.temperature, 0.0, 100.0)
+        check_int("selfplay", "temperature_moves", self.temperature_moves, 0)
         if self.playout_cap is not None:
-            _number_in("selfplay", "playout_cap", self.playout_cap, 0.0, 1.0, low_open=True)
-        _positive_int("selfplay", "fast_simulations", self.fast_simulations)
+            check_number("selfplay", "playout_cap", self.playout_cap, 0.0, 1.0, low_open=True)
+        check_int("selfplay", "fast_simulations", self.fast_simulations)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,19 +139,19 @@ class TrainSettings:
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "buffer_capacity", "min_buffer"):
-            _positive_int("train", name, getattr(self, name))
-        _number_in("train", "epochs", self.epochs, 0.0, 1e4, low_open=True)
+            check_int("train", name, getattr(self, name))
+        check_number("train", "epochs", self.epochs, 0.0, 1e4, low_open=True)
         if self.optimizer not in ("sgd", "adam"):
             raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
         if self.lr_schedule not in ("constant", "step"):
             raise ValueError(
                 f"train.lr_schedule must be 'constant' or 'step', got {self.lr_schedule!r}")
-        _number_in("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
-        _number_in("train", "momentum", self.momentum, 0.0, 1.0)
-        _number_in("train", "l2", self.l2, 0.0, 1.0)
-        _number_in("train", "value_weight", self.value_weight, 0.0, 1e3)
+        check_number("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
+        check_number("train", "momentum", self.momentum, 0.0, 1.0)
+        check_number("train", "l2", self.l2, 0.0, 1.0)
+        check_number("train", "value_weight", self.value_weight, 0.0, 1e3)
         if self.kl_target is not None:
-            _number_in("train", "kl_target", self.kl_target, 0.0, 10.0, low_open=True)
+            check_number("train", "kl_target", self.kl_target, 0.0, 10.0, low_open=True)
         if self.min_buffer > self.buffer_capacity:
             raise ValueError(
                 f"train.min_buffer ({self.min_buffer}) exceeds train.buffer_capacity "
@@ -192,13 +176,13 @@ class EvalSettings:
     patience: int | None = None
 
     def __post_init__(self):
-        _positive_int("eval", "every", self.every, 0)
-        _positive_int("eval", "games", self.games, 2)
-        _positive_int("eval", "final_games", self.final_games, 0)
-        _positive_int("eval", "simulations", self.simulations)
-        _positive_int("eval", "opening_stones", self.opening_stones, 0)
+        check_int("eval", "every", self.every, 0)
+        check_int("eval", "games", self.games, 2)
+        check_int("eval", "final_games", self.final_games, 0)
+        check_int("eval", "simulations", self.simulations)
+        check_int("eval", "opening_stones", self.opening_stones, 0)
         if self.patience is not None:
-            _positive_int("eval", "patience", self.patience)
+            check_int("eval", "patience", self.patience)
         if not self.opponents or not all(isinstance(o, str) and o for o in self.opponents):
             raise ValueError(f"eval.opponents must be a non-empty list of agent names, "
                              f"got {self.opponents!r}")
@@ -219,8 +203,8 @@ class AlphaZeroConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
-        _positive_int("config", "seed", self.seed, 0)
-        _positive_int("config", "checkpoint_every", self.checkpoint_every)
+        check_int("config", "seed", self.seed, 0)
+        check_int("config", "checkpoint_every", self.checkpoint_every)
         try:
             self.network.module(self.game.size)
         except (TypeError, ValueError) as error:
@@ -248,14 +232,6 @@ class AlphaZeroConfig:
 
 
 # ------------------------------------------------------------------------ the state
-class _Position(NamedTuple):
-    """What `features.observe` needs of a state."""
-
-    board: jax.Array
-    current_player: jax.Array
-    last_action: jax.Array
-
-
 @struct.dataclass
 class Record:
     """One self-play move of one game (stacked ``[T, B]`` in a trajectory)."""
@@ -299,7 +275,7 @@ def _masked_log_softmax(logits, legal):
     return jax.nn.log_softmax(logits, axis=-1)
 
 
-class Learner:
+class Learner(ShardedLearner):
     """The compiled pieces of one AlphaZero config. Build with `make_learner`."""
 
     algorithm = "alphazero"
@@ -308,16 +284,10 @@ class Learner:
         self.config = config
         self.env = config.game.env()
         self.module = config.network.module(config.game.size)
-        devices = list(jax.devices() if devices is None else devices)
-        n = len(devices)
-        for name, value in (("selfplay.batch", config.selfplay.batch),
-                            ("train.batch_size", config.train.batch_size)):
-            if value % n:
-                raise ConfigError(f"{name} ({value}) must be a multiple of the number of "
-                                  f"devices ({n})")
-        self.mesh = Mesh(np.asarray(devices), ("data",))
-        self._rep = NamedSharding(self.mesh, P())
-        self._games_sharding = NamedSharding(self.mesh, P("data"))
+        # ``(variables, states [B]) -> (logits [B, A], value [B])``, inference mode
+        self.evaluate = search_lib.network_evaluate(self.module)
+        self._setup_mesh(devices, {"selfplay.batch": config.selfplay.batch,
+                                   "train.batch_size": config.train.batch_size})
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
         opt = {"sgd": functools.partial(optax.sgd, momentum=config.train.momentum),
                "adam": optax.adam}[config.train.optimizer]
@@ -329,10 +299,6 @@ class Learner:
                                  donate_argnums=0)
 
     # ----------------------------------------------------------- evaluation function
-    def evaluate(self, variables, states: State):
-        """``(logits [B, A], value [B])`` of the network, inference mode."""
-        logits, value = self.module.apply(variables, states.observation, train=False)
-        return logits.astype(jnp.float32), value.astype(jnp.float32)
 
     def init_variables(self, key) -> Any:
         return networks.init_network(self.module, key, self.env.observation_shape)
@@ -350,11 +316,6 @@ class Learner:
             key=rep, iteration=rep, lr_multiplier=rep)
 
     # -------------------------------------------------------------------------- init
-    def init(self, key: jax.Array | None = None) -> TrainState:
-        """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
-        key = jax.random.PRNGKey(self.config.seed) if key is None else key
-        return self._init(key)
-
     def _init_impl(self, key) -> TrainState:
         cfg = self.config
         b, t = cfg.selfplay.batch, cfg.selfplay.steps
@@ -417,11 +378,7 @@ class Learner:
                 policy=target, reward=reward, done=stepped.terminated,
                 train=jnp.broadcast_to(full, mover.shape),
                 inserted=jnp.zeros(mover.shape, jnp.bool_))
-            over = stepped.terminated
-            games = jax.tree.map(
-                lambda f, s: jnp.where(over.reshape(over.shape + (1,) * (s.ndim - 1)), f, s),
-                fresh, stepped)
-            return games, record
+            return select_games(stepped.terminated, fresh, stepped), record
 
         keys = jax.random.split(key, sp.steps)
         return jax.lax.scan(move, games, keys)
@@ -445,7 +402,7 @@ class Learner:
 
     # ---------------------------------------------------------------------- SGD
     def _observe(self, board, player, last_action):
-        return features.observe(_Position(board, player, last_action), self.env.observation_spec)
+        return features.observe_position(board, player, last_action, self.env.observation_spec)
 
     def _augment(self, batch: Sample, key) -> Sample:
         n = self.env.size
@@ -458,10 +415,7 @@ class Learner:
     def _loss(self, params, batch_stats, batch: Sample):
         cfg = self.config.train
         obs = self._observe(batch.board, batch.player, batch.last_action)
-        variables = {"params": params, **batch_stats}
-        mutable = ["batch_stats"] if batch_stats else False
-        out = self.module.apply(variables, obs, train=True, mutable=mutable)
-        (logits, value), new_stats = out if mutable else (out, {})
+        (logits, value), new_stats = networks.apply_train(self.module, params, batch_stats, obs)
         logits, value = logits.astype(jnp.float32), value.astype(jnp.float32)
         legal = (batch.board == 0).reshape(batch.board.shape[0], -1)
         logp = _masked_log_softmax(logits, legal)
@@ -475,12 +429,7 @@ class Learner:
         explained = 1.0 - jnp.var(batch.value - value) / jnp.maximum(var_z, 1e-8)
         aux = dict(loss=total, value_loss=value_loss, policy_loss=policy_loss, l2=l2,
                    entropy=entropy, explained_variance=explained)
-        return total, (aux, dict(new_stats))
-
-    def _constrain(self, tree):
-        if self.mesh.size == 1:
-            return tree
-        return jax.lax.with_sharding_constraint(tree, self._games_sharding)
+        return total, (aux, new_stats)
 
     def _train(self, variables, opt_state, buffer, key, learning_rate):
         cfg = self.config.train
@@ -488,23 +437,19 @@ class Learner:
         opt_state = opt_state._replace(
             hyperparams={**opt_state.hyperparams, "learning_rate": learning_rate})
 
-        def sgd_step(carry, key):
+        def step(carry, key):
             variables, opt_state = carry
             k_sample, k_aug = jax.random.split(key)
             batch = replay.sample(buffer, k_sample, cfg.batch_size)
             if cfg.augment:
                 batch = self._augment(batch, k_aug)
             batch = self._constrain(batch)
-            params = variables["params"]
-            stats = {k: v for k, v in variables.items() if k != "params"}
-            grads, (aux, new_stats) = jax.grad(self._loss, has_aux=True)(params, stats, batch)
-            updates, new_opt = self.tx.update(grads, opt_state, params)
-            new_vars = {"params": optax.apply_updates(params, updates), **stats, **new_stats}
-            keep = lambda new, old: jax.tree.map(lambda x, y: jnp.where(ready, x, y), new, old)
-            return (keep(new_vars, variables), keep(new_opt, opt_state)), aux
+            variables, opt_state, aux = sgd_step(self._loss, self.tx, variables, opt_state,
+                                                 ready, batch)
+            return (variables, opt_state), aux
 
         keys = jax.random.split(key, self.config.sgd_steps)
-        (variables, opt_state), aux = jax.lax.scan(sgd_step, (variables, opt_state), keys)
+        (variables, opt_state), aux = jax.lax.scan(step, (variables, opt_state), keys)
         return variables, opt_state, jax.tree.map(jnp.mean, aux), ready
 
     def _policy_logp(self, variables, batch: Sample):

@@ -58,21 +58,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings
+from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry, tactics
 from gomoku_jax.agents import JaxAgent
-from gomoku_jax.config import ConfigError
+from gomoku_jax.config import check_int, check_number
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -117,21 +116,6 @@ REWARD_TABLES: dict[str, dict[str, float]] = {
 
 
 # ----------------------------------------------------------------------------- config
-def _positive_int(owner: str, name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _number_in(owner: str, name: str, value, low: float, high: float,
-               low_open: bool = False) -> None:
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
-          and math.isfinite(value) and (value > low if low_open else value >= low)
-          and value <= high)
-    if not ok:
-        bound = "(" if low_open else "["
-        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class Phase:
     """One curriculum phase: ``episodes`` learner games against ``opponent``."""
@@ -143,7 +127,7 @@ class Phase:
         if self.opponent not in OPPONENTS:
             raise ValueError(f"curriculum phase opponent must be one of "
                              f"{', '.join(OPPONENTS)}, got {self.opponent!r}")
-        _positive_int("curriculum phase", "episodes", self.episodes)
+        check_int("curriculum phase", "episodes", self.episodes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,11 +145,11 @@ class ActingSettings:
     decay_unit: str = "episode"
 
     def __post_init__(self):
-        _positive_int("acting", "batch", self.batch)
-        _positive_int("acting", "steps", self.steps)
-        _number_in("acting", "epsilon_start", self.epsilon_start, 0.0, 1.0)
-        _number_in("acting", "epsilon_end", self.epsilon_end, 0.0, 1.0)
-        _number_in("acting", "epsilon_decay", self.epsilon_decay, 0.0, 1.0, low_open=True)
+        check_int("acting", "batch", self.batch)
+        check_int("acting", "steps", self.steps)
+        check_number("acting", "epsilon_start", self.epsilon_start, 0.0, 1.0)
+        check_number("acting", "epsilon_end", self.epsilon_end, 0.0, 1.0)
+        check_number("acting", "epsilon_decay", self.epsilon_decay, 0.0, 1.0, low_open=True)
         if self.epsilon_end > self.epsilon_start:
             raise ValueError(f"acting.epsilon_end ({self.epsilon_end}) exceeds "
                              f"acting.epsilon_start ({self.epsilon_start})")
@@ -193,12 +177,12 @@ class CurriculumSettings:
         if not self.phases or not all(isinstance(p, Phase) for p in self.phases):
             raise ValueError(f"curriculum.phases must be a non-empty list of phases, "
                              f"got {self.phases!r}")
-        _number_in("curriculum", "opponent_epsilon", self.opponent_epsilon, 0.0, 1.0)
-        _number_in("curriculum", "old_opponent_probability", self.old_opponent_probability,
+        check_number("curriculum", "opponent_epsilon", self.opponent_epsilon, 0.0, 1.0)
+        check_number("curriculum", "old_opponent_probability", self.old_opponent_probability,
                    0.0, 1.0)
-        _positive_int("curriculum", "snapshot_every", self.snapshot_every)
-        _positive_int("curriculum", "pool_size", self.pool_size)
-        _positive_int("curriculum", "heuristic_top_k", self.heuristic_top_k)
+        check_int("curriculum", "snapshot_every", self.snapshot_every)
+        check_int("curriculum", "pool_size", self.pool_size)
+        check_int("curriculum", "heuristic_top_k", self.heuristic_top_k)
 
     @property
     def total_episodes(self) -> int:
@@ -224,7 +208,7 @@ class RewardSettings:
             if key not in REWARD_KEYS:
                 raise ValueError(f"unknown rewards.weights key {key!r}; known: "
                                  f"{', '.join(REWARD_KEYS)}")
-            _number_in("rewards.weights", key, value, -1e6, 1e6)
+            check_number("rewards.weights", key, value, -1e6, 1e6)
 
     def table(self) -> dict[str, float]:
         """The full reward table: the preset with the overrides."""
@@ -256,14 +240,14 @@ class DQNTrainSettings:
     def __post_init__(self):
         for name in ("iterations", "updates", "batch_size", "buffer_capacity", "min_buffer",
                      "n_step", "target_period"):
-            _positive_int("train", name, getattr(self, name))
-        _number_in("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
-        _number_in("train", "gamma", self.gamma, 0.0, 1.0)
-        _number_in("train", "huber_delta", self.huber_delta, 0.0, 1e6, low_open=True)
+            check_int("train", name, getattr(self, name))
+        check_number("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
+        check_number("train", "gamma", self.gamma, 0.0, 1.0)
+        check_number("train", "huber_delta", self.huber_delta, 0.0, 1e6, low_open=True)
         if self.target_tau is not None:
-            _number_in("train", "target_tau", self.target_tau, 0.0, 1.0, low_open=True)
+            check_number("train", "target_tau", self.target_tau, 0.0, 1.0, low_open=True)
         if self.max_grad_norm is not None:
-            _number_in("train", "max_grad_norm", self.max_grad_norm, 0.0, 1e9, low_open=True)
+            check_number("train", "max_grad_norm", self.max_grad_norm, 0.0, 1e9, low_open=True)
         if self.min_buffer > self.buffer_capacity:
             raise ValueError(f"train.min_buffer ({self.min_buffer}) exceeds "
                              f"train.buffer_capacity ({self.buffer_capacity})")
@@ -285,8 +269,8 @@ class DQNConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
-        _positive_int("config", "seed", self.seed, 0)
-        _positive_int("config", "checkpoint_every", self.checkpoint_every)
+        check_int("config", "seed", self.seed, 0)
+        check_int("config", "checkpoint_every", self.checkpoint_every)
         try:
             self.network.module(self.game.size)
         except (TypeError, ValueError) as error:
@@ -299,14 +283,6 @@ class DQNConfig:
 
 
 # ------------------------------------------------------------------------ the state
-class _Position(NamedTuple):
-    """What `features.observe` needs of a state."""
-
-    board: jax.Array
-    current_player: jax.Array
-    last_action: jax.Array
-
-
 @struct.dataclass
 class Transition:
     """One (n-step) learner transition; the learner is to move at both ends."""
@@ -406,12 +382,6 @@ def symmetric_transitions(tr: Transition, size: int) -> Transition:
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *copies)
 
 
-def _where(mask, new, old):
-    """Per game: ``new`` where ``mask [B]`` else ``old`` (pytrees with leading ``B``)."""
-    return jax.tree.map(
-        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (b.ndim - 1)), a, b), new, old)
-
-
 def _epsilon_greedy(key, q, legal, epsilon):
     """Per game: a uniform legal move with probability ``epsilon``, else the legal
     move of highest Q (``q, legal: [B, A]``)."""
@@ -424,7 +394,7 @@ def _epsilon_greedy(key, q, legal, epsilon):
 
 
 # ---------------------------------------------------------------------- the learner
-class Learner:
+class Learner(ShardedLearner):
     """The compiled pieces of one DQN config. Build with `make_learner`."""
 
     algorithm = "dqn"
@@ -434,16 +404,8 @@ class Learner:
         self.env: Gomoku = config.game.env()
         self.module = config.network.module(config.game.size)
         self.rewards = config.rewards.table()
-        devices = list(jax.devices() if devices is None else devices)
-        n = len(devices)
-        for name, value in (("acting.batch", config.acting.batch),
-                            ("train.batch_size", config.train.batch_size)):
-            if value % n:
-                raise ConfigError(f"{name} ({value}) must be a multiple of the number of "
-                                  f"devices ({n})")
-        self.mesh = Mesh(np.asarray(devices), ("data",))
-        self._rep = NamedSharding(self.mesh, P())
-        self._games_sharding = NamedSharding(self.mesh, P("data"))
+        self._setup_mesh(devices, {"acting.batch": config.acting.batch,
+                                   "train.batch_size": config.train.batch_size})
         tc = config.train
         parts = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
         self.tx = optax.chain(*parts, optax.adam(tc.learning_rate))
@@ -464,7 +426,7 @@ class Learner:
         return self.module.apply(variables, observation, train=False).astype(jnp.float32)
 
     def _observe(self, board, player, last_action):
-        return features.observe(_Position(board, player, last_action), self.env.observation_spec)
+        return features.observe_position(board, player, last_action, self.env.observation_spec)
 
     def phase_of(self, episodes) -> jax.Array:
         """Index of the curriculum phase after ``episodes`` finished games (traced)."""
@@ -493,11 +455,6 @@ class Learner:
             episodes=rep, env_steps=rep, updates=rep)
 
     # -------------------------------------------------------------------------- init
-    def init(self, key: jax.Array | None = None) -> TrainState:
-        """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
-        key = jax.random.PRNGKey(self.config.seed) if key is None else key
-        return self._init(key)
-
     def _fresh_games(self, key) -> Games:
         cfg, env = self.config, self.env
         b, n, size = cfg.acting.batch, cfg.train.n_step, env.size
@@ -570,7 +527,7 @@ class Learner:
         acting = (s.current_player == colour) & ~s.terminated  # [B]
         q = self.q_values(variables, s.observation)
         action = _epsilon_greedy(k_act, q, s.legal_action_mask, eps)
-        s1 = _where(acting, jax.vmap(env.step)(s, action), s)
+        s1 = select_games(acting, jax.vmap(env.step)(s, action), s)
         wins_now = acting & s1.terminated & (s1.winner == colour)
         if any(w[name] for name in ("blocked_three", "blocked_four") + _OWN_SHAPES):
             pattern = pattern_reward(s.board, s1.board, colour, env.k, w)
@@ -580,7 +537,7 @@ class Learner:
 
         opp_turn = ~s1.terminated & (s1.current_player != colour)
         opp_action = self._opponent(kind, s1, games.old, k_opp, variables, member, has_old)
-        s2 = _where(opp_turn, jax.vmap(env.step)(s1, opp_action), s1)
+        s2 = select_games(opp_turn, jax.vmap(env.step)(s1, opp_action), s1)
 
         done = s2.terminated
         won = done & (s2.winner == colour)
@@ -593,7 +550,7 @@ class Learner:
         # n-step history: push this step's (s, a, r) where the learner moved.
         def push(h, new):
             pushed = jnp.concatenate([h[:, 1:], new[:, None].astype(h.dtype)], axis=1)
-            return _where(acting, pushed, h)
+            return select_games(acting, pushed, h)
 
         hb = push(games.hist_board, s.board)
         hl = push(games.hist_last, s.last_action)
@@ -621,7 +578,7 @@ class Learner:
         new_old = jax.random.bernoulli(k_old, cfg.curriculum.old_opponent_probability,
                                        colour.shape)
         games = Games(
-            state=_where(done, fresh, s2),
+            state=select_games(done, fresh, s2),
             colour=jnp.where(done, 1 - colour, colour),
             old=jnp.where(done, new_old, games.old),
             hist_board=hb, hist_last=hl, hist_action=ha, hist_reward=hr,
@@ -643,11 +600,9 @@ class Learner:
         cfg = self.config.train
         obs = self._observe(batch.board, batch.player, batch.last_action)
         next_obs = self._observe(batch.next_board, batch.player, batch.next_last_action)
-        variables = {"params": params, **batch_stats}
-        mutable = ["batch_stats"] if batch_stats else False
-        out = self.module.apply(variables, obs, train=True, mutable=mutable)
-        q, new_stats = out if mutable else (out, {})
+        q, new_stats = networks.apply_train(self.module, params, batch_stats, obs)
         q = q.astype(jnp.float32)
+        variables = {"params": params, **batch_stats}
         q_next_target = self.q_values(target_variables, next_obs)
         q_next_online = (jax.lax.stop_gradient(self.q_values(variables, next_obs))
                          if cfg.double else q_next_target)
@@ -657,33 +612,22 @@ class Learner:
         loss = jnp.mean(optax.huber_loss(td, delta=cfg.huber_delta))
         q_taken = jnp.take_along_axis(q, batch.action[:, None], axis=1)[:, 0]
         aux = dict(loss=loss, q_mean=jnp.mean(q_taken), td_abs=jnp.mean(jnp.abs(td)))
-        return loss, (aux, dict(new_stats))
-
-    def _constrain(self, tree):
-        if self.mesh.size == 1:
-            return tree
-        return jax.lax.with_sharding_constraint(tree, self._games_sharding)
+        return loss, (aux, new_stats)
 
     def _train(self, variables, target_variables, opt_state, buffer, updates, key):
         cfg = self.config.train
         ready = buffer.size >= cfg.min_buffer
 
-        def sgd_step(carry, key):
+        def step(carry, key):
             variables, target, opt_state, updates = carry
             batch = self._constrain(replay.sample(buffer, key, cfg.batch_size))
-            params = variables["params"]
-            stats = {k: v for k, v in variables.items() if k != "params"}
-            grads, (aux, new_stats) = jax.grad(self._loss, has_aux=True)(
-                params, stats, target, batch)
-            change, new_opt = self.tx.update(grads, opt_state, params)
-            new_vars = {"params": optax.apply_updates(params, change), **stats, **new_stats}
-            keep = lambda new, old: jax.tree.map(lambda x, y: jnp.where(ready, x, y), new, old)
-            variables, opt_state = keep(new_vars, variables), keep(new_opt, opt_state)
+            variables, opt_state, aux = sgd_step(self._loss, self.tx, variables, opt_state,
+                                                 ready, target, batch)
             updates = updates + ready.astype(jnp.int32)
             if cfg.target_tau is not None:
                 tau = cfg.target_tau
-                target = keep(jax.tree.map(lambda t, o: (1 - tau) * t + tau * o, target,
-                                           variables), target)
+                target = keep_if(ready, jax.tree.map(lambda t, o: (1 - tau) * t + tau * o,
+                                                     target, variables), target)
             else:
                 sync = ready & (updates % cfg.target_period == 0)
                 target = jax.tree.map(lambda o, t: jnp.where(sync, o, t), variables, target)
@@ -691,7 +635,7 @@ class Learner:
 
         keys = jax.random.split(key, cfg.updates)
         (variables, target, opt_state, updates), aux = jax.lax.scan(
-            sgd_step, (variables, target_variables, opt_state, updates), keys)
+            step, (variables, target_variables, opt_state, updates), keys)
         return variables, target, opt_state, updates, jax.tree.map(jnp.mean, aux), ready
 
     # ------------------------------------------------------------------ iteration

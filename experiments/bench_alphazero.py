@@ -84,18 +84,7 @@ def choose_network(preset: str = "cpu", name: str | None = None, options: dict |
 
 def game_env(size: int) -> Gomoku:
     """The CPU default's game (rule, observation planes) on a ``size`` x ``size`` board."""
-    game = {**cpu_default()["game"], "size": size}
-    return Gomoku(game["size"], game.get("k", 5), game.get("rule", "freestyle"),
-                  observation=game.get("observation", "stones-colour"),
-                  positional_bias=game.get("positional_bias"))
-
-
-def network_evaluate(module):
-    """`search.Evaluate` of a Flax policy-value module (inference mode)."""
-    def evaluate(variables, states):
-        logits, value = module.apply(variables, states.observation, train=False)
-        return logits.astype(jnp.float32), value.astype(jnp.float32)
-    return evaluate
+    return Gomoku(**{**cpu_default()["game"], "size": size})
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
@@ -166,7 +155,7 @@ def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulatio
         module = networks.make_network(net_name, board_size=n, **net_options)
         variables = networks.init_network(module, jax.random.key(seed), env.observation_shape)
         params_count[str(n)] = networks.param_count(variables)
-        evaluate, uniform = network_evaluate(module), search_lib.uniform_evaluate(env)
+        evaluate, uniform = search_lib.network_evaluate(module), search_lib.uniform_evaluate(env)
         for b in batches:
             states = openings(env, jax.random.key(seed + 1), b, opening_stones)
             for sims in simulations:

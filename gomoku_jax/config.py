@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
 import types
 import typing
@@ -26,6 +27,8 @@ __all__ = [
     "ConfigError",
     "algorithm_of",
     "apply_overrides",
+    "check_int",
+    "check_number",
     "from_dict",
     "load_file",
     "parse_override",
@@ -37,6 +40,24 @@ _META_KEYS = ("algorithm", "description", "variants")
 
 class ConfigError(ValueError):
     """A config file, a ``--set`` override or a config value is wrong."""
+
+
+def check_int(owner: str, name: str, value, minimum: int = 1) -> None:
+    """For a config's ``__post_init__``: ``value`` is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_number(owner: str, name: str, value, low: float, high: float,
+                 low_open: bool = False) -> None:
+    """For a config's ``__post_init__``: ``value`` is a finite number in
+    ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+          and math.isfinite(value) and (value > low if low_open else value >= low)
+          and value <= high)
+    if not ok:
+        bound = "(" if low_open else "["
+        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
 
 
 def parse_override(text: str) -> tuple[str, Any]:

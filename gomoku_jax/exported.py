@@ -71,14 +71,11 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     if kind != "search":
         raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
 
-    def evaluate(params, states):
-        logits, value = module.apply(params, states.observation, train=False)
-        return logits.astype(jnp.float32), value.astype(jnp.float32)
-
     config = search_lib.SearchConfig.from_dict(meta["search"])
     if simulations is not None:
         config = dataclasses.replace(config, num_simulations=simulations)
-    agent = search_lib.search_agent(name, env, evaluate, variables, config)
+    agent = search_lib.search_agent(name, env, search_lib.network_evaluate(module), variables,
+                                    config)
     return Loaded(agent, env, meta)
 
 

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["ENCODINGS", "ObservationSpec", "gaussian_bias", "num_planes", "observe"]
+__all__ = ["ENCODINGS", "ObservationSpec", "gaussian_bias", "num_planes", "observe",
+           "observe_position"]
 
 ENCODINGS = {
     "stones-colour": ("own", "opponent", "colour"),
@@ -76,9 +77,16 @@ def observe(state, spec: ObservationSpec, player: jax.Array | None = None) -> ja
     ``player`` (0 black, 1 white; broadcastable to the batch) chooses the viewer;
     default: ``state.current_player``.
     """
-    board = jnp.asarray(state.board)
+    viewer = state.current_player if player is None else player
+    return observe_position(state.board, viewer, state.last_action, spec)
+
+
+def observe_position(board, viewer, last_action, spec: ObservationSpec) -> jax.Array:
+    """`observe` from the arrays a state is made of (``board [..., N, N]``, the viewer
+    ``[...]`` and the last action ``[...]``), for stored positions such as replay items."""
+    board = jnp.asarray(board)
     n = board.shape[-1]
-    viewer = state.current_player if player is None else jnp.asarray(player)
+    viewer = jnp.asarray(viewer)
     viewer = jnp.broadcast_to(viewer, board.shape[:-2]).astype(jnp.int32)
     own_stone = (viewer + 1)[..., None, None]
     planes = []
@@ -92,7 +100,7 @@ def observe(state, spec: ObservationSpec, player: jax.Array | None = None) -> ja
         elif name == "colour":
             plane = jnp.broadcast_to((viewer == 0)[..., None, None], board.shape)
         else:  # "last"
-            last = jnp.asarray(state.last_action)
+            last = jnp.asarray(last_action)
             plane = (jnp.arange(n * n) == last[..., None]).reshape(board.shape)
         planes.append(plane.astype(jnp.float32))
     obs = jnp.stack(planes, axis=-1)

@@ -91,10 +91,12 @@ __all__ = [
     "ResNet",
     "ResNetQ",
     "SimpleNet",
+    "apply_train",
     "init_network",
     "make_network",
     "network_summary",
     "param_count",
+    "split_params",
 ]
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -679,6 +681,21 @@ def _jit_init(module: nn.Module, key: jax.Array, shape: tuple[int, ...]) -> dict
     """Compiled once per (module, shape): init is many small random ops."""
     variables = module.init(key, jnp.zeros((1, *shape), jnp.float32), train=False)
     return {k: v for k, v in variables.items() if k != "intermediates"}
+
+
+def split_params(variables: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(params, other collections)`` of a variables dict (e.g. ``batch_stats``)."""
+    return variables["params"], {k: v for k, v in variables.items() if k != "params"}
+
+
+def apply_train(module: nn.Module, params, collections: Mapping[str, Any], x: jax.Array):
+    """``(outputs, updated collections)`` of a training-mode pass: BatchNorm statistics
+    are updated where the network has them, and ``{}`` comes back where it has none."""
+    variables = {"params": params, **collections}
+    if not collections:
+        return module.apply(variables, x, train=True), {}
+    out, updated = module.apply(variables, x, train=True, mutable=list(collections))
+    return out, dict(updated)
 
 
 def param_count(params) -> int:

@@ -58,6 +58,7 @@ from gomoku_jax.game import Gomoku, State
 __all__ = [
     "ALGORITHMS",
     "Evaluate",
+    "network_evaluate",
     "SearchConfig",
     "TacticalPrior",
     "apply_tactical_prior",
@@ -499,6 +500,17 @@ def _uniform(num_actions: int, params, states: State):
     del params
     batch = states.current_player.shape
     return jnp.zeros(batch + (num_actions,), jnp.float32), jnp.zeros(batch, jnp.float32)
+
+
+def _network(module, params, states: State):
+    logits, value = module.apply(params, states.observation, train=False)
+    return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+
+def network_evaluate(module) -> Evaluate:
+    """The ``evaluate`` of a Flax policy-value module from `gomoku_jax.networks`
+    (inference mode; ``params`` are its variables), outputs in float32."""
+    return functools.partial(_network, module)
 
 
 def uniform_evaluate(env: Gomoku) -> Evaluate:

@@ -79,7 +79,7 @@ def test_quick_run_reports_search_learner_and_skipped(tmp_path, capsys):
     module = networks.make_network(name, board_size=9, **options)
     variables = jax.eval_shape(
         lambda k: networks.init_network(module, k, env.observation_shape), jax.random.key(0))
-    evaluate = bench.network_evaluate(module)
+    evaluate = search_lib.network_evaluate(module)
     sizes = [bench.tree_bytes(env, evaluate, variables, 8,
                               search_lib.SearchConfig(algorithm="puct", num_simulations=s))
              for s in (4, 8)]
