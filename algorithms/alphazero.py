@@ -84,6 +84,13 @@ class NetworkSettings:
     def module(self, board_size: int):
         return networks.make_network(self.name, board_size=board_size, **self.options)
 
+    def check(self, board_size: int) -> None:
+        """Raise ``ValueError`` (prefixed ``network:``) if the network cannot be built."""
+        try:
+            self.module(board_size)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"network: {error}") from None
+
 
 @dataclasses.dataclass(frozen=True)
 class SelfPlaySettings:
@@ -205,10 +212,7 @@ class AlphaZeroConfig:
     def __post_init__(self):
         check_int("config", "seed", self.seed, 0)
         check_int("config", "checkpoint_every", self.checkpoint_every)
-        try:
-            self.network.module(self.game.size)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"network: {error}") from None
+        self.network.check(self.game.size)
         pc = self.selfplay.playout_cap
         if pc is not None and self.selfplay.fast_simulations >= self.search.num_simulations:
             raise ValueError(

@@ -271,10 +271,7 @@ class DQNConfig:
     def __post_init__(self):
         check_int("config", "seed", self.seed, 0)
         check_int("config", "checkpoint_every", self.checkpoint_every)
-        try:
-            self.network.module(self.game.size)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"network: {error}") from None
+        self.network.check(self.game.size)
         kind = networks.NETWORKS[self.network.name][1]
         if kind != "q":
             q_nets = [n for n, (_, k, _) in networks.NETWORKS.items() if k == "q"]
