@@ -98,7 +98,8 @@ class SelfPlaySettings:
 
     ``temperature`` applies to the first ``temperature_moves`` moves of a game (then
     the most visited move is played); Gumbel search samples through its own noise and
-    ignores it. ``playout_cap`` (KataGo's playout cap randomization, seed 003): the
+    ignores it, for the first ``gumbel_moves`` moves of a game when that is set (None:
+    every move), after which it plays the argmax of its improved policy. ``playout_cap`` (KataGo's playout cap randomization, seed 003): the
     probability that a move gets the full search and becomes a training target; other
     moves use ``fast_simulations`` and are not trained on. The draw is per move for the
     whole batch (the number of simulations of a compiled search is fixed).
@@ -108,6 +109,7 @@ class SelfPlaySettings:
     steps: int = 81
     temperature: float = 1.0
     temperature_moves: int = 8
+    gumbel_moves: int | None = None
     playout_cap: float | None = None
     fast_simulations: int = 8
 
@@ -116,6 +118,8 @@ class SelfPlaySettings:
         check_int("selfplay", "steps", self.steps)
         check_number("selfplay", "temperature", self.temperature, 0.0, 100.0)
         check_int("selfplay", "temperature_moves", self.temperature_moves, 0)
+        if self.gumbel_moves is not None:
+            check_int("selfplay", "gumbel_moves", self.gumbel_moves, 0)
         if self.playout_cap is not None:
             check_number("selfplay", "playout_cap", self.playout_cap, 0.0, 1.0, low_open=True)
         check_int("selfplay", "fast_simulations", self.fast_simulations)
@@ -371,6 +375,10 @@ class Learner(ShardedLearner):
                     lambda: searched(sp.fast_simulations))
             if cfg.search.algorithm == "gumbel":
                 action = chosen
+                if sp.gumbel_moves is not None:
+                    greedy = _sample_by_temperature(k_act, weights, games.legal_action_mask,
+                                                    jnp.zeros(chosen.shape, jnp.float32))
+                    action = jnp.where(games.move_count < sp.gumbel_moves, chosen, greedy)
             else:
                 temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
                 action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)

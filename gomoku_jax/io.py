@@ -63,7 +63,7 @@ import json
 import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import jax
 import numpy as np
@@ -259,13 +259,18 @@ class Checkpointer:
       config: the run's config, a JSON-serialisable mapping; written to
         ``config.json`` by the first save and compared by every restore.
       max_to_keep: how many of the newest checkpoints to keep (``None``: all).
+      upgrade: maps the stored config to today's form before the comparison (the
+        training loop fills in settings added since the run began with their
+        defaults); when it raises ``ValueError``/``TypeError`` the stored config is
+        compared as it is.
 
     Saves are synchronous. Use one ``Checkpointer`` per process; in a multi-process
     run every process calls ``save``/``restore`` (orbax coordinates) and process 0
     writes ``config.json``.
     """
 
-    def __init__(self, directory, *, config: Mapping, max_to_keep: int | None = 3):
+    def __init__(self, directory, *, config: Mapping, max_to_keep: int | None = 3,
+                 upgrade: Callable[[dict], dict] | None = None):
         import orbax.checkpoint as ocp
         from etils import epath
 
@@ -279,6 +284,7 @@ class Checkpointer:
         self.directory = epath.Path(directory)
         self.config = _normalise_json(dict(config), "config")
         self.max_to_keep = max_to_keep
+        self._upgrade = upgrade
         latest_n = getattr(getattr(ocp, "checkpoint_managers", None), "LatestN", None)
         if latest_n is not None:
             keep = {"preservation_policy": latest_n(max_to_keep)}
@@ -334,6 +340,11 @@ class Checkpointer:
         return stored
 
     def _check_config(self, stored: dict) -> None:
+        if self._upgrade is not None:
+            try:  # settings added since the run started take their defaults
+                stored = _normalise_json(self._upgrade(stored), "stored config")
+            except (TypeError, ValueError):
+                pass  # not upgradable: the plain comparison below names the differences
         diff = _config_diff(stored, self.config)
         if diff:
             raise CheckpointError(

@@ -32,7 +32,7 @@ import numpy as np
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, ratings
 from gomoku_jax import io as gio
-from gomoku_jax.config import to_dict
+from gomoku_jax.config import from_dict, to_dict
 
 __all__ = ["RunLog", "evaluate", "restore", "run"]
 
@@ -109,6 +109,13 @@ def _progress_tree(best: float = -1.0, bad: int = 0, stopped: bool = False,
             "stopped": np.bool_(stopped), "best_iteration": np.int32(best_iteration)}
 
 
+def _upgrade(learner):
+    """A stored config read with today's config class: settings added to the framework
+    since the run started take their defaults, so old runs still resume."""
+    cls = type(learner.config)
+    return lambda stored: to_dict(from_dict(cls, stored))
+
+
 def restore(learner, workdir):
     """``(state, progress)`` from the latest checkpoint in ``workdir`` (placed on the
     learner's devices), or ``(None, fresh progress)`` when there is none. A checkpoint
@@ -117,7 +124,8 @@ def restore(learner, workdir):
     directory = pathlib.Path(workdir) / "checkpoints"
     if not directory.exists():
         return None, prog
-    ckpt = gio.Checkpointer(directory, config=to_dict(learner.config))
+    ckpt = gio.Checkpointer(directory, config=to_dict(learner.config),
+                            upgrade=_upgrade(learner))
     step = ckpt.latest_step()
     if step is None:
         return None, prog
@@ -148,7 +156,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     workdir.mkdir(parents=True, exist_ok=True)
     restored, prog = restore(learner, workdir)
     config_dict = to_dict(config)
-    ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict)
+    ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
+                            upgrade=_upgrade(learner))
     algorithm = getattr(learner, "algorithm", "alphazero")
     (workdir / "config.json").write_text(
         json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")

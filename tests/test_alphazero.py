@@ -152,6 +152,7 @@ def test_batch_must_divide_over_devices(smoke_config):
     ("train.optimizer=rmsprop", "train.optimizer must be 'sgd' or 'adam'"),
     ("search.num_simulations=0", "num_simulations"),
     ("selfplay.batch=-1", "selfplay.batch"),
+    ("selfplay.gumbel_moves=-1", "selfplay.gumbel_moves"),
     ("game.size=2", "size"),
 ])
 def test_bad_config_values_are_named(override, message):
@@ -194,3 +195,26 @@ def test_puct_with_playout_cap_and_adaptive_rate(smoke_config):
     lr = [float(learner.learning_rate(jnp.int32(i), 1.0)) for i in (0, 1, 2, 3)]
     base = cfg.train.learning_rate
     np.testing.assert_allclose(lr, [base, base, base * 0.1, base * 0.01], rtol=1e-6)
+
+
+@pytest.mark.parametrize("gumbel_moves", [None, 0])
+def test_gumbel_self_play_turns_greedy_after_gumbel_moves(smoke_config, gumbel_moves):
+    """After ``gumbel_moves`` moves a game plays the argmax of the improved policy it
+    trains on; without the setting Gumbel's own noisy choice is played every move."""
+    cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(smoke_config), {"selfplay.gumbel_moves": gumbel_moves,
+                                       "search.gumbel_scale": 3.0}))
+    learner = az.make_learner(cfg, devices=jax.devices()[:1])
+    state = learner.init()
+    _, rec = jax.jit(learner._selfplay)(state.variables, state.games, jax.random.key(1))
+    rec = jax.device_get(rec)
+    played = rec.last_action[1:]  # the move of step t is the next record's last action
+    follows = ~rec.done[:-1]  # (a finished game restarts in the next record)
+    greedy = np.argmax(np.where(rec.board[:-1].reshape(*played.shape, -1) == 0,
+                                rec.policy[:-1], -1.0), -1)
+    agree = (played == greedy)[follows]
+    assert follows.sum() > 50
+    if gumbel_moves == 0:
+        assert agree.all()
+    else:
+        assert not agree.all()

@@ -3,6 +3,7 @@
 import csv
 import json
 import pathlib
+import shutil
 
 import jax
 import numpy as np
@@ -89,6 +90,24 @@ def test_a_checkpoint_of_another_config_is_refused(learner, uninterrupted, tmp_p
         cfglib.to_dict(learner.config), {"train.learning_rate": 0.5}))
     with pytest.raises(gio.CheckpointError, match=r"train.learning_rate.*0.002.*0.5"):
         training.restore(az.make_learner(other, devices=jax.devices()[:1]), straight)
+
+
+def test_a_run_from_before_a_setting_existed_resumes_with_its_default(learner, uninterrupted,
+                                                                       tmp_path):
+    straight, _ = uninterrupted
+    shutil.copytree(straight / "checkpoints", tmp_path / "checkpoints")
+    stored_path = tmp_path / "checkpoints" / "config.json"
+    stored = json.loads(stored_path.read_text())
+    assert stored["selfplay"]["gumbel_moves"] is None  # the default
+    del stored["selfplay"]["gumbel_moves"]  # as written before the setting was added
+    stored_path.write_text(json.dumps(stored))
+    state, _ = training.restore(learner, tmp_path)
+    assert int(state.iteration) == learner.config.train.iterations
+    # a stored value other than today's default still differs
+    stored["train"]["learning_rate"] = 0.5
+    stored_path.write_text(json.dumps(stored))
+    with pytest.raises(gio.CheckpointError, match=r"train.learning_rate.*0.5.*0.002"):
+        training.restore(learner, tmp_path)
 
 
 def test_exported_agent_loads_without_training_code_and_plays(uninterrupted):
