@@ -30,9 +30,9 @@ rewrites the prior of the root and of every node the search expands; see
 `apply_tactical_prior` for the exact rule.
 
 Static versus traced. `SearchConfig` and `TacticalPrior` are pytrees: ``algorithm``,
-``num_simulations``, ``max_num_considered_actions``, ``max_depth`` and ``enabled`` are
-static (they shape the compiled search); every float is a leaf, so passing a config
-as an argument of a jitted function traces ``c_puct``, the noise, the Gumbel scales and
+``num_simulations``, ``max_num_considered_actions``, ``max_depth``, ``backend`` and
+``enabled`` are static (they shape the compiled search); every float is a leaf, so passing
+a config as an argument of a jitted function traces ``c_puct``, the noise, the Gumbel scales and
 the tactical probabilities, and a sweep over them does not recompile. Closing over a
 config (or passing it as a static argument: it is hashable) bakes them in instead.
 A float field may also hold an array, e.g. ``c_puct=jnp.array([0.5, 1.0, 4.0])`` searched
@@ -51,12 +51,13 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
-from gomoku_jax import tactics
+from gomoku_jax import tactics, tree_search
 from gomoku_jax.agents import JaxAgent
 from gomoku_jax.game import Gomoku, State
 
 __all__ = [
     "ALGORITHMS",
+    "BACKENDS",
     "Evaluate",
     "network_evaluate",
     "SearchConfig",
@@ -73,6 +74,7 @@ __all__ = [
 ]
 
 ALGORITHMS = ("puct", "gumbel")
+BACKENDS = ("mctx", "linear")
 
 # (params, states [B]) -> (logits [B, A] float32, value [B] float32)
 Evaluate = Callable[[Any, State], "tuple[jax.Array, jax.Array]"]
@@ -157,7 +159,8 @@ def _register(cls, meta: tuple[str, ...]):
 
 @functools.partial(
     _register,
-    meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth"),
+    meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth",
+          "backend"),
 )
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -177,6 +180,9 @@ class SearchConfig:
       value_scale, maxvisit_init: the ``sigma(q) = (maxvisit_init + max N) *
         value_scale * q`` transform of completed Q-values (Gumbel), >= 0.
       max_depth: deepest simulation (edges from the root), None = unlimited. Static.
+      backend: ``"mctx"`` (mctx's policies) or ``"linear"`` (`gomoku_jax.tree_search`:
+        the same policies and results, with a cost per simulation that does not grow
+        with the number of simulations). Static.
     """
 
     algorithm: str = "puct"
@@ -190,12 +196,18 @@ class SearchConfig:
     value_scale: float = 0.1
     maxvisit_init: float = 50.0
     max_depth: int | None = None
+    backend: str = "mctx"
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
                 f"SearchConfig.algorithm must be one of {', '.join(ALGORITHMS)}, "
                 f"got {self.algorithm!r}"
+            )
+        if self.backend not in BACKENDS:
+            raise ValueError(
+                f"SearchConfig.backend must be one of {', '.join(BACKENDS)}, "
+                f"got {self.backend!r}"
             )
         _check_int(self, "num_simulations", 1)
         _check_int(self, "max_num_considered_actions", 1)
@@ -412,6 +424,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     ``mctx.gumbel_muzero_policy`` with ``qtransform_completed_by_mix_value``. The root
     masks ``invalid_actions = ~legal_action_mask``. Jit it with ``env`` and ``evaluate``
     static; ``config`` may be static or an argument (see the module docstring).
+    ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`.
     """
     if not isinstance(config, SearchConfig):
         raise ValueError(f"config must be a SearchConfig, got {config!r}")
@@ -420,8 +433,9 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     root = root_output(env, evaluate, params, states, root_key, tactical)
     recurrent_fn = make_recurrent_fn(env, evaluate, tactical)
     invalid = ~states.legal_action_mask
+    policies = tree_search if config.backend == "linear" else mctx
     if config.algorithm == "puct":
-        return mctx.muzero_policy(
+        return policies.muzero_policy(
             params, search_key, root, recurrent_fn,
             num_simulations=config.num_simulations,
             invalid_actions=invalid,
@@ -436,7 +450,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
         value_scale=config.value_scale,
         maxvisit_init=config.maxvisit_init,
     )
-    return mctx.gumbel_muzero_policy(
+    return policies.gumbel_muzero_policy(
         params, search_key, root, recurrent_fn,
         num_simulations=config.num_simulations,
         invalid_actions=invalid,

@@ -1,0 +1,253 @@
+"""Benchmark: the cost of one simulation as the tree grows, mctx vs `gomoku_jax.tree_search`.
+
+Commands::
+
+    gomoku-jax bench search --out experiments/results/bench_search_cpu.json
+    gomoku-jax bench search --preset gpu --out experiments/results/bench_search_gpu.json
+    gomoku-jax bench search --quick
+
+For each algorithm (``puct``: ``muzero_policy``; ``gumbel``: ``gumbel_muzero_policy``) and
+number of simulations, one jitted `gomoku_jax.search.run_search` searches a batch of
+openings (``--opening-stones`` random stones near the centre) with ``backend="linear"``
+(ours, ``--simulations``) and ``backend="mctx"`` (the reference, ``--mctx-simulations``,
+timed in the same run). After a warm-up call (which compiles), ``--repeats`` calls are
+timed and the median kept: seconds per search and seconds per simulation (one simulation
+advances every game of the batch by one simulation). mctx's cost per simulation grows with
+the tree, so its largest run is estimated first (from its run at half the simulations,
+assuming the cost per simulation doubles) and skipped, with a note, when the estimate
+exceeds ``--mctx-budget-s``.
+
+The summary gives, per algorithm, ours' cost per simulation at the largest count over the
+smallest (target <= 1.5) and the speedup over mctx at 400 simulations (target >= 8), and
+the mean depth of the simulations (the depth of the nodes they created): a simulation
+costs O(depth), so part of the growth of ours from 16 to 800 simulations is the deeper
+tree, none of it the tree's size.
+
+Presets. ``cpu`` (default): 9x9 (the CPU default config's rules), batch 64, the uniform
+network (`search.uniform_evaluate`, no parameters), ours at 16 64 200 400 800 and mctx
+at 16 64 200 400 800 (800 within the budget). ``gpu``: batches 256 and 1024, seed 000's
+10 x 128 ResNet in bfloat16 (`gomoku_jax.networks`), 16 and 800 simulations for both
+(for an H100 / H200; not run on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from experiments.bench_alphazero import choose_network, game_env, openings
+from experiments.common import device_description, publish
+from gomoku_jax import networks
+from gomoku_jax import search as search_lib
+
+PRESETS = {
+    "cpu": {"batches": (64,), "simulations": (16, 64, 200, 400, 800),
+            "mctx_simulations": (16, 64, 200, 400, 800), "network": "uniform"},
+    "gpu": {"batches": (256, 1024), "simulations": (16, 800),
+            "mctx_simulations": (16, 800), "network": "gpu"},
+}
+QUICK = {"batches": (8,), "simulations": (8, 16), "mctx_simulations": (8, 16)}
+SPEEDUP_AT = 400
+
+
+def _depths(parents: np.ndarray) -> np.ndarray:
+    """Depth of every node (-1 for unused) from ``parents [B, N]`` (parents first)."""
+    depth = np.full(parents.shape, -1, np.int64)
+    depth[:, 0] = 0
+    rows = np.arange(parents.shape[0])
+    for i in range(1, parents.shape[1]):
+        p = parents[:, i]
+        depth[:, i] = np.where(p >= 0, depth[rows, np.maximum(p, 0)] + 1, -1)
+    return depth
+
+
+def mean_depth(parents) -> float:
+    """Mean depth of the nodes the simulations created (their path lengths), from a
+    tree's ``parents [B, N]``."""
+    depth = _depths(np.asarray(parents))
+    return float(depth[:, 1:][depth[:, 1:] > 0].mean()) if (depth[:, 1:] > 0).any() else 0.0
+
+
+def time_search(env, evaluate, params, states, algorithm: str, sims: int, backend: str,
+                repeats: int, seed: int) -> dict:
+    """Median seconds of a jitted search after a warm-up call."""
+    config = search_lib.SearchConfig(algorithm=algorithm, num_simulations=sims, backend=backend)
+
+    @jax.jit
+    def run(params, states, key):
+        out = search_lib.run_search(env, evaluate, params, states, key, config)
+        return out.action, out.action_weights, out.search_tree.parents
+
+    start = time.perf_counter()
+    _, _, parents = jax.block_until_ready(run(params, states, jax.random.key(seed)))
+    first = time.perf_counter() - start
+    seconds = []
+    for r in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(run(params, states, jax.random.key(seed + 1 + r)))
+        seconds.append(time.perf_counter() - start)
+    median = float(np.median(seconds))
+    return {"seconds": median, "seconds_all": seconds, "s_per_sim": median / sims,
+            "ms_per_sim": 1000.0 * median / sims, "compile_and_first_call_s": first,
+            "mean_depth": mean_depth(parents)}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per algorithm: ours' per-simulation cost at the most simulations over the fewest,
+    and the speedup over mctx at every count both measured."""
+    out = {}
+    for algo in sorted({r["algorithm"] for r in rows}):
+        for batch in sorted({r["batch"] for r in rows}):
+            mine = {r["simulations"]: r for r in rows if r["algorithm"] == algo
+                    and r["batch"] == batch and r["backend"] == "linear"}
+            ref = {r["simulations"]: r for r in rows if r["algorithm"] == algo
+                   and r["batch"] == batch and r["backend"] == "mctx"}
+            if not mine:
+                continue
+            lo, hi = min(mine), max(mine)
+            entry = {
+                "linear_growth": {"from": lo, "to": hi,
+                                  "ratio": mine[hi]["s_per_sim"] / mine[lo]["s_per_sim"],
+                                  "mean_depth": [mine[lo]["mean_depth"], mine[hi]["mean_depth"]]},
+                "speedup_vs_mctx": {str(s): ref[s]["s_per_sim"] / mine[s]["s_per_sim"]
+                                    for s in sorted(set(mine) & set(ref))},
+            }
+            if ref:
+                rlo, rhi = min(ref), max(ref)
+                entry["mctx_growth"] = {"from": rlo, "to": rhi,
+                                        "ratio": ref[rhi]["s_per_sim"] / ref[rlo]["s_per_sim"]}
+            out[f"{algo} batch {batch}"] = entry
+    return out
+
+
+def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, network: str,
+              repeats: int, opening_stones: int, mctx_budget_s: float, seed: int) -> dict:
+    env = game_env(size)
+    if network == "uniform":
+        evaluate, params, net = search_lib.uniform_evaluate(env), None, "uniform"
+    else:
+        name, options = choose_network("gpu")
+        module = networks.make_network(name, board_size=size, **options)
+        params = networks.init_network(module, jax.random.key(seed), env.observation_shape)
+        evaluate, net = search_lib.network_evaluate(module), {"name": name, "options": options}
+    rows, skipped = [], []
+    for batch in batches:
+        states = openings(env, jax.random.key(seed + 1), batch, opening_stones)
+        for algo in algorithms:
+            for backend, counts in (("linear", simulations), ("mctx", mctx_simulations)):
+                done = {}
+                for sims in sorted(counts):
+                    below = [s for s in done if s < sims]
+                    if backend == "mctx" and below:
+                        prev = max(below)
+                        # mctx's cost per simulation grows about linearly with the tree.
+                        est = done[prev]["s_per_sim"] * (sims / prev) * sims * (repeats + 1)
+                        if est > mctx_budget_s:
+                            note = (f"mctx {algo} batch {batch} {sims} sims skipped: estimated "
+                                    f"{est:.0f} s > --mctx-budget-s {mctx_budget_s:g}")
+                            print(note, flush=True)
+                            skipped.append({"algorithm": algo, "batch": batch,
+                                            "simulations": sims, "reason": note})
+                            continue
+                    result = time_search(env, evaluate, params, states, algo, sims, backend,
+                                         repeats, seed)
+                    done[sims] = result
+                    rows.append({"algorithm": algo, "batch": batch, "simulations": sims,
+                                 "backend": backend, **result})
+                    print(f"{algo:6s} batch {batch:5d} {backend:6s} {sims:4d} sims: "
+                          f"{result['seconds']:8.3f} s/search  {result['ms_per_sim']:7.3f} "
+                          f"ms/sim  depth {result['mean_depth']:.2f}", flush=True)
+    return {"network": net, "rows": rows, "skipped": skipped, "summary": summarize(rows)}
+
+
+def report_text(report: dict) -> str:
+    net = report["network"] if isinstance(report["network"], str) else report["network"]["name"]
+    lines = [f"bench search on {report['device']}, {report['size']}x{report['size']}, "
+             f"network {net}",
+             "", "| algorithm | batch | sims | ours ms/sim | mctx ms/sim | speedup | depth |",
+             "|---|---|---|---|---|---|---|"]
+    rows = report["rows"]
+    keys = sorted({(r["algorithm"], r["batch"], r["simulations"]) for r in rows})
+    for algo, batch, sims in keys:
+        get = {r["backend"]: r for r in rows
+               if (r["algorithm"], r["batch"], r["simulations"]) == (algo, batch, sims)}
+        mine, ref = get.get("linear"), get.get("mctx")
+        ours_ms = f"{mine['ms_per_sim']:.3f}" if mine else "-"
+        ref_ms = f"{ref['ms_per_sim']:.3f}" if ref else "-"
+        speed = f"{ref['s_per_sim'] / mine['s_per_sim']:.1f}x" if mine and ref else "-"
+        depth = (mine or ref)["mean_depth"]
+        lines.append(f"| {algo} | {batch} | {sims} | {ours_ms} | {ref_ms} | {speed} | "
+                     f"{depth:.2f} |")
+    lines.append("")
+    for name, entry in report["summary"].items():
+        g = entry["linear_growth"]
+        text = (f"{name}: ours {g['to']} vs {g['from']} sims: {g['ratio']:.2f}x per sim "
+                f"(mean depth {g['mean_depth'][0]:.2f} -> {g['mean_depth'][1]:.2f})")
+        if "mctx_growth" in entry:
+            m = entry["mctx_growth"]
+            text += f"; mctx {m['to']} vs {m['from']}: {m['ratio']:.2f}x"
+        if str(SPEEDUP_AT) in entry["speedup_vs_mctx"]:
+            text += f"; speedup at {SPEEDUP_AT}: {entry['speedup_vs_mctx'][str(SPEEDUP_AT)]:.1f}x"
+        lines.append(text)
+    for s in report["skipped"]:
+        lines.append(s["reason"])
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="gomoku-jax bench search",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
+                        help="cpu: batch 64, uniform network; gpu: batches 256 1024, "
+                             "resnet 10x128 bfloat16, 16 and 800 simulations (default cpu)")
+    parser.add_argument("--size", type=int, default=9, help="board side, k=5 (default 9)")
+    parser.add_argument("--batches", type=int, nargs="+", default=None,
+                        help="games searched in lockstep (default: the preset's)")
+    parser.add_argument("--simulations", type=int, nargs="+", default=None,
+                        help="simulations of ours (default: the preset's)")
+    parser.add_argument("--mctx-simulations", type=int, nargs="+", default=None,
+                        help="simulations of mctx (default: the preset's)")
+    parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
+                        choices=search_lib.ALGORITHMS, help="default: puct gumbel")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed calls after the warm-up, median kept (default 3)")
+    parser.add_argument("--opening-stones", type=int, default=4,
+                        help="random stones near the centre of the searched positions "
+                             "(default 4)")
+    parser.add_argument("--mctx-budget-s", type=float, default=120.0,
+                        help="skip an mctx run estimated to take longer, seconds (default 120)")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny: batch 8, 8 and 16 simulations")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
+                        help="also write the report here as JSON, e.g. "
+                             "experiments/results/bench_search_cpu.json")
+    args = parser.parse_args(argv)
+    preset = {**PRESETS[args.preset], **(QUICK if args.quick else {})}
+    batches = tuple(args.batches or preset["batches"])
+    simulations = tuple(args.simulations or preset["simulations"])
+    mctx_simulations = tuple(args.mctx_simulations or preset["mctx_simulations"])
+    for name, values in (("--batches", batches), ("--simulations", simulations),
+                         ("--mctx-simulations", mctx_simulations), ("--repeats", [args.repeats])):
+        if any(v < 1 for v in values):
+            parser.error(f"{name} must be positive integers, got {list(values)}")
+    if not 5 <= args.size <= 19:
+        parser.error(f"--size must be in 5..19, got {args.size}")
+    if not 0 <= args.opening_stones <= 8:
+        parser.error(f"--opening-stones must be in 0..8, got {args.opening_stones}")
+    result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
+                       preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
+                       args.seed)
+    report = {"benchmark": "search", "device": device_description(), "size": args.size,
+              "preset": args.preset, "repeats": args.repeats,
+              "opening_stones": args.opening_stones, **result,
+              "targets": {"linear_growth_800_vs_16": "<= 1.5", f"speedup_at_{SPEEDUP_AT}": ">= 8"}}
+    return publish(report, report_text(report), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,616 @@
+"""Batched tree search whose cost per simulation does not grow with the tree.
+
+`muzero_policy` and `gumbel_muzero_policy` take the arguments of mctx's policies of the
+same names and return the same ``mctx.PolicyOutput`` (an ``mctx.Tree`` inside): for the
+same inputs and keys they give the same actions, action weights and tree. They differ in
+how one simulation updates the tree. mctx's backward pass is a ``jax.vmap`` of a
+``while_loop`` that carries the whole tree; under ``vmap`` its predicate is batched, so
+each step of the loop becomes a ``select`` over every node of every tree and one
+simulation costs O(B * nodes * actions). Here every per-simulation update is written for
+the batch directly:
+
+* selection: the first step picks a root action for all B games (root selection
+  function); then a ``while_loop`` whose predicate is a scalar ("any game still
+  descending") applies the interior selection function to the B current nodes, gathered
+  from the tree, which is only read;
+* expansion: the B new nodes and B new edges are written with scatters
+  (``tree.x.at[batch, node].set``);
+* backward: a ``while_loop`` over depth with the scalar predicate "any game still
+  climbing" updates the B parents on the paths with scatters; a game already at its root
+  writes nothing (its index is out of range and ``mode="drop"``).
+
+XLA updates the loop-carried tree in place, so a simulation costs O(B * actions * depth)
+whatever the number of simulations (see ``experiments/bench_search.py``).
+
+Random keys are consumed exactly as mctx does (per simulation ``split(key, 3)``, per game
+``split`` at every selection step), so a search started from a fresh root reproduces
+mctx's tree node for node: the node created by simulation ``s`` has index ``s + 1``.
+
+Tree reuse. `reuse_subtree` turns the tree of one search into the tree of the next: per
+game the subtree under the played root action becomes the root, nodes renumbered in
+creation order (a parent always has a smaller index than its child), statistics carried
+over; a game whose child was never expanded or is terminal, or that restarted, gets an
+empty tree. Pass it as ``tree=`` to `muzero_policy` (Gumbel's sequential halving assumes
+a root without visits, so `gumbel_muzero_policy` refuses a ``tree``). Capacity: a tree
+keeps its shape (``capacity`` nodes, static, so a jitted loop never recompiles); a game
+that starts with ``n`` nodes writes the node of new simulation ``s`` at index ``n + s``
+and runs ``min(num_simulations, capacity - n)`` new simulations (re-expansions at
+``max_depth`` need no slot and always run). With the default capacity
+``num_simulations + 1`` the visits at the root stay about ``num_simulations`` (the kept
+nodes count towards the budget); for a full ``num_simulations`` new simulations per move
+start the first search with a larger ``capacity=`` and call ``reuse_subtree(...,
+max_nodes=capacity - num_simulations)``, which keeps the first ``max_nodes`` nodes in
+creation order.
+
+Memory. A tree holds per game and per node (one node per simulation, plus the root)
+``20 + 24 * num_actions + embedding_bytes`` bytes (float32 / int32 fields; see
+`search_memory_bytes`). The policies check, while tracing and so before anything is
+allocated, that two copies of the tree fit the device (`check_search_memory`) and raise a
+``ValueError`` with the figures otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import mctx
+import numpy as np
+from mctx._src import seq_halving
+
+__all__ = [
+    "NODE_BYTES",
+    "EDGE_BYTES",
+    "check_search_memory",
+    "gumbel_muzero_policy",
+    "muzero_policy",
+    "num_nodes",
+    "reuse_subtree",
+    "search",
+    "search_memory_bytes",
+]
+
+Tree = mctx.Tree
+_ROOT = Tree.ROOT_INDEX
+_UNVISITED = Tree.UNVISITED
+_NO_PARENT = Tree.NO_PARENT
+
+# Bytes of a tree per node: node_visits, raw_values, node_values, parents,
+# action_from_parent (4 bytes each) ...
+NODE_BYTES = 20
+# ... and per node and action: children_index, children_prior_logits, children_visits,
+# children_rewards, children_discounts, children_values (4 bytes each).
+EDGE_BYTES = 24
+# Copies of the tree the check requires to fit: the search loop may hold its input
+# tree and the updated one.
+_COPIES = 2
+
+
+# -------------------------------------------------------------------- memory
+def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
+                        embedding_bytes: int) -> int:
+    """Bytes of the search tree of ``batch`` games and ``num_simulations`` simulations.
+
+    Per game and per simulation (one node each, plus the root) the tree holds
+    ``NODE_BYTES + EDGE_BYTES * num_actions + embedding_bytes = 20 + 24 * num_actions +
+    embedding_bytes`` bytes; per game ``8 * num_actions`` more (root mask, Gumbel
+    noise). Total: ``batch * ((num_simulations + 1) * (20 + 24 * num_actions +
+    embedding_bytes) + 8 * num_actions)``. E.g. 9x9 Gomoku (81 actions, a ~300-byte
+    game state): ~2.3 kB per game per simulation, 1.9 GB for 1024 games x 800.
+    """
+    for name, value, low in (("batch", batch, 1), ("num_simulations", num_simulations, 1),
+                             ("num_actions", num_actions, 1),
+                             ("embedding_bytes", embedding_bytes, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    per_node = NODE_BYTES + EDGE_BYTES * int(num_actions) + int(embedding_bytes)
+    return int(batch) * ((int(num_simulations) + 1) * per_node + 8 * int(num_actions))
+
+
+def _available_bytes(device=None) -> tuple[int, str]:
+    """Free memory of ``device`` (default ``jax.devices()[0]``) and where it came from:
+    the device's ``memory_stats()`` when it has them, else the host's available RAM."""
+    device = jax.devices()[0] if device is None else device
+    try:
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 - backends without memory stats raise or return None
+        stats = None
+    if stats and "bytes_limit" in stats:
+        free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+        return free, f"free memory of {device.device_kind}"
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62, "unknown host memory"
+    return int(free), "available host RAM"
+
+
+def check_search_memory(batch: int, num_simulations: int, num_actions: int,
+                        embedding_bytes: int, limit_bytes: int | None = None,
+                        device=None) -> int:
+    """Refuse a search whose tree would not fit; returns its bytes.
+
+    Raises ``ValueError`` naming the tree's size and the limit when twice
+    `search_memory_bytes` exceeds ``limit_bytes`` (default: the free memory of
+    ``device`` from its ``memory_stats()``, or the host's available RAM when the device
+    has no statistics, e.g. the CPU).
+    """
+    need = search_memory_bytes(batch, num_simulations, num_actions, embedding_bytes)
+    if limit_bytes is None:
+        limit, source = _available_bytes(device)
+    else:
+        if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, np.integer)) or (
+            limit_bytes <= 0
+        ):
+            raise ValueError(f"limit_bytes must be a positive integer, got {limit_bytes!r}")
+        limit, source = int(limit_bytes), "limit_bytes"
+    if _COPIES * need > limit:
+        raise ValueError(
+            f"search of batch {batch} x {num_simulations} simulations needs a tree of "
+            f"{need / 2**20:.1f} MiB ({need / (batch * (num_simulations + 1)):.0f} bytes per "
+            f"game per simulation, {_COPIES} copies = {_COPIES * need / 2**20:.1f} MiB), over "
+            f"the {source} of {limit / 2**20:.1f} MiB; use a smaller batch or fewer "
+            "simulations"
+        )
+    return need
+
+
+def _embedding_bytes(embedding) -> int:
+    """Bytes of one game's embedding (leaves ``[B, ...]``)."""
+    total = 0
+    for leaf in jax.tree_util.tree_leaves(embedding):
+        shape = np.shape(leaf)
+        total += int(np.prod(shape[1:], dtype=np.int64)) * jnp.dtype(leaf.dtype).itemsize
+    return total
+
+
+# ---------------------------------------------------------------- tree building
+def _batch_size(root: mctx.RootFnOutput) -> tuple[int, int]:
+    if np.ndim(root.prior_logits) != 2:
+        raise ValueError(
+            f"root.prior_logits must be [B, num_actions], got shape {np.shape(root.prior_logits)}"
+        )
+    batch, num_actions = root.prior_logits.shape
+    if np.shape(root.value) != (batch,):
+        raise ValueError(f"root.value must be [{batch}], got shape {np.shape(root.value)}")
+    return batch, num_actions
+
+
+def _empty_tree(root: mctx.RootFnOutput, capacity: int, invalid_actions, extra_data) -> Tree:
+    """A tree of ``capacity`` nodes per game, none used."""
+    batch, num_actions = _batch_size(root)
+    data = root.value.dtype
+    bn, bna = (batch, capacity), (batch, capacity, num_actions)
+    return Tree(
+        node_visits=jnp.zeros(bn, jnp.int32),
+        raw_values=jnp.zeros(bn, data),
+        node_values=jnp.zeros(bn, data),
+        parents=jnp.full(bn, _NO_PARENT, jnp.int32),
+        action_from_parent=jnp.full(bn, _NO_PARENT, jnp.int32),
+        children_index=jnp.full(bna, _UNVISITED, jnp.int32),
+        children_prior_logits=jnp.zeros(bna, root.prior_logits.dtype),
+        children_values=jnp.zeros(bna, data),
+        children_visits=jnp.zeros(bna, jnp.int32),
+        children_rewards=jnp.zeros(bna, data),
+        children_discounts=jnp.zeros(bna, data),
+        embeddings=jax.tree.map(
+            lambda x: jnp.zeros((batch, capacity) + x.shape[1:], x.dtype), root.embedding),
+        root_invalid_actions=invalid_actions,
+        extra_data=extra_data,
+    )
+
+
+def _check_tree(tree: Tree, root: mctx.RootFnOutput) -> None:
+    batch, num_actions = _batch_size(root)
+    if not isinstance(tree, Tree):
+        raise ValueError(f"tree must be an mctx.Tree, got {type(tree).__name__}")
+    if tree.children_index.shape[0] != batch or tree.num_actions != num_actions:
+        raise ValueError(
+            f"tree has batch {tree.children_index.shape[0]} and {tree.num_actions} actions, "
+            f"the root {batch} and {num_actions}"
+        )
+    want = jax.tree.map(lambda x: (x.shape[1:], x.dtype), root.embedding)
+    have = jax.tree.map(lambda x: (x.shape[2:], x.dtype), tree.embeddings)
+    if jax.tree.structure(want) != jax.tree.structure(have) or jax.tree.leaves(
+            want) != jax.tree.leaves(have):
+        raise ValueError("tree.embeddings do not match root.embedding (structure, shapes, dtypes)")
+
+
+def _set_root(tree: Tree, root: mctx.RootFnOutput, invalid_actions, extra_data) -> Tree:
+    """Put ``root`` at node 0 of every game: an empty game gets the root's prior, value
+    and embedding and one visit; a kept root keeps its visits and values and takes the
+    new prior logits (noise, tactics) and embedding."""
+    empty = tree.node_visits[:, _ROOT] == 0  # [B]
+    value = root.value.astype(tree.node_values.dtype)
+    return tree.replace(
+        children_prior_logits=tree.children_prior_logits.at[:, _ROOT].set(
+            root.prior_logits.astype(tree.children_prior_logits.dtype)),
+        raw_values=tree.raw_values.at[:, _ROOT].set(
+            jnp.where(empty, value, tree.raw_values[:, _ROOT])),
+        node_values=tree.node_values.at[:, _ROOT].set(
+            jnp.where(empty, value, tree.node_values[:, _ROOT])),
+        node_visits=tree.node_visits.at[:, _ROOT].set(
+            jnp.where(empty, 1, tree.node_visits[:, _ROOT])),
+        embeddings=jax.tree.map(lambda t, s: t.at[:, _ROOT].set(s), tree.embeddings,
+                                root.embedding),
+        root_invalid_actions=invalid_actions,
+        extra_data=extra_data,
+    )
+
+
+def num_nodes(tree: Tree) -> jax.Array:
+    """Nodes in use per game, ``[B]`` int32: one past the last node with a visit (0 for
+    an empty tree). New nodes of the next search go from this index on."""
+    capacity = tree.node_visits.shape[-1]
+    used = jnp.where(tree.node_visits > 0, jnp.arange(1, capacity + 1, dtype=jnp.int32), 0)
+    return jnp.max(used, axis=-1)
+
+
+# ------------------------------------------------------------ one simulation
+def _split(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per-game ``jax.random.split(key)``: ``[B]`` keys -> two ``[B]`` keys."""
+    pairs = jax.vmap(jax.random.split)(keys)  # [B, 2, ...]
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
+    """Descend all B trees from the root until an unexpanded action or ``max_depth``.
+
+    Returns ``(parent [B], action [B])``: the node reached and the action to expand.
+    Step 0 is the root (depth 0) for every game; the loop runs while any game is still
+    descending and leaves the finished games as they are.
+    """
+    batch = keys.shape[0]
+    rows = jnp.arange(batch)
+    node = jnp.full((batch,), _ROOT, jnp.int32)
+    keys, select_keys = _split(keys)
+    action = jax.vmap(root_fn)(select_keys, tree, node)
+    nxt = tree.children_index[rows, node, action]
+    depth = jnp.ones((batch,), tree.children_prior_logits.dtype)
+    going = (nxt != _UNVISITED) & (depth < max_depth)
+
+    def cond(carry):
+        return jnp.any(carry[-1])
+
+    def body(carry):
+        keys, node, action, nxt, depth, going = carry
+        new_node = nxt
+        new_keys, select_keys = _split(keys)
+        new_action = jax.vmap(interior_fn)(select_keys, tree, new_node, depth)
+        new_nxt = tree.children_index[rows, new_node, new_action]
+        new_depth = depth + 1
+        new_going = (new_nxt != _UNVISITED) & (new_depth < max_depth)
+        keep = lambda new, old: jnp.where(  # noqa: E731
+            going.reshape(going.shape + (1,) * (new.ndim - 1)), new, old)
+        return (keep(new_keys, keys), keep(new_node, node), keep(new_action, action),
+                keep(new_nxt, nxt), keep(new_depth, depth), going & new_going)
+
+    _, node, action, _, _, _ = jax.lax.while_loop(
+        cond, body, (keys, node, action, nxt, depth, going))
+    return node, action
+
+
+def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) -> Tree:
+    """Evaluate ``action`` from ``parent`` and store the result at ``node`` (all ``[B]``);
+    games with ``write`` False change nothing."""
+    batch, capacity = tree.node_visits.shape
+    rows = jnp.arange(batch)
+    embedding = jax.tree.map(lambda x: x[rows, parent], tree.embeddings)
+    step, embedding = recurrent_fn(params, key, action, embedding)
+    for name, got, want in (("prior_logits", step.prior_logits, (batch, tree.num_actions)),
+                            ("reward", step.reward, (batch,)),
+                            ("discount", step.discount, (batch,)),
+                            ("value", step.value, (batch,))):
+        if got.shape != want:
+            raise ValueError(f"recurrent_fn returned {name} of shape {got.shape}, want {want}")
+    at = jnp.where(write, node, capacity)  # out of range: dropped
+    from_ = jnp.where(write, parent, capacity)
+    visits = tree.node_visits[rows, node] + 1  # > 1 when max_depth re-expands a node
+
+    def put(x, value, *index):
+        return x.at[(rows,) + index].set(value.astype(x.dtype), mode="drop")
+
+    return tree.replace(
+        children_prior_logits=put(tree.children_prior_logits, step.prior_logits, at),
+        raw_values=put(tree.raw_values, step.value, at),
+        node_values=put(tree.node_values, step.value, at),
+        node_visits=put(tree.node_visits, visits, at),
+        embeddings=jax.tree.map(lambda t, s: put(t, s, at), tree.embeddings, embedding),
+        children_index=put(tree.children_index, node, from_, action),
+        children_rewards=put(tree.children_rewards, step.reward, from_, action),
+        children_discounts=put(tree.children_discounts, step.discount, from_, action),
+        parents=put(tree.parents, parent, at),
+        action_from_parent=put(tree.action_from_parent, action, at),
+    )
+
+
+def _backward(tree: Tree, leaf, write) -> Tree:
+    """Back the value of ``leaf [B]`` up to the root; only the B parents on the paths
+    are touched per step, games with ``write`` False (or at the root) write nothing."""
+    batch, capacity = tree.node_visits.shape
+    rows = jnp.arange(batch)
+    index = jnp.where(write, leaf, _ROOT)
+    value = tree.node_values[rows, leaf]
+
+    def cond(carry):
+        return jnp.any(carry[2] != _ROOT)
+
+    def body(carry):
+        tree, value, index = carry
+        climbing = index != _ROOT
+        parent = jnp.where(climbing, tree.parents[rows, index], _ROOT)
+        action = jnp.where(climbing, tree.action_from_parent[rows, index], 0)
+        count = tree.node_visits[rows, parent]
+        new_value = (tree.children_rewards[rows, parent, action]
+                     + tree.children_discounts[rows, parent, action] * value)
+        # One gather for both reads of node_values: it then precedes the scatter into
+        # node_values, which XLA can do in place (two gathers cost a copy per step).
+        values = tree.node_values[rows[:, None], jnp.stack([parent, index], axis=1)]
+        parent_value = (values[:, 0] * count + new_value) / (count + 1.0)
+        child_value = values[:, 1]
+        child_visits = tree.children_visits[rows, parent, action] + 1
+        at = jnp.where(climbing, parent, capacity)  # out of range: dropped
+        tree = tree.replace(
+            node_values=tree.node_values.at[rows, at].set(parent_value, mode="drop"),
+            node_visits=tree.node_visits.at[rows, at].set(count + 1, mode="drop"),
+            children_values=tree.children_values.at[rows, at, action].set(
+                child_value, mode="drop"),
+            children_visits=tree.children_visits.at[rows, at, action].set(
+                child_visits, mode="drop"),
+        )
+        return tree, jnp.where(climbing, new_value, value), jnp.where(climbing, parent, index)
+
+    tree, _, _ = jax.lax.while_loop(cond, body, (tree, value, index))
+    return tree
+
+
+# -------------------------------------------------------------------- search
+def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn: Callable,
+           root_action_selection_fn: Callable, interior_action_selection_fn: Callable,
+           num_simulations: int, max_depth: int | None = None, invalid_actions=None,
+           extra_data: Any = None, loop_fn: Callable = jax.lax.fori_loop,
+           tree: Tree | None = None, capacity: int | None = None,
+           memory_limit: int | None = None) -> Tree:
+    """mctx's ``search`` (same arguments, same tree) with per-simulation updates batched.
+
+    ``root_action_selection_fn(key, tree, node)`` and
+    ``interior_action_selection_fn(key, tree, node, depth)`` act on one unbatched tree,
+    as in mctx. ``tree``: start from this tree (e.g. from `reuse_subtree`); ``capacity``:
+    nodes per game of a new tree (default ``num_simulations + 1``; ignored with a
+    ``tree``). ``max_depth`` None means ``capacity - 1``. ``memory_limit``: bytes for
+    `check_search_memory` (default: the device's free memory).
+    """
+    if isinstance(num_simulations, bool) or not isinstance(num_simulations, (int, np.integer)) or (
+        num_simulations < 1
+    ):
+        raise ValueError(f"num_simulations must be an integer >= 1, got {num_simulations!r}")
+    batch, num_actions = _batch_size(root)
+    if invalid_actions is None:
+        invalid_actions = jnp.zeros_like(root.prior_logits)
+    if tree is None:
+        capacity = num_simulations + 1 if capacity is None else capacity
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or (
+            capacity < 2
+        ):
+            raise ValueError(f"capacity must be an integer >= 2, got {capacity!r}")
+        check_search_memory(batch, int(capacity) - 1, num_actions,
+                            _embedding_bytes(root.embedding), memory_limit)
+        tree = _empty_tree(root, int(capacity), invalid_actions, extra_data)
+    else:
+        _check_tree(tree, root)
+    capacity = tree.node_visits.shape[-1]
+    if max_depth is None:
+        max_depth = capacity - 1
+    tree = _set_root(tree, root, invalid_actions, extra_data)
+    start = num_nodes(tree)  # [B] first free node
+    rows = jnp.arange(batch)
+
+    def body(sim, carry):
+        key, tree = carry
+        key, simulate_key, expand_key = jax.random.split(key, 3)
+        simulate_keys = jax.random.split(simulate_key, batch)
+        parent, action = _simulate(simulate_keys, tree, root_action_selection_fn,
+                                   interior_action_selection_fn, max_depth)
+        child = tree.children_index[rows, parent, action]
+        fresh = start + sim  # the node simulation `sim` creates
+        node = jnp.where(child == _UNVISITED, fresh, child)
+        write = (child != _UNVISITED) | (fresh < capacity)
+        tree = _expand(params, expand_key, tree, recurrent_fn, parent, action, node, write)
+        tree = _backward(tree, node, write)
+        return key, tree
+
+    _, tree = loop_fn(0, num_simulations, body, (rng_key, tree))
+    return tree
+
+
+# ------------------------------------------------------------------ policies
+def _mask_invalid(logits, invalid_actions):
+    """Logits shifted to a max of 0, invalid actions at the smallest finite float."""
+    if invalid_actions is None:
+        return logits
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
+
+
+def _log_probs(probs):
+    return jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
+
+
+def _masked_argmax(scores, invalid_actions):
+    if invalid_actions is not None:
+        scores = jnp.where(invalid_actions, -jnp.inf, scores)
+    return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+
+
+def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent_fn: Callable,
+                  num_simulations: int, invalid_actions=None, max_depth: int | None = None,
+                  loop_fn: Callable = jax.lax.fori_loop, *,
+                  qtransform: Callable = mctx.qtransform_by_parent_and_siblings,
+                  dirichlet_fraction=0.25, dirichlet_alpha=0.3, pb_c_init=1.25,
+                  pb_c_base=19652, temperature=1.0, tree: Tree | None = None,
+                  capacity: int | None = None,
+                  memory_limit: int | None = None) -> mctx.PolicyOutput:
+    """``mctx.muzero_policy`` (PUCT, Dirichlet noise at the root) on the batched search.
+
+    Same arguments and result as mctx's; in addition ``tree`` (start from a kept tree,
+    see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
+    the noisy ``root.prior_logits``), ``capacity`` and ``memory_limit`` (see `search`).
+    """
+    rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
+    probs = jax.nn.softmax(root.prior_logits)
+    batch, num_actions = probs.shape
+    noise = jax.random.dirichlet(
+        noise_key, alpha=jnp.full([num_actions], fill_value=dirichlet_alpha), shape=(batch,))
+    noisy = (1 - dirichlet_fraction) * probs + dirichlet_fraction * noise
+    root = root.replace(prior_logits=_mask_invalid(_log_probs(noisy), invalid_actions))
+    interior = functools.partial(mctx.muzero_action_selection, pb_c_base=pb_c_base,
+                                 pb_c_init=pb_c_init, qtransform=qtransform)
+    search_tree = search(
+        params, search_key, root=root, recurrent_fn=recurrent_fn,
+        root_action_selection_fn=functools.partial(interior, depth=0),
+        interior_action_selection_fn=interior, num_simulations=num_simulations,
+        max_depth=max_depth, invalid_actions=invalid_actions, loop_fn=loop_fn, tree=tree,
+        capacity=capacity, memory_limit=memory_limit)
+    weights = search_tree.summary().visit_probs
+    logits = _log_probs(weights)
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    logits = logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
+    action = jax.random.categorical(rng_key, logits)
+    return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=search_tree)
+
+
+def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
+                         recurrent_fn: Callable, num_simulations: int, invalid_actions=None,
+                         max_depth: int | None = None, loop_fn: Callable = jax.lax.fori_loop,
+                         *, qtransform: Callable = mctx.qtransform_completed_by_mix_value,
+                         max_num_considered_actions: int = 16, gumbel_scale=1.0,
+                         tree: Tree | None = None,
+                         memory_limit: int | None = None) -> mctx.PolicyOutput:
+    """``mctx.gumbel_muzero_policy`` (Gumbel top-k and sequential halving at the root,
+    deterministic interior selection) on the batched search; same arguments and result.
+
+    ``tree`` must be None: sequential halving needs a root without visits.
+    """
+    if tree is not None:
+        raise ValueError(
+            "gumbel_muzero_policy: tree must be None (sequential halving at a Gumbel root "
+            "starts from zero visits); reuse trees with muzero_policy"
+        )
+    root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
+    rng_key, gumbel_key = jax.random.split(rng_key)
+    gumbel = gumbel_scale * jax.random.gumbel(
+        gumbel_key, shape=root.prior_logits.shape, dtype=root.prior_logits.dtype)
+    search_tree = search(
+        params, rng_key, root=root, recurrent_fn=recurrent_fn,
+        root_action_selection_fn=functools.partial(
+            mctx.gumbel_muzero_root_action_selection, num_simulations=num_simulations,
+            max_num_considered_actions=max_num_considered_actions, qtransform=qtransform),
+        interior_action_selection_fn=functools.partial(
+            mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform),
+        num_simulations=num_simulations, max_depth=max_depth,
+        invalid_actions=invalid_actions,
+        extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel), loop_fn=loop_fn,
+        memory_limit=memory_limit)
+    visits = search_tree.summary().visit_counts
+    considered = jnp.max(visits, axis=-1, keepdims=True)
+    roots = jnp.full((visits.shape[0],), _ROOT, jnp.int32)
+    completed_q = jax.vmap(qtransform)(search_tree, roots)
+    scores = seq_halving.score_considered(considered, gumbel, root.prior_logits, completed_q,
+                                          visits)
+    action = _masked_argmax(scores, invalid_actions)
+    weights = jax.nn.softmax(_mask_invalid(root.prior_logits + completed_q, invalid_actions))
+    return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=search_tree)
+
+
+# ---------------------------------------------------------------- tree reuse
+@functools.partial(jax.jit, static_argnames=("max_nodes",))
+def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) -> Tree:
+    """The tree of the next search after playing ``action [B]`` at each root.
+
+    Per game the subtree under the root's child ``action`` becomes the tree: its nodes
+    renumbered in creation order (the child is node 0; a parent keeps a smaller index
+    than its child), every statistic (visits, values, priors, rewards, discounts,
+    embeddings) carried over. A game whose child was never expanded, is terminal (its
+    edge has discount 0, as this project's ``recurrent_fn`` marks a finished game), whose
+    ``action`` is negative or out of range, or with ``reset [B]`` True (its game
+    restarted) gets an empty tree (no node visited: the next search starts it from its
+    root). At most ``max_nodes`` nodes are kept (default: all), the first in creation
+    order; an edge to a dropped child is reset to unexpanded (its parent's own visits and
+    value keep the dropped simulations). The capacity, ``root_invalid_actions`` (zeroed) and
+    ``extra_data`` keep their shapes; the next search sets the last two. Jitted
+    (``max_nodes`` static).
+    """
+    batch, capacity = tree.node_visits.shape
+    num_actions = tree.num_actions
+    if max_nodes is not None and (
+        isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer))
+        or not 1 <= max_nodes <= capacity
+    ):
+        raise ValueError(f"max_nodes must be an integer in [1, {capacity}] or None, "
+                         f"got {max_nodes!r}")
+    rows = jnp.arange(batch)
+    action = jnp.asarray(action, jnp.int32)
+    if action.shape != (batch,):
+        raise ValueError(f"action must have shape ({batch},), got {action.shape}")
+    valid = (action >= 0) & (action < num_actions) & (tree.node_visits[:, _ROOT] > 0)
+    child = tree.children_index[rows, _ROOT, jnp.clip(action, 0, num_actions - 1)]
+    terminal = tree.children_discounts[rows, _ROOT, jnp.clip(action, 0, num_actions - 1)] == 0
+    child = jnp.where(valid & ~terminal, child, _UNVISITED)
+    if reset is not None:
+        reset = jnp.asarray(reset, bool)
+        if reset.shape != (batch,):
+            raise ValueError(f"reset must have shape ({batch},), got {reset.shape}")
+        child = jnp.where(reset, _UNVISITED, child)
+
+    def mark(i, keep):  # keep [B, capacity]: node i is `child` or under a kept node
+        parent = tree.parents[:, i]
+        under = keep[rows, jnp.maximum(parent, 0)] & (parent >= 0)
+        return keep.at[:, i].set((child == i) | under)
+
+    keep = jax.lax.fori_loop(1, capacity, mark, jnp.zeros((batch, capacity), bool))
+    rank = jnp.cumsum(keep, axis=1, dtype=jnp.int32) - 1  # new index of a kept node
+    if max_nodes is not None:
+        keep = keep & (rank < max_nodes)
+    kept = jnp.sum(keep, axis=1, dtype=jnp.int32)  # [B]
+    new_index = jnp.where(keep, rank, _UNVISITED)  # [B, capacity] old -> new
+    old = jnp.arange(capacity, dtype=jnp.int32)
+    source = jnp.zeros((batch, capacity), jnp.int32).at[
+        rows[:, None], jnp.where(keep, rank, capacity)].set(
+            jnp.broadcast_to(old, (batch, capacity)), mode="drop")  # new -> old
+    used = old[None, :] < kept[:, None]  # [B, capacity]
+
+    def take(x, fill):
+        got = x[rows[:, None], source]
+        mask = used.reshape(used.shape + (1,) * (got.ndim - 2))
+        return jnp.where(mask, got, jnp.asarray(fill, x.dtype))
+
+    def renumber(index):  # old node indices (or -1) -> new (or -1)
+        return jnp.where(index >= 0, jnp.take_along_axis(
+            new_index, jnp.maximum(index, 0).reshape(batch, -1), axis=1).reshape(index.shape),
+            _UNVISITED)
+
+    old_children = take(tree.children_index, _UNVISITED)
+    children = renumber(old_children)
+    dropped = (old_children >= 0) & (children < 0)  # edges to truncated nodes
+    clear = lambda x: jnp.where(dropped, jnp.zeros((), x.dtype), x)  # noqa: E731
+    parents = renumber(take(tree.parents, _NO_PARENT))
+    action_from_parent = take(tree.action_from_parent, _NO_PARENT)
+    action_from_parent = action_from_parent.at[:, _ROOT].set(_NO_PARENT)
+    return tree.replace(
+        node_visits=take(tree.node_visits, 0),
+        raw_values=take(tree.raw_values, 0),
+        node_values=take(tree.node_values, 0),
+        parents=parents.at[:, _ROOT].set(_NO_PARENT),
+        action_from_parent=action_from_parent,
+        children_index=children,
+        children_prior_logits=take(tree.children_prior_logits, 0),
+        children_visits=clear(take(tree.children_visits, 0)),
+        children_rewards=clear(take(tree.children_rewards, 0)),
+        children_discounts=clear(take(tree.children_discounts, 0)),
+        children_values=clear(take(tree.children_values, 0)),
+        embeddings=jax.tree.map(lambda x: take(x, 0), tree.embeddings),
+        root_invalid_actions=jnp.zeros_like(tree.root_invalid_actions),
+    )

@@ -1,0 +1,427 @@
+"""Tests for gomoku_jax.tree_search: equality with mctx, flat per-simulation cost, tree
+reuse, the memory check and the ``backend`` switch of `search.run_search`."""
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import mctx
+import numpy as np
+import pytest
+
+from gomoku_jax import search as search_lib
+from gomoku_jax import tree_search as ts
+from gomoku_jax.game import Gomoku, sample_legal_action
+
+TREE_FIELDS = ("node_visits", "raw_values", "node_values", "parents", "action_from_parent",
+               "children_index", "children_prior_logits", "children_visits",
+               "children_rewards", "children_discounts", "children_values")
+
+
+# ------------------------------------------------------------------ toy problems
+def toy_problem(seed: int, batch: int, num_actions: int, width: int = 4):
+    """A random deterministic environment: ``(params, root, recurrent_fn, invalid)``.
+
+    Embeddings are [B, width]; ``params`` holds one random linear map per action;
+    states whose first feature is large are terminal (discount 0, value 0); some root
+    actions are invalid (action 0 never)."""
+    k_map, k_emb, k_logits, k_value, k_mask = jax.random.split(jax.random.PRNGKey(seed), 5)
+    maps = jax.random.normal(k_map, (num_actions, width, width))
+
+    def recurrent_fn(params, key, action, embedding):
+        del key
+        nxt = jnp.tanh(jnp.einsum("be,bef->bf", embedding, params[action]))  # [B, width]
+        logits = jnp.sin(nxt.sum(-1, keepdims=True) * jnp.arange(num_actions))
+        terminal = nxt[:, 0] > 0.5
+        out = mctx.RecurrentFnOutput(
+            reward=jnp.where(terminal, 1.0, 0.1 * nxt[:, 1]),
+            discount=jnp.where(terminal, 0.0, -1.0),
+            prior_logits=logits,
+            value=jnp.where(terminal, 0.0, jnp.tanh(nxt.sum(-1))))
+        return out, nxt
+
+    root = mctx.RootFnOutput(
+        prior_logits=jax.random.normal(k_logits, (batch, num_actions)),
+        value=jax.random.normal(k_value, (batch,)),
+        embedding=jax.random.normal(k_emb, (batch, width)))
+    invalid = (jax.random.uniform(k_mask, (batch, num_actions)) < 0.3).at[:, 0].set(False)
+    return maps, root, recurrent_fn, invalid
+
+
+def assert_same_output(ours, theirs, atol=1e-6):
+    for name in TREE_FIELDS:
+        np.testing.assert_allclose(getattr(ours.search_tree, name),
+                                   getattr(theirs.search_tree, name), atol=atol, err_msg=name)
+    np.testing.assert_array_equal(ours.action, theirs.action)
+    np.testing.assert_allclose(ours.action_weights, theirs.action_weights, atol=atol)
+    ours_sum, theirs_sum = ours.search_tree.summary(), theirs.search_tree.summary()
+    np.testing.assert_allclose(ours_sum.value, theirs_sum.value, atol=atol)
+    np.testing.assert_allclose(ours_sum.qvalues, theirs_sum.qvalues, atol=atol)
+
+
+# ------------------------------------------------------------- golden equality
+# One compiled program per case runs mctx's policy and ours; several random problems
+# of the case's shape (and both noise settings) go through it.
+# Each case compiles both searches (slow on a shared 2-core CPU): the first of each
+# list runs by default, the others with the slow tests.
+PUCT_CASES = [  # (batch, num_actions, num_simulations, max_depth)
+    (3, 7, 30, 2),
+    pytest.param(4, 9, 40, None, marks=pytest.mark.slow),
+    pytest.param(1, 5, 12, None, marks=pytest.mark.slow),
+]
+GUMBEL_CASES = [  # (batch, num_actions, num_simulations, max_depth, considered)
+    (4, 9, 40, None, 4),
+    pytest.param(3, 7, 30, 2, 16, marks=pytest.mark.slow),
+    pytest.param(1, 5, 12, None, 1, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("batch,num_actions,sims,max_depth", PUCT_CASES)
+def test_muzero_policy_equals_mctx(batch, num_actions, sims, max_depth):
+    _, _, recurrent_fn, _ = toy_problem(0, batch, num_actions)
+
+    @jax.jit
+    def both(params, key, root, invalid, fraction):
+        kwargs = dict(num_simulations=sims, invalid_actions=invalid, max_depth=max_depth,
+                      dirichlet_fraction=fraction, pb_c_init=1.5)
+        return (mctx.muzero_policy(params, key, root, recurrent_fn, **kwargs),
+                ts.muzero_policy(params, key, root, recurrent_fn, **kwargs))
+
+    terminals = 0
+    for seed, fraction in ((0, 0.25), (1, 0.0), (2, 0.25)):
+        params, root, _, invalid = toy_problem(seed, batch, num_actions)
+        theirs, ours = both(params, jax.random.PRNGKey(seed + 10), root, invalid, fraction)
+        assert_same_output(ours, theirs)
+        tree = ours.search_tree
+        expanded = np.asarray(tree.children_index) >= 0
+        terminals += int((np.asarray(tree.children_discounts)[expanded] == 0).sum())
+        assert not np.asarray(tree.children_visits[:, 0])[np.asarray(invalid)].any()
+    assert terminals > 0  # the problems are not degenerate
+
+
+@pytest.mark.parametrize("batch,num_actions,sims,max_depth,considered", GUMBEL_CASES)
+def test_gumbel_muzero_policy_equals_mctx(batch, num_actions, sims, max_depth, considered):
+    _, _, recurrent_fn, _ = toy_problem(0, batch, num_actions)
+
+    @jax.jit
+    def both(params, key, root, invalid, scale):
+        kwargs = dict(num_simulations=sims, invalid_actions=invalid, max_depth=max_depth,
+                      max_num_considered_actions=considered, gumbel_scale=scale)
+        return (mctx.gumbel_muzero_policy(params, key, root, recurrent_fn, **kwargs),
+                ts.gumbel_muzero_policy(params, key, root, recurrent_fn, **kwargs))
+
+    for seed, scale in ((0, 1.0), (1, 0.0), (2, 1.0)):
+        params, root, _, invalid = toy_problem(seed, batch, num_actions)
+        theirs, ours = both(params, jax.random.PRNGKey(seed + 20), root, invalid, scale)
+        assert_same_output(ours, theirs)
+        np.testing.assert_array_equal(ours.search_tree.extra_data.root_gumbel,
+                                      theirs.search_tree.extra_data.root_gumbel)
+
+
+@pytest.fixture(scope="module")
+def env7():
+    return Gomoku(7, 4)
+
+
+def _openings(env, batch, moves, seed=0):
+    keys = jax.random.split(jax.random.PRNGKey(seed), batch)
+    states = jax.vmap(env.init)(keys)
+    for i in range(moves):
+        keys = jax.random.split(jax.random.PRNGKey(seed + 100 + i), batch)
+        actions = jax.vmap(sample_legal_action)(keys, states.legal_action_mask)
+        states = jax.vmap(env.step)(states, actions)
+    return states
+
+
+@pytest.mark.parametrize("algorithm", [pytest.param("puct", marks=pytest.mark.slow), "gumbel"])
+def test_run_search_linear_backend_equals_mctx(env7, algorithm):
+    """The real game (`search.make_recurrent_fn`, `uniform_evaluate`; PUCT with a
+    tactical prior): backend "linear" gives mctx's output."""
+    states = _openings(env7, 3, 5)
+    evaluate = search_lib.uniform_evaluate(env7)
+    tactical = search_lib.TacticalPrior(enabled=algorithm == "puct")  # compiles slowly
+    configs = [search_lib.SearchConfig(algorithm=algorithm, num_simulations=24,
+                                       max_num_considered_actions=8, backend=backend)
+               for backend in ("linear", "mctx")]
+    run = jax.jit(lambda s, k: [search_lib.run_search(env7, evaluate, None, s, k, c, tactical)
+                                for c in configs])
+    ours, theirs = run(states, jax.random.PRNGKey(3))
+    assert_same_output(ours, theirs)
+
+
+def test_search_config_backend():
+    config = search_lib.SearchConfig(backend="linear")
+    assert search_lib.SearchConfig.from_dict(config.to_dict()) == config
+    assert search_lib.SearchConfig().backend == "mctx"
+    leaves, treedef = jax.tree_util.tree_flatten(config)
+    assert "linear" not in leaves  # static, like `algorithm`
+    assert jax.tree_util.tree_unflatten(treedef, leaves).backend == "linear"
+    with pytest.raises(ValueError, match="backend.*'jax'"):
+        search_lib.SearchConfig(backend="jax")
+
+
+# --------------------------------------------------------- per-simulation cost
+_LOOP_PRIMS = ("while",)
+_WRITE_PRIMS = {"scatter": 2, "scatter-add": 2, "dynamic_update_slice": 1}
+
+
+def _nbytes(aval) -> int:
+    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.prng_key):
+        itemsize = 8  # a threefry key: two uint32
+    else:
+        itemsize = np.dtype(aval.dtype).itemsize
+    return int(np.prod(aval.shape, dtype=np.int64)) * itemsize
+
+
+def _sub_jaxprs(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, jax.extend.core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, jax.extend.core.Jaxpr):
+                yield item
+
+
+def _touched_bytes(jaxpr) -> int:
+    """Bytes written by the equations of ``jaxpr`` (nested jaxprs included, each once):
+    a scatter or dynamic update counts its update, any other equation its outputs."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        subs = list(_sub_jaxprs(eqn))
+        if subs:
+            total += sum(_touched_bytes(sub) for sub in subs)
+        elif eqn.primitive.name in _WRITE_PRIMS:
+            total += _nbytes(eqn.invars[_WRITE_PRIMS[eqn.primitive.name]].aval)
+        else:
+            total += sum(_nbytes(v.aval) for v in eqn.outvars)
+    return total
+
+
+def _simulation_loop(jaxpr, capacity):
+    """The outermost while loop carrying a tree-sized array: the loop over simulations."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "while" and any(
+                capacity in getattr(v.aval, "shape", ())[1:2] for v in eqn.invars):
+            return eqn.params["body_jaxpr"].jaxpr
+        for sub in _sub_jaxprs(eqn):
+            found = _simulation_loop(sub, capacity)
+            if found is not None:
+                return found
+    return None
+
+
+def _bytes_per_simulation(policy, sims):
+    params, root, recurrent_fn, invalid = toy_problem(0, 4, 9)
+    jaxpr = jax.make_jaxpr(functools.partial(
+        policy, recurrent_fn=recurrent_fn, num_simulations=sims, invalid_actions=invalid))(
+            params, jax.random.PRNGKey(0), root).jaxpr
+    body = _simulation_loop(jaxpr, sims + 1)
+    assert body is not None
+    return _touched_bytes(body)
+
+
+@pytest.mark.parametrize("name", ["muzero_policy", "gumbel_muzero_policy"])
+def test_simulation_cost_does_not_grow_with_tree(name):
+    """The bytes one simulation writes (its loop body, the backward and selection loops
+    inside counted once) are the same at 16 and 800 simulations for ours; mctx's grow
+    with the tree (its vmapped backward selects over every node)."""
+    ours = [_bytes_per_simulation(getattr(ts, name), s) for s in (16, 800)]
+    theirs = [_bytes_per_simulation(getattr(mctx, name), s) for s in (16, 800)]
+    assert ours[0] == ours[1]
+    assert theirs[1] > 10 * theirs[0]
+    assert theirs[1] > 10 * ours[1]
+
+
+def test_compiled_loops_copy_no_tree(reuse):
+    """XLA updates the tree in place: no instruction inside a compiled while body copies
+    an array with the tree's node dimension (2 * SIMS + 1 = 61, a size nothing else has;
+    the program is the one the `reuse` fixture compiled)."""
+    capacity = 2 * SIMS + 1
+    text = reuse["run"].lower(jax.random.PRNGKey(0), reuse["root"], reuse["invalid"],
+                              capacity=capacity).compile().as_text()
+    bodies = set(re.findall(r"body=%?([\w.\-]+)", text))
+    assert len(bodies) >= 3  # simulations, selection, backward
+    computation, copies, tree_sized = None, [], 0
+    for line in text.splitlines():
+        header = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
+        if header:
+            computation = header.group(1)
+        elif computation in bodies and re.search(rf"\[[\d,]*\b{capacity}\b", line):
+            tree_sized += 1
+            if re.search(rf"\[[\d,]*\b{capacity}\b[\d,]*\]\S* copy\(", line):
+                copies.append(line.strip())
+    assert tree_sized > 0  # the loops do carry the tree
+    assert not copies, copies
+
+
+# ------------------------------------------------------------------- tree reuse
+def _reference_subtree(tree, game, child):
+    """Old node indices of the subtree under ``child`` in creation order (plain Python)."""
+    children = np.asarray(tree.children_index[game])
+    stack, found = [child], []
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(int(c) for c in children[node] if c >= 0)
+    return sorted(found)
+
+
+SIMS = 30
+
+
+@pytest.fixture(scope="module")
+def reuse():
+    """A toy problem of 4 games, its first search (capacity SIMS + 1 and 2 SIMS + 1) and a
+    jitted search from a root and an optional tree."""
+    params, root, recurrent_fn, invalid = toy_problem(4, 4, 6)
+
+    @functools.partial(jax.jit, static_argnames="capacity")
+    def run(key, root, invalid, tree=None, capacity=None):
+        return ts.muzero_policy(params, key, root, recurrent_fn, SIMS, invalid_actions=invalid,
+                                tree=tree, capacity=capacity).search_tree
+
+    first = run(jax.random.PRNGKey(0), root, invalid)
+    big = run(jax.random.PRNGKey(0), root, invalid, capacity=2 * SIMS + 1)
+    return dict(root=root, invalid=invalid, run=run, first=first, big=big)
+
+
+def _most_visited_open_child(tree):
+    """Per game the most visited root action whose child is not terminal."""
+    visits = np.asarray(tree.children_visits[:, 0])
+    open_ = np.asarray(tree.children_discounts[:, 0]) != 0
+    return np.where(open_, visits, -1).argmax(axis=1).astype(np.int32)
+
+
+def _child_root(tree):
+    """The search root of node 0 of ``tree`` (its prior, raw value and embedding)."""
+    return mctx.RootFnOutput(prior_logits=tree.children_prior_logits[:, 0],
+                             value=tree.raw_values[:, 0], embedding=tree.embeddings[:, 0])
+
+
+def test_reuse_subtree_keeps_statistics(reuse):
+    tree = reuse["first"]
+    children = np.asarray(tree.children_index[:, 0])
+    action = _most_visited_open_child(tree)
+    unexpanded = np.argmax((children < 0) & ~np.asarray(reuse["invalid"]), axis=1)
+    assert children[2, unexpanded[2]] < 0
+    action[2] = unexpanded[2]
+    reset = np.array([False, True, False, False])
+    new = ts.reuse_subtree(tree, jnp.asarray(action), jnp.asarray(reset))
+    for game in (1, 2):  # restarted, unexpanded: empty
+        assert not np.asarray(new.node_visits[game]).any()
+        assert (np.asarray(new.children_index[game]) == -1).all()
+        assert (np.asarray(new.parents[game]) == -1).all()
+    for game in (0, 3):
+        old = _reference_subtree(tree, game, int(children[game, action[game]]))
+        n = len(old)
+        assert n > 2 and int(ts.num_nodes(new)[game]) == n
+        for name in ("node_visits", "raw_values", "node_values", "children_prior_logits",
+                     "children_visits", "children_rewards", "children_discounts",
+                     "children_values"):
+            np.testing.assert_array_equal(np.asarray(getattr(new, name)[game])[:n],
+                                          np.asarray(getattr(tree, name)[game])[old], name)
+        np.testing.assert_array_equal(np.asarray(new.embeddings[game])[:n],
+                                      np.asarray(tree.embeddings[game])[old])
+        assert not np.asarray(new.node_visits[game])[n:].any()
+        # Topology renumbered: children and parents map through old -> new.
+        renumber = {o: i for i, o in enumerate(old)}
+        old_children = np.asarray(tree.children_index[game])[old]
+        expected = np.vectorize(lambda c: renumber.get(int(c), -1))(old_children)
+        np.testing.assert_array_equal(np.asarray(new.children_index[game])[:n], expected)
+        parents = np.asarray(new.parents[game])[:n]
+        assert parents[0] == -1 and (parents[1:] < np.arange(1, n)).all()
+        np.testing.assert_array_equal(
+            parents[1:], [renumber[int(p)] for p in np.asarray(tree.parents[game])[old[1:]]])
+
+
+def test_search_after_reuse_counts_carried_visits(reuse):
+    first, run = reuse["first"], reuse["run"]
+    action = jnp.asarray(_most_visited_open_child(first))
+    kept = ts.reuse_subtree(first, action)
+    carried = np.asarray(kept.node_visits[:, 0])
+    used = np.asarray(ts.num_nodes(kept))
+    assert (carried > 1).all() and (used == carried).all()  # no max_depth: a node per visit
+    # Same capacity: the kept nodes use part of the budget of SIMS + 1 nodes.
+    no_mask = jnp.zeros_like(reuse["invalid"])
+    second = run(jax.random.PRNGKey(1), _child_root(kept), no_mask, tree=kept)
+    np.testing.assert_array_equal(second.node_visits[:, 0], carried + (SIMS + 1 - used))
+    assert (np.asarray(second.node_visits[:, 0]) == SIMS + 1).all()
+    # The children's statistics grew from the carried ones.
+    grown = np.asarray(second.children_visits[:, 0]) - np.asarray(kept.children_visits[:, 0])
+    assert (grown >= 0).all()
+    # A larger capacity is the same search with more room; with max_nodes all SIMS new
+    # simulations run after reuse.
+    big = reuse["big"]
+    np.testing.assert_array_equal(
+        big.node_visits, np.pad(np.asarray(first.node_visits), ((0, 0), (0, SIMS))))
+    kept = ts.reuse_subtree(big, action, max_nodes=SIMS + 1)
+    third = run(jax.random.PRNGKey(1), _child_root(kept), no_mask, tree=kept)
+    np.testing.assert_array_equal(third.node_visits[:, 0], carried + SIMS)
+    # Truncation in creation order keeps a valid tree: each kept child points back.
+    small = ts.reuse_subtree(first, action, max_nodes=3)
+    np.testing.assert_array_equal(ts.num_nodes(small), np.minimum(used, 3))
+    index = np.asarray(small.children_index)
+    for game, node, act in zip(*np.nonzero(index >= 0)):
+        child = index[game, node, act]
+        assert child < 3 and small.parents[game, child] == node
+        assert small.action_from_parent[game, child] == act
+    assert int(np.asarray(small.children_visits[:, 0]).sum(axis=1).max()) < int(
+        np.asarray(kept.children_visits[:, 0]).sum(axis=1).max())  # dropped edges reset
+
+
+def test_reuse_of_terminal_child_is_empty(reuse):
+    tree = reuse["first"]
+    children = np.asarray(tree.children_index[:, 0])
+    terminal = (children >= 0) & (np.asarray(tree.children_discounts[:, 0]) == 0)
+    assert terminal.any()
+    action = np.where(terminal.any(axis=1), terminal.argmax(axis=1),
+                      _most_visited_open_child(tree)).astype(np.int32)
+    new = ts.reuse_subtree(tree, jnp.asarray(action))
+    visits = np.asarray(new.node_visits)
+    assert not visits[terminal.any(axis=1)].any()
+    assert visits[~terminal.any(axis=1)].any(axis=1).all()
+    with pytest.raises(ValueError, match="action must have shape"):
+        ts.reuse_subtree(tree, jnp.zeros(2, jnp.int32))
+    with pytest.raises(ValueError, match="max_nodes"):
+        ts.reuse_subtree(tree, jnp.asarray(action), max_nodes=0)
+    params, root, recurrent_fn, _ = toy_problem(4, 4, 6)
+    with pytest.raises(ValueError, match="tree must be None"):
+        ts.gumbel_muzero_policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 4,
+                                tree=tree)
+
+
+# ---------------------------------------------------------------------- memory
+def test_search_memory_bytes_by_hand():
+    # 2 games x (3 + 1) nodes x (20 + 24 * 5 + 10) + 2 games x 8 x 5
+    assert ts.search_memory_bytes(2, 3, 5, 10) == 2 * 4 * 150 + 80
+    # The formula matches the arrays of a real tree (float32 / int32 fields).
+    params, root, recurrent_fn, invalid = toy_problem(0, 2, 5)
+    tree = jax.eval_shape(lambda r: ts.gumbel_muzero_policy(
+        params, jax.random.PRNGKey(0), r, recurrent_fn, 3, invalid_actions=invalid), root
+    ).search_tree
+    nbytes = lambda x: x.size * x.dtype.itemsize  # noqa: E731
+    actual = sum(nbytes(x) for x in jax.tree.leaves(tree))
+    mask_bytes = nbytes(tree.root_invalid_actions)  # bool here, counted as 4 bytes
+    assert ts.search_memory_bytes(2, 3, 5, 16) == actual - mask_bytes + 2 * 5 * 4
+    with pytest.raises(ValueError, match="num_actions"):
+        ts.search_memory_bytes(2, 3, 0, 10)
+
+
+def test_memory_check_refuses_before_allocating():
+    need = ts.search_memory_bytes(64, 800, 81, 300)
+    assert ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * need) == need
+    with pytest.raises(ValueError, match=r"MiB.*over the limit_bytes of 1\.0 MiB"):
+        ts.check_search_memory(64, 800, 81, 300, limit_bytes=2**20)
+    params, root, recurrent_fn, _ = toy_problem(0, 2, 5)
+    with pytest.raises(ValueError, match="batch 2 x 50 simulations"):
+        jax.eval_shape(lambda r: ts.muzero_policy(params, jax.random.PRNGKey(0), r,
+                                                  recurrent_fn, 50, memory_limit=10_000), root)
+    # A huge search is refused while tracing (eval_shape allocates nothing).
+    huge = jax.ShapeDtypeStruct((1_000_000, 361), jnp.float32)
+    big_root = mctx.RootFnOutput(prior_logits=huge,
+                                 value=jax.ShapeDtypeStruct((1_000_000,), jnp.float32),
+                                 embedding=jax.ShapeDtypeStruct((1_000_000, 4), jnp.float32))
+    with pytest.raises(ValueError, match="batch 1000000 x 100000 simulations"):
+        jax.eval_shape(lambda r: ts.gumbel_muzero_policy(
+            params, jax.random.PRNGKey(0), r, recurrent_fn, 100_000), big_root)
