@@ -702,7 +702,7 @@ class Learner(ShardedLearner):
 
     def agent(self, variables, name: str = "dqn") -> JaxAgent:
         """The play-time agent: the legal move of highest Q (no exploration)."""
-        return agents_lib.greedy_q_agent(name, self.module, variables)
+        return agents_lib.greedy_q_agent(name, self.module, variables, self.env)
 
     def describe_play(self) -> str:
         return "Learner playing the legal move of highest Q (no search)."

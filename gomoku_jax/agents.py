@@ -82,16 +82,21 @@ class JaxAgent(Agent):
         return jax.vmap(self.policy, in_axes=(None, 0, 0))
 
 
-def _greedy_q_policy(module, params, key, state: State) -> jax.Array:
+def _greedy_q_policy(module, spec, params, key, state: State) -> jax.Array:
     del key
+    if spec is not None:  # the network's own input planes, whoever made the state
+        state = state.replace(observation_spec=spec)
     q = module.apply(params, state.observation[None], train=False)[0]
     return jnp.argmax(jnp.where(state.legal_action_mask, q, -jnp.inf)).astype(jnp.int32)
 
 
-def greedy_q_agent(name: str, module, variables) -> JaxAgent:
+def greedy_q_agent(name: str, module, variables, env: Gomoku | None = None) -> JaxAgent:
     """The legal move of highest Q under a Q network (``module.apply(variables, planes)
-    -> q [B, N*N]``): how value-based learners play, without exploration."""
-    return JaxAgent(name, functools.partial(_greedy_q_policy, module), variables)
+    -> q [B, N*N]``): how value-based learners play, without exploration. With ``env``
+    the network sees every position in that game's input planes (those it was trained
+    on), whatever env made the state."""
+    spec = None if env is None else env.observation_spec
+    return JaxAgent(name, functools.partial(_greedy_q_policy, module, spec), variables)
 
 
 def numpy_rng(key: jax.Array) -> np.random.Generator:

@@ -67,7 +67,7 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
             raise ValueError(f"{path} holds a Q network, which plays without search: "
                              "simulations do not apply")
 
-        return Loaded(greedy_q_agent(name, module, variables), env, meta)
+        return Loaded(greedy_q_agent(name, module, variables, env), env, meta)
     if kind != "search":
         raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
 

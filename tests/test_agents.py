@@ -96,3 +96,35 @@ def test_killer_takes_a_win_then_blocks_a_loss(make):
     quiet = _pos({(4, 4): 1}, to_move=1)
     moves = _acts(killer, quiet)
     assert all(quiet.legal_action_mask[r * 9 + c] for r, c in moves)
+
+
+@pytest.mark.parametrize("kind", ["search", "q-greedy"])
+def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind):
+    """A file trained on 4 planes (last move marked) plays in an arena whose game
+    makes 3-plane states: the agent reads every position in its own encoding."""
+    from gomoku_jax import arena, exported, networks
+    from gomoku_jax import io as gio
+    from gomoku_jax import search as search_lib
+
+    trained = Gomoku(5, 4, observation="stones-last-colour")
+    name = "resnet" if kind == "search" else "resnet-q"
+    options = {"blocks": 1, "filters": 4}
+    module = networks.make_network(name, board_size=5, **options)
+    variables = networks.init_network(module, jax.random.key(0), trained.observation_shape)
+    meta = {"agent": kind, "game": {"size": 5, "k": 4, "rule": "freestyle",
+                                    "observation": "stones-last-colour"},
+            "network": {"name": name, "options": options}}
+    if kind == "search":
+        meta["search"] = search_lib.SearchConfig(algorithm="gumbel", num_simulations=4,
+                                                 max_num_considered_actions=4).to_dict()
+    path = tmp_path / "four_planes.gjx"
+    gio.write_exported(path, meta, jax.device_get(variables))
+    env = Gomoku(5, 4)  # three planes
+    assert env.observation_shape[-1] != trained.observation_shape[-1]
+    agent = agents.make(str(path), env)
+    result = arena.play_match(env, agent, agents.make("random", env), games=2)
+    assert all(r.forfeit is None for r in result.records)
+    expected = exported.load_agent(path).policy(
+        agent.params, jax.random.key(3), trained.init())
+    got = agent.policy(agent.params, jax.random.key(3), env.init())
+    assert int(got) == int(expected)
