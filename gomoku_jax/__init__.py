@@ -4,7 +4,8 @@ The public surface is re-exported here; submodules hold the rest:
 `game`, `features`, `symmetry`, `tactics`, `render`, `reference`, `agents`, `arena`,
 `ratings`, `gomocup`, `records` (game record datasets), `networks`, `search`, `replay`, `io` (checkpoints and params
 files), `exported` (portable agents), `config` (experiment configs), `training` (the
-training driver).
+training driver), `tree_search` (linear-time batched search and tree reuse), `play` (the
+browser board) and `sweep` (ablation sweeps over any config key; imports the learners).
 """
 
 __version__ = "0.1.0"
@@ -25,6 +26,7 @@ from gomoku_jax import (
     search,
     symmetry,
     tactics,
+    tree_search,
 )
 from gomoku_jax.exported import export_agent, load_agent
 from gomoku_jax.io import CheckpointError, Checkpointer, read_exported, write_exported
@@ -56,6 +58,7 @@ __all__ = [
     "records",
     "replay",
     "search",
+    "tree_search",
     "CheckpointError",
     "Checkpointer",
     "NETWORKS",
