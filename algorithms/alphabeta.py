@@ -18,7 +18,9 @@ Three `PythonAgent` players, all built on one make / unmake search board
 * `GomokuBotAgent` (seed 001 section IV-E): the same evaluation (``f(own) - f(opp)``),
   only the ``top_n`` candidate moves by per-cell pattern value searched at each node,
   a Zobrist-hash transposition table, and the "killer" module (take an immediate win;
-  else block the opponent's immediate win).
+  else block the opponent's immediate win); by default also a threat-space search at
+  the root (`ThreatSettings`: own VCF / VCT, defence against the opponent's, quiet
+  moves that prepare a double threat) and a bonus for broken shapes.
 
 Every search node also applies the two forced-move rules: a player who can win at
 once does (the node is scored as that win without searching), and a player facing an
@@ -91,9 +93,22 @@ class ThreatSettings:
 
     Depths count the attacker's moves. ``vcf_depth`` / ``vcf_nodes``: the search for a
     victory by continuous fours (0 turns it off); ``vct_depth`` / ``vct_nodes``: by
-    continuous threats, fours and open threes (0 off); ``defend``: when the opponent
-    has a VCF, only the root candidates after which it has none are searched (each
-    checked with ``defend_nodes`` nodes).
+    continuous threats, fours and open threes (0 off). The defender answers a four at
+    its winning cell and a three at any cell that stops it (or with a four of its own).
+
+    ``defend``: when the opponent has a VCF, or a VCT of ``defend_vct_depth`` moves (0:
+    VCFs only), only the root candidates after which it has none are searched (each
+    checked with ``defend_nodes`` nodes per search; the candidates are the cells of
+    the opponent's proof, the own fours and threes and the ``top_n`` best). An own four
+    or three only delays: it counts when the threat is gone after each of its answers.
+
+    ``probe_moves`` / ``probe_depth`` / ``probe_nodes``: else the first ``probe_moves``
+    quiet candidates (making no four or three) are tried for a VCT of ``probe_depth``
+    moves if the opponent passed; those that have one (double threats in the making)
+    are the only root moves searched. Threats themselves are kept for the attack.
+
+    ``max_nodes``: all threat-space searches of one move together visit at most about
+    this many nodes (what is left is skipped), which bounds the time a move takes.
     """
 
     vcf_depth: int = 12
@@ -102,6 +117,8 @@ class ThreatSettings:
     vct_nodes: int = 6_000
     defend: bool = True
     defend_nodes: int = 3_000
+    defend_vct_depth: int = 4
+    max_nodes: int = 12_000
     probe_moves: int = 10
     probe_depth: int = 4
     probe_nodes: int = 1_500
@@ -732,9 +749,12 @@ class _HeuristicSearch(PythonAgent):
         self.threats = threats
         self.threat_nodes = 0  # nodes of the threat-space searches (not in `nodes`)
         # What decided the last `select`: "vcf" / "vct" (own forced win found),
-        # "defend" (root moves cut to those that break the opponent's VCF), or None.
+        # "defend" (root moves cut to those that break the opponent's VCF / VCT),
+        # "probe" (cut to quiet moves preparing an own VCT), "defend+probe", or None.
         self.threat_result: str | None = None
         self._budget = 0
+        self._phase_left: float = _INF  # threat nodes left to this move (max_nodes)
+        self._exhausted = False  # whether this move's max_nodes ran out
         self._tss_table: dict[int, int] = {}
 
     # -- static evaluation
@@ -873,6 +893,10 @@ class _HeuristicSearch(PythonAgent):
             raise _OutOfNodes
         self._check_clock()
 
+    def _tss_key(self, b: _SearchBoard, a: int, vct: bool) -> int:
+        """The threat table's key: the position, the attacker ``a`` to move, VCF / VCT."""
+        return b.hash ^ (self._geom.zobrist_white_to_move if a == 2 else 0) ^ (vct * 0x5bd1e995)
+
     def _attack(self, b: _SearchBoard, a: int, depth: int, vct: bool) -> int:
         """A move of the attacker ``a`` (to move) that starts a forced win by fours
         (and, with ``vct``, open threes) within ``depth`` attacker moves, or -1.
@@ -892,7 +916,7 @@ class _HeuristicSearch(PythonAgent):
                 return open4[0]
         if depth <= 0:
             return -1
-        key = b.hash ^ (self._geom.zobrist_white_to_move if a == 2 else 0) ^ (vct * 0x5bd1e995)
+        key = self._tss_key(b, a, vct)
         seen = self._tss_table.get(key)
         if seen is not None and (seen >= 1000 or seen >= depth):
             return seen - 1000 if seen >= 1000 else -1  # proven move, or failed as deep
@@ -950,24 +974,36 @@ class _HeuristicSearch(PythonAgent):
         return True
 
     def _forced_win(self, b: _SearchBoard, a: int, vct: bool, depth: int, budget: int) -> int:
-        """`_attack` from the root with a fresh table and ``budget`` nodes; -1 if none
-        found in budget."""
+        """`_attack` from the root with a fresh table and ``budget`` nodes (at most what
+        is left of the move's ``max_nodes``); -1 if none found in budget. Spending the
+        last of ``max_nodes`` sets ``_exhausted``."""
+        budget = min(budget, self._phase_left)
+        if budget <= 0:
+            self._exhausted = True
+            return -1
         self._budget = budget
         self._tss_table = {}
         try:
             return self._attack(b, a, depth, vct)
         except _OutOfNodes:
+            if budget >= self._phase_left:
+                self._exhausted = True
             return -1
+        finally:
+            self._phase_left -= budget - max(self._budget, 0)
 
     def _threat_space(
         self, b: _SearchBoard, stone: int, moves: list[int], stop_at: float | None
     ) -> int | list[int]:
-        """The threat-space step of `select`: a move starting the own VCF (else VCT),
-        else the root moves (``moves``, or the candidates that break the opponent's
-        VCF when it has one and some do). An expired deadline skips what is left."""
+        """The threat-space step of `select`: a move starting the own VCF (else VCT);
+        else the root moves: ``moves``, cut to the moves that stop the opponent's VCF /
+        VCT when it has one (`_defences`), then to the quiet moves that would leave an
+        own VCT if the opponent passed, when there are some. At most
+        ``threats.max_nodes`` nodes; an expired deadline skips what is left."""
         t = self.threats
         self._stop_at = stop_at
         self._countdown = _CHECK_EVERY
+        self._phase_left, self._exhausted = t.max_nodes, False
         other = 3 - stone
         try:
             if stop_at is not None and self.clock() >= stop_at:
@@ -982,41 +1018,167 @@ class _HeuristicSearch(PythonAgent):
                 if m >= 0:
                     self.threat_result = "vct"
                     return m
-            if t.defend and t.vcf_depth and not b.wins[other]:
-                if self._forced_win(b, other, False, t.vcf_depth, t.vcf_nodes) >= 0:
-                    safe = []
-                    for cell in self._ordered_all(b, stone):
-                        b.play(cell, stone)
-                        try:
-                            lost = self._forced_win(b, other, False, t.vcf_depth, t.defend_nodes) >= 0
-                        finally:
-                            b.undo(cell)
-                        if not lost:
-                            safe.append(cell)
-                            if len(safe) >= len(moves):
-                                break
-                    if safe:
-                        self.threat_result = "defend"
-                        moves = safe
+            if t.defend and not b.wins[other]:
+                moves = self._defences(b, stone, moves)
             if t.probe_moves and t.probe_depth and not b.threat_cells(3, other):
-                # Moves that would leave a VCT if the opponent passed: threats it must
-                # answer (the search then picks among them).
-                threatening = []
-                for cell in moves[: t.probe_moves]:
-                    b.play(cell, stone)
-                    try:
-                        if self._forced_win(b, stone, True, t.probe_depth, t.probe_nodes) >= 0:
-                            threatening.append(cell)
-                    finally:
-                        b.undo(cell)
-                if threatening:
+                found = self._latent_threats(b, stone, moves)
+                if found:
                     self.threat_result = "probe" if self.threat_result is None else "defend+probe"
-                    return threatening
+                    return found
         except _Timeout:
             pass
         finally:
             self._stop_at = None
+            self._phase_left = _INF
         return moves
+
+    def _latent_threats(self, b: _SearchBoard, stone: int, moves: list[int]) -> list[int]:
+        """Quiet moves (making no four or three) after which ``stone`` would have a
+        VCT if the opponent passed: a double threat in the making that the opponent
+        must find the answer to. Looks at the first ``probe_moves`` quiet moves of the
+        window (of ``moves`` after `_defences` cut them), best-ordered first."""
+        t = self.threats
+        forcing = set(b.threat_cells(0, stone)) | set(b.threat_cells(1, stone))
+        pool = moves if self.threat_result == "defend" else self._ordered_all(b, stone)
+        quiet = [c for c in pool if c not in forcing][: t.probe_moves]
+        found = []
+        for cell in quiet:
+            b.play(cell, stone)
+            try:
+                win = self._forced_win(b, stone, True, t.probe_depth, t.probe_nodes) >= 0
+            finally:
+                b.undo(cell)
+            if self._exhausted:
+                break
+            if win:
+                found.append(cell)
+        return found
+
+    def _defences(self, b: _SearchBoard, stone: int, moves: list[int]) -> list[int]:
+        """The root moves after which the opponent has no forced win: when it has a
+        VCF or VCT now (if it moved), the candidates (all in the window, best first)
+        after which it has neither, else those after which it has no VCF, else
+        ``moves`` unchanged (nothing found that helps: the search decides).
+
+        A move that makes a four or a three only delays: it counts as a defence when
+        the opponent has no forced win after each of its answers to that threat with
+        ``stone`` to move again (as if ``stone`` passed)."""
+        t, other = self.threats, 3 - stone
+        zone: set[int] = set()
+        vcf = bool(t.vcf_depth) and self._forced_win(b, other, False, t.vcf_depth, t.vcf_nodes) >= 0
+        if vcf:
+            self._proof_cells(b, other, False, zone)
+        vct = (not vcf and bool(t.defend_vct_depth)
+               and self._forced_win(b, other, True, t.defend_vct_depth, t.vct_nodes) >= 0)
+        if vct:
+            self._proof_cells(b, other, True, zone)
+        if not (vcf or vct):
+            return moves
+        fours, threes = set(b.threat_cells(0, stone)), set(b.threat_cells(1, stone))
+        # Candidates: the cells of the opponent's proof (its moves and the answers it
+        # meets), the own fours and threes, and the best-ordered moves.
+        zone |= fours | threes | set(moves)
+        safe, vcf_safe = [], []
+        for cell in self._ordered_all(b, stone):
+            if cell not in zone:
+                continue
+            b.play(cell, stone)
+            try:
+                if cell in fours:
+                    answers = b.winning_cells(stone)
+                elif cell in threes:
+                    answers = b.three_defences(stone) or []
+                else:
+                    answers = [-1]
+                level = 2  # 2: no forced win of the opponent found, 1: no VCF, 0: lost
+                for reply in answers:
+                    if reply >= 0:
+                        b.play(reply, other)
+                    try:
+                        level = min(level, self._safety(b, other))
+                    finally:
+                        if reply >= 0:
+                            b.undo(reply)
+                    if level == 0:
+                        break
+            finally:
+                b.undo(cell)
+            if self._exhausted:
+                break
+            if level >= 1:
+                vcf_safe.append(cell)
+            if level == 2:
+                safe.append(cell)
+                if len(safe) >= len(moves):
+                    break
+        found = safe or vcf_safe
+        if found:
+            self.threat_result = "defend"
+            return found
+        return moves
+
+    def _proof_cells(
+        self, b: _SearchBoard, a: int, vct: bool, out: set[int], limit: int = 4000
+    ) -> None:
+        """Add to ``out`` the cells of the forced win of ``a`` (to move) that the last
+        `_forced_win` proved: the attacker's moves and every answer it met, read back
+        from the threat table (at most ``limit`` positions visited)."""
+        budget = [limit]
+
+        def attack() -> None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return
+            if b.wins[a]:
+                out.update(b.winning_cells(a))
+                return
+            d = 3 - a
+            if not b.wins[d]:
+                open4 = b.threat_cells(3, a)
+                if open4:
+                    out.add(open4[0])
+                    b.play(open4[0], a)
+                    out.update(b.winning_cells(a))
+                    b.undo(open4[0])
+                    return
+            seen = self._tss_table.get(self._tss_key(b, a, vct))
+            if seen is None or seen < 1000:
+                return
+            cell = seen - 1000
+            out.add(cell)
+            b.play(cell, a)
+            try:
+                if b.wins[a]:
+                    replies = b.winning_cells(a)
+                else:
+                    stops = b.three_defences(a) or []
+                    replies = sorted(set(stops).union(b.threat_cells(0, d)))
+                out.update(replies)
+                if len(replies) > 1 and b.wins[a]:
+                    return
+                for reply in replies:
+                    b.play(reply, d)
+                    try:
+                        attack()
+                    finally:
+                        b.undo(reply)
+            finally:
+                b.undo(cell)
+
+        attack()
+
+    def _safety(self, b: _SearchBoard, other: int) -> int:
+        """2 when ``other`` (to move) has no VCF or VCT within the defence budgets, 1
+        when it has a VCT only, 0 when it has a VCF (or an immediate win)."""
+        t = self.threats
+        if b.wins[other]:
+            return 0
+        if t.vcf_depth and self._forced_win(b, other, False, t.vcf_depth, t.defend_nodes) >= 0:
+            return 0
+        if t.defend_vct_depth and self._forced_win(
+                b, other, True, t.defend_vct_depth, t.defend_nodes) >= 0:
+            return 1
+        return 2
 
     def _ordered_all(self, b: _SearchBoard, stone: int) -> list[int]:
         """All candidates in the window, in `_ordered`'s order (no ``top_n`` cut)."""
@@ -1124,11 +1286,12 @@ class GomokuBotAgent(_HeuristicSearch):
 
     Added to the seed: ``threats`` (`ThreatSettings`, on by default; None turns it off)
     runs a threat-space search at the root first: the own VCF, else VCT, is played at
-    once; if the opponent has a VCF, only moves that break it are searched; else moves
-    that would leave an own VCT if the opponent passed (threats it must answer) are
-    preferred. ``shape_bonus`` (None: seed evaluation) adds gap-aware threat shapes to
-    the evaluation (`_LinePatterns.threats`). On 9x9 vs the seed-000 heuristic this took
-    the 40-game score from about 18-22 wins to 31 (1 loss); about 0.12 s a move on 15x15.
+    once; if the opponent has a VCF or VCT, only moves that break it are searched; else
+    quiet moves that would leave an own VCT if the opponent passed (a double threat it
+    must see coming) are preferred, so threes and fours are not spent early on blocks.
+    ``shape_bonus`` (None: seed evaluation) adds gap-aware threat shapes to the
+    evaluation (`_LinePatterns.threats`). See `experiments.gomokubot_strength` and the
+    README for its record against the heuristic and pure MCTS.
     """
 
     def __init__(

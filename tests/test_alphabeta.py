@@ -610,8 +610,130 @@ def test_threat_settings_are_checked(env9):
         AB.ThreatSettings(vcf_depth=-1)
     with pytest.raises(ValueError):
         AB.ThreatSettings(defend=1)
+    with pytest.raises(ValueError, match="defend_vct_depth"):
+        AB.ThreatSettings(defend_vct_depth=-2)
+    with pytest.raises(ValueError, match="max_nodes"):
+        AB.ThreatSettings(max_nodes=1.5)
     with pytest.raises(ValueError):
         GomokuBotAgent(env9, threats={"vcf_depth": 3})
     with pytest.raises(ValueError):
         GomokuBotAgent(env9, shape_bonus=(1.0, 2.0))
     assert GomokuBotAgent(env9, threats=None).threats is None
+
+
+# ------------------------------------------------- threats: VCT, defence, latent
+def _defence_replies(sb: AB._SearchBoard, stone: int) -> list[int]:
+    """The defender's answers to ``stone``'s threats: the block of its winning cell, or
+    any cell that stops at least one of its open-four-making lines (one three only)."""
+    wins = sb.winning_cells(stone)
+    if wins:
+        return wins
+    out: set[int] = set()
+    geom, pats = sb.g, sb.p
+    for lid in geom.live_lines:
+        got = pats.threats(geom.line_len[lid], sb.codes[lid])
+        if got[6 + stone - 1]:
+            out.update(geom.lines[lid][pos] for pos in got[4 + stone - 1])
+    return sorted(out)
+
+
+def _wins_against_every_defence(agent, env, board: np.ndarray, stone: int, moves: int) -> bool:
+    """Whether ``agent`` (``stone`` to move) makes five within ``moves`` own moves when
+    the defender answers every threat with any one of its defence squares (a quiet
+    move of the agent, leaving nothing to answer, counts as a failure)."""
+    move = agent.select(env.from_board(board, to_move=stone - 1), rng())
+    if divmod(move, env.size) in _five_cells(board, stone):
+        return True
+    board = board.copy()
+    board.reshape(-1)[move] = stone
+    if moves <= 1 or _five_cells(board, 3 - stone):
+        return False
+    replies = _defence_replies(AB._SearchBoard(agent._geom, agent._patterns, board), stone)
+    for reply in replies:
+        after = board.copy()
+        after.reshape(-1)[reply] = 3 - stone
+        if not _wins_against_every_defence(agent, env, after, stone, moves - 1):
+            return False
+    return bool(replies)
+
+
+def test_vct_finds_a_double_three_and_wins_against_every_defence(env9):
+    """Black's (4, 4) makes two open threes (row 4 and column 4); no four is possible,
+    so only a VCT (threats of threes) sees it. Played out against every choice of
+    defence square, black wins within 3 moves."""
+    board = empty_with(9, black=[(4, 2), (4, 3), (2, 4), (3, 4)],
+                       white=[(0, 0), (8, 8), (0, 8), (8, 0)])
+    assert not _brute_vcf(board.copy(), 1, 3)
+    agent = GomokuBotAgent(env9, depth=2)
+    state = env9.from_board(board, to_move=0)
+    assert agent.select(state, rng()) == 4 * 9 + 4
+    assert agent.threat_result == "vct"
+    assert _wins_against_every_defence(agent, env9, board, 1, 3)
+
+
+def test_blocks_a_four_three(env9):
+    """White's (2, 5) would make a four on row 2 (black must answer at (2, 6)) and an
+    open three on column 5 that then becomes an open four: black must take (2, 5), the
+    one cell after which white has no win by fours (checked by brute force)."""
+    board = empty_with(9, black=[(2, 1), (3, 4), (7, 1), (8, 6), (6, 8)],
+                       white=[(2, 2), (2, 3), (2, 4), (3, 5), (4, 5)])
+    assert _brute_vcf(board.copy(), 2, 3)
+    for depth in (1, 6):
+        agent = GomokuBotAgent(env9, depth=depth)
+        move = agent.select(env9.from_board(board, to_move=0), rng())
+        assert agent.threat_result in ("defend", "defend+probe")
+        assert move == 2 * 9 + 5
+        after = board.copy()
+        after.reshape(-1)[move] = 1
+        assert not _brute_vcf(after, 2, 3)
+
+
+def test_an_own_four_that_only_delays_is_not_a_defence(env9):
+    """White to move; black wins by fours. White's four at (1, 2) forces black to (0, 2)
+    but black still wins by fours afterwards, so the bot defends with a quiet move
+    after which black has no win by three fours (brute force)."""
+    black = [(3, 3), (5, 4), (4, 4), (4, 5), (5, 2), (3, 4)]
+    white = [(3, 2), (2, 2), (2, 3), (4, 2), (3, 6)]
+    board = empty_with(9, black=black, white=white)
+    assert _brute_vcf(board.copy(), 1, 3)
+    delayed = board.copy()
+    delayed[1, 2], delayed[0, 2] = 2, 1
+    assert _brute_vcf(delayed, 1, 3)
+    agent = GomokuBotAgent(env9)
+    move = agent.select(env9.from_board(board, to_move=1), rng())
+    assert move != 1 * 9 + 2 and agent.threat_result in ("defend", "defend+probe")
+    after = board.copy()
+    after.reshape(-1)[move] = 2
+    assert not _five_cells(after, 2) and not _brute_vcf(after, 1, 3)
+
+
+def test_prepares_a_double_threat_with_a_quiet_move(env9):
+    """Black has no forced win yet; the bot keeps its threes and fours (here (5, 3)
+    would make a broken three on the anti-diagonal that white just blocks) and plays a
+    quiet move (no four, no open three, by `tactics`) after which it would have a VCT
+    if white passed."""
+    board = empty_with(9, black=[(4, 3), (4, 4), (2, 6)], white=[(4, 2), (8, 8), (0, 8)])
+    agent = GomokuBotAgent(env9)
+    sb = AB._SearchBoard(agent._geom, agent._patterns, board)
+    assert agent._forced_win(sb, 1, True, 5, 100_000) < 0
+    move = agent.select(env9.from_board(board, to_move=0), rng())
+    assert agent.threat_result == "probe"
+    after = board.copy()
+    after.reshape(-1)[move] = 1
+    assert int(tactics.open_threes(after, 0, 5).count) == 0
+    assert not bool(np.asarray(tactics.winning_moves(after, 0, 5)).any())
+    sb.play(move, 1)
+    assert agent._forced_win(sb, 1, True, 4, 100_000) >= 0
+
+
+def test_threat_search_keeps_to_max_nodes(env15):
+    """All threat-space searches of one move together stop near ``max_nodes`` (one
+    node over per search at most); the same position uses far more without the cap."""
+    board, player = random_position(15, 5, "freestyle", 2, plies=30)
+    state = env15.from_board(board, to_move=player)
+    small = GomokuBotAgent(env15, depth=2, threats=AB.ThreatSettings(max_nodes=400))
+    small.select(state, rng())
+    assert small.threat_nodes <= 400 + 20
+    full = GomokuBotAgent(env15, depth=2)
+    full.select(state, rng())
+    assert full.threat_nodes > 2_000
