@@ -16,6 +16,12 @@ ends within the window go into the buffer as soon as their result is known; a ga
 longer than the window loses its earliest positions (counted in ``metrics['dropped']``;
 none are lost when ``selfplay.steps`` is at least the board's number of cells).
 
+With ``search.reuse_tree`` (linear backend, PUCT) each game's search tree is carried
+from move to move through the self-play scan: the played child's subtree seeds the next
+search, an ended game's tree is emptied, and every iteration starts from empty trees (the
+trees are not part of `TrainState`). Policy targets are then the root visit distribution
+including the carried visits (as KataGo and Leela Zero train).
+
 The loss is seed 000's eq. (5): ``(z - v)^2 - pi . log p + c ||theta||^2``, with the
 policy restricted to legal moves; each sampled position is seen under one of the 8
 board symmetries drawn at random (in expectation the same as storing the 8 copies).
@@ -222,15 +228,21 @@ class AlphaZeroConfig:
             raise ValueError(
                 f"selfplay.fast_simulations ({self.selfplay.fast_simulations}) must be below "
                 f"search.num_simulations ({self.search.num_simulations}) with a playout cap")
+        if pc is not None and self.search.reuse_tree:
+            raise ValueError(
+                f"search.reuse_tree cannot be combined with selfplay.playout_cap ({pc}): a "
+                "kept tree cannot serve two searches of different sizes; unset one of them")
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
         """The play-time search: ``eval.simulations`` (or ``simulations``), no root noise,
-        no Gumbel noise (so the move is deterministic), never the tactical prior."""
+        no Gumbel noise (so the move is deterministic), never the tactical prior; it keeps
+        ``search.reuse_tree`` unless ``algorithm`` switches to Gumbel."""
+        algorithm = algorithm or self.search.algorithm
         return dataclasses.replace(
             self.search, num_simulations=simulations or self.eval.simulations,
-            dirichlet_fraction=0.0, gumbel_scale=0.0,
-            algorithm=algorithm or self.search.algorithm)
+            dirichlet_fraction=0.0, gumbel_scale=0.0, algorithm=algorithm,
+            reuse_tree=self.search.reuse_tree and algorithm == "puct")
 
     @property
     def sgd_steps(self) -> int:
@@ -355,45 +367,75 @@ class Learner(ShardedLearner):
                                      search_cfg, tactical=cfg.tactical)
 
     def _selfplay(self, variables, games: State, key) -> tuple[State, Record]:
+        """``selfplay.steps`` moves of every game (a ``lax.scan``). With
+        ``search.reuse_tree`` the search trees ride along the scan (`_selfplay_move`);
+        each iteration starts from empty trees, so the `TrainState` keeps no tree."""
+        cfg = self.config
+        tree = (search_lib.empty_tree(self.env, games, cfg.search) if cfg.search.reuse_tree
+                else None)
+
+        def move(carry, key):
+            games, tree = carry
+            games, tree, record, _ = self._selfplay_move(variables, games, tree, key)
+            return (games, tree), record
+
+        keys = jax.random.split(key, cfg.selfplay.steps)
+        (games, _), records = jax.lax.scan(move, (games, tree), keys)
+        return games, records
+
+    def _selfplay_move(self, variables, games: State, tree, key):
+        """One move of every game: ``(games, tree, record, search output)``.
+
+        ``tree`` (None without ``search.reuse_tree``) is the kept tree per game; the
+        search starts from it (`search_lib.run_search_reusing`: only where its root is the
+        game's position) and the returned tree is the played child's subtree, empty for a
+        game that just ended (and restarted). The policy target is the root's visit
+        distribution, carried visits included."""
         cfg, env = self.config, self.env
         sp = cfg.selfplay
         fresh = env.init()
+        k_search, k_act, k_cap = jax.random.split(key, 3)
+        out = None  # the search output, kept only with tree reuse
 
-        def move(games, key):
-            k_search, k_act, k_cap = jax.random.split(key, 3)
-            def searched(simulations):
-                out = self._search(variables, games, k_search, simulations)
-                return search_lib.policy_target(out, cfg.search), out.action_weights, out.action
+        def searched(simulations):
+            out = self._search(variables, games, k_search, simulations)
+            return search_lib.policy_target(out, cfg.search), out.action_weights, out.action
 
-            if sp.playout_cap is None:
-                target, weights, chosen = searched(cfg.search.num_simulations)
-                full = jnp.bool_(True)
-            else:  # fixed-shape results, so the two searches fit one `cond`
-                full = jax.random.bernoulli(k_cap, sp.playout_cap)
-                target, weights, chosen = jax.lax.cond(
-                    full, lambda: searched(cfg.search.num_simulations),
-                    lambda: searched(sp.fast_simulations))
-            if cfg.search.algorithm == "gumbel":
-                action = chosen
-                if sp.gumbel_moves is not None:
-                    greedy = _sample_by_temperature(k_act, weights, games.legal_action_mask,
-                                                    jnp.zeros(chosen.shape, jnp.float32))
-                    action = jnp.where(games.move_count < sp.gumbel_moves, chosen, greedy)
-            else:
-                temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
-                action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)
-            stepped = jax.vmap(env.step)(games, action)
-            mover = games.current_player
-            reward = jnp.take_along_axis(stepped.rewards, mover[:, None], axis=1)[:, 0]
-            record = Record(
-                board=games.board, player=mover, last_action=games.last_action,
-                policy=target, reward=reward, done=stepped.terminated,
-                train=jnp.broadcast_to(full, mover.shape),
-                inserted=jnp.zeros(mover.shape, jnp.bool_))
-            return select_games(stepped.terminated, fresh, stepped), record
-
-        keys = jax.random.split(key, sp.steps)
-        return jax.lax.scan(move, games, keys)
+        if cfg.search.reuse_tree:  # validation refuses a playout cap with reuse
+            out = search_lib.run_search_reusing(env, self.evaluate, variables, games,
+                                                k_search, cfg.search, cfg.tactical, tree)
+            target, weights, chosen = (search_lib.policy_target(out, cfg.search),
+                                       out.action_weights, out.action)
+            full = jnp.bool_(True)
+        elif sp.playout_cap is None:
+            target, weights, chosen = searched(cfg.search.num_simulations)
+            full = jnp.bool_(True)
+        else:  # fixed-shape results, so the two searches fit one `cond`
+            full = jax.random.bernoulli(k_cap, sp.playout_cap)
+            target, weights, chosen = jax.lax.cond(
+                full, lambda: searched(cfg.search.num_simulations),
+                lambda: searched(sp.fast_simulations))
+        if cfg.search.algorithm == "gumbel":
+            action = chosen
+            if sp.gumbel_moves is not None:
+                greedy = _sample_by_temperature(k_act, weights, games.legal_action_mask,
+                                                jnp.zeros(chosen.shape, jnp.float32))
+                action = jnp.where(games.move_count < sp.gumbel_moves, chosen, greedy)
+        else:
+            temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
+            action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)
+        stepped = jax.vmap(env.step)(games, action)
+        mover = games.current_player
+        reward = jnp.take_along_axis(stepped.rewards, mover[:, None], axis=1)[:, 0]
+        record = Record(
+            board=games.board, player=mover, last_action=games.last_action,
+            policy=target, reward=reward, done=stepped.terminated,
+            train=jnp.broadcast_to(full, mover.shape),
+            inserted=jnp.zeros(mover.shape, jnp.bool_))
+        if cfg.search.reuse_tree:
+            tree = search_lib.advance_tree(out.search_tree, action, cfg.search,
+                                           reset=stepped.terminated)
+        return select_games(stepped.terminated, fresh, stepped), tree, record, out
 
     # ------------------------------------------------------------------- targets
     @staticmethod

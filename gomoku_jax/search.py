@@ -25,16 +25,25 @@ Tree semantics (DESIGN habit 7). The mctx embedding is the batched game `State`:
 ``qtransform_completed_by_mix_value``). `policy_target` is what a learner trains on,
 `select_action` picks the move to play.
 
+Tree reuse (``SearchConfig.reuse_tree``, linear backend, PUCT only). `run_search_reusing`
+searches from a kept tree and `advance_tree` keeps the played child's subtree for the next
+move (`gomoku_jax.tree_search.reuse_subtree`); a game whose kept root is not its current
+position starts from an empty tree (`tree_matches`). The root visit distribution, and so
+the policy target, then includes the visits carried over (as in KataGo and Leela Zero).
+AlphaZero self-play carries the trees through its moves; `ReusingSearchAgent` keeps one
+between the moves of a game it plays.
+
 `TacticalPrior` (seed 000 section 4.5; training search only, never at play time)
 rewrites the prior of the root and of every node the search expands; see
 `apply_tactical_prior` for the exact rule.
 
 Static versus traced. `SearchConfig` and `TacticalPrior` are pytrees: ``algorithm``,
-``num_simulations``, ``max_num_considered_actions``, ``max_depth``, ``backend`` and
-``enabled`` are static (they shape the compiled search); every float is a leaf, so passing
-a config as an argument of a jitted function traces ``c_puct``, the noise, the Gumbel scales and
-the tactical probabilities, and a sweep over them does not recompile. Closing over a
-config (or passing it as a static argument: it is hashable) bakes them in instead.
+``num_simulations``, ``max_num_considered_actions``, ``max_depth``, ``backend``,
+``reuse_tree``, ``reuse_capacity`` and ``enabled`` are static (they shape the compiled
+search); every float is a leaf, so passing a config as an argument of a jitted function
+traces ``c_puct``, the noise, the Gumbel scales and the tactical probabilities, and a
+sweep over them does not recompile. Closing over a config (or passing it as a static
+argument: it is hashable) bakes them in instead.
 A float field may also hold an array, e.g. ``c_puct=jnp.array([0.5, 1.0, 4.0])`` searched
 under ``jax.vmap(f, in_axes=(jax.tree.map(lambda x: 0 if jnp.ndim(x) else None,
 config),))``. Array values are not range-checked.
@@ -44,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import Any, Callable
 
 import jax
@@ -60,16 +70,22 @@ __all__ = [
     "BACKENDS",
     "Evaluate",
     "network_evaluate",
+    "ReusingSearchAgent",
     "SearchConfig",
     "TacticalPrior",
+    "advance_tree",
     "apply_tactical_prior",
+    "empty_tree",
     "make_recurrent_fn",
     "policy_target",
     "root_output",
     "run_search",
+    "run_search_reusing",
     "search_agent",
     "search_policy",
     "select_action",
+    "tree_capacity",
+    "tree_matches",
     "uniform_evaluate",
 ]
 
@@ -160,7 +176,7 @@ def _register(cls, meta: tuple[str, ...]):
 @functools.partial(
     _register,
     meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth",
-          "backend"),
+          "backend", "reuse_tree", "reuse_capacity"),
 )
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -183,6 +199,16 @@ class SearchConfig:
       backend: ``"mctx"`` (mctx's policies) or ``"linear"`` (`gomoku_jax.tree_search`:
         the same policies and results, with a cost per simulation that does not grow
         with the number of simulations). Static.
+      reuse_tree: keep the searched tree between moves (`run_search_reusing`,
+        `advance_tree`; self-play and `ReusingSearchAgent`): the played child's subtree
+        becomes the next search's tree, its statistics carried over. Needs
+        ``backend="linear"`` and ``algorithm="puct"``. Static.
+      reuse_capacity: with ``reuse_tree``, None keeps the whole subtree in trees of
+        ``num_simulations + 1`` nodes, so kept nodes count towards the budget (a search
+        that starts with ``n`` nodes runs ``num_simulations + 1 - n`` new simulations);
+        an integer ``M >= 1`` gives trees of ``num_simulations + M`` nodes that keep at
+        most ``M`` nodes (the first in creation order), so every search runs the full
+        ``num_simulations`` new simulations on top of what it kept. Static.
     """
 
     algorithm: str = "puct"
@@ -197,6 +223,8 @@ class SearchConfig:
     maxvisit_init: float = 50.0
     max_depth: int | None = None
     backend: str = "mctx"
+    reuse_tree: bool = False
+    reuse_capacity: int | None = None
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -209,6 +237,16 @@ class SearchConfig:
                 f"SearchConfig.backend must be one of {', '.join(BACKENDS)}, "
                 f"got {self.backend!r}"
             )
+        if not isinstance(self.reuse_tree, (bool, np.bool_)):
+            raise ValueError(f"SearchConfig.reuse_tree must be a bool, got {self.reuse_tree!r}")
+        object.__setattr__(self, "reuse_tree", bool(self.reuse_tree))
+        if self.reuse_tree and (self.backend != "linear" or self.algorithm != "puct"):
+            raise ValueError(
+                "SearchConfig.reuse_tree=True needs backend='linear' and algorithm='puct' "
+                f"(a Gumbel root must start without visits), got backend={self.backend!r}, "
+                f"algorithm={self.algorithm!r}"
+            )
+        _check_int(self, "reuse_capacity", 1, allow_none=True)
         _check_int(self, "num_simulations", 1)
         _check_int(self, "max_num_considered_actions", 1)
         _check_int(self, "max_depth", 1, allow_none=True)
@@ -425,6 +463,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     masks ``invalid_actions = ~legal_action_mask``. Jit it with ``env`` and ``evaluate``
     static; ``config`` may be static or an argument (see the module docstring).
     ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`.
+    Always a fresh tree (``config.reuse_tree`` is for `run_search_reusing`).
     """
     if not isinstance(config, SearchConfig):
         raise ValueError(f"config must be a SearchConfig, got {config!r}")
@@ -459,6 +498,173 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
         max_num_considered_actions=config.max_num_considered_actions,
         gumbel_scale=config.gumbel_scale,
     )
+
+
+# ---------------------------------------------------------------- tree reuse
+def _check_reuse(config: SearchConfig) -> None:
+    if not isinstance(config, SearchConfig):
+        raise ValueError(f"config must be a SearchConfig, got {config!r}")
+    if not config.reuse_tree:
+        raise ValueError("tree reuse needs a SearchConfig with reuse_tree=True (and "
+                         "backend='linear', algorithm='puct'), got reuse_tree=False")
+
+
+def tree_capacity(config: SearchConfig) -> int:
+    """Nodes per game of a reused tree: ``num_simulations + 1``, or ``num_simulations +
+    reuse_capacity`` when that is set (see `SearchConfig`)."""
+    extra = 1 if config.reuse_capacity is None else config.reuse_capacity
+    return config.num_simulations + extra
+
+
+def empty_tree(env: Gomoku, states: State, config: SearchConfig) -> mctx.Tree:
+    """A tree with no node used for each game of ``states [B]`` (their structure and
+    dtypes only), of `tree_capacity` nodes: what a game's first search starts from.
+
+    Raises ``ValueError`` (while tracing, before anything is allocated) when two copies
+    of the tree would not fit the device (`tree_search.check_search_memory`)."""
+    _check_reuse(config)
+    _check_batched(env, states)
+    batch, capacity, actions = states.board.shape[0], tree_capacity(config), env.num_actions
+    state_bytes = sum(int(np.prod(np.shape(x)[1:], dtype=np.int64)) * jnp.dtype(x.dtype).itemsize
+                      for x in jax.tree.leaves(states))
+    tree_search.check_search_memory(batch, capacity - 1, actions, state_bytes)
+    bn, bna = (batch, capacity), (batch, capacity, actions)
+    none = mctx.Tree.NO_PARENT
+    return mctx.Tree(
+        node_visits=jnp.zeros(bn, jnp.int32),
+        raw_values=jnp.zeros(bn, jnp.float32),
+        node_values=jnp.zeros(bn, jnp.float32),
+        parents=jnp.full(bn, none, jnp.int32),
+        action_from_parent=jnp.full(bn, none, jnp.int32),
+        children_index=jnp.full(bna, mctx.Tree.UNVISITED, jnp.int32),
+        children_prior_logits=jnp.zeros(bna, jnp.float32),
+        children_values=jnp.zeros(bna, jnp.float32),
+        children_visits=jnp.zeros(bna, jnp.int32),
+        children_rewards=jnp.zeros(bna, jnp.float32),
+        children_discounts=jnp.zeros(bna, jnp.float32),
+        embeddings=jax.tree.map(lambda x: jnp.zeros(bn + x.shape[1:], x.dtype), states),
+        root_invalid_actions=jnp.zeros((batch, actions), jnp.bool_),
+        extra_data=None,
+    )
+
+
+def _where_games(mask: jax.Array, new, old):
+    """Per game: ``new`` where ``mask [B]``, else ``old`` (pytrees, leading ``B``)."""
+    return jax.tree.map(
+        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (b.ndim - 1)), a, b), new, old)
+
+
+def _clear_games(tree: mctx.Tree, mask: jax.Array) -> mctx.Tree:
+    """``tree`` with the games of ``mask [B]`` emptied (as `empty_tree` makes them)."""
+    none = jnp.int32(mctx.Tree.NO_PARENT)
+
+    def clear(x, fill):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)),
+                         jnp.asarray(fill, x.dtype), x)
+
+    return tree.replace(
+        node_visits=clear(tree.node_visits, 0),
+        raw_values=clear(tree.raw_values, 0),
+        node_values=clear(tree.node_values, 0),
+        parents=clear(tree.parents, none),
+        action_from_parent=clear(tree.action_from_parent, none),
+        children_index=clear(tree.children_index, mctx.Tree.UNVISITED),
+        children_prior_logits=clear(tree.children_prior_logits, 0),
+        children_values=clear(tree.children_values, 0),
+        children_visits=clear(tree.children_visits, 0),
+        children_rewards=clear(tree.children_rewards, 0),
+        children_discounts=clear(tree.children_discounts, 0),
+        embeddings=jax.tree.map(lambda x: clear(x, 0), tree.embeddings),
+    )
+
+
+def tree_matches(tree: mctx.Tree, states: State) -> jax.Array:
+    """``[B]`` bool: the game's tree has a root and its stored state (the embedding at
+    node 0) is ``states``' position: same board, player to move, last move (the
+    observation planes read it), terminated and truncated flags."""
+    root = jax.tree.map(lambda x: x[:, mctx.Tree.ROOT_INDEX], tree.embeddings)
+    return ((tree.node_visits[:, mctx.Tree.ROOT_INDEX] > 0)
+            & jnp.all(root.board == states.board, axis=(-2, -1))
+            & (root.current_player == states.current_player)
+            & (root.last_action == states.last_action)
+            & (root.terminated == states.terminated)
+            & (root.truncated == states.truncated))
+
+
+def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
+                       key: jax.Array, config: SearchConfig,
+                       tactical: TacticalPrior | None = None,
+                       tree: mctx.Tree | None = None) -> mctx.PolicyOutput:
+    """`run_search` (PUCT, linear backend) from a kept ``tree`` (from `advance_tree`).
+
+    Per game the kept tree is used only when `tree_matches` the game's state; otherwise
+    (a restarted game, a child never expanded, any other position) the game starts from
+    an empty tree, so a search from ``tree=None`` (`empty_tree`) or from a stale tree is
+    exactly `run_search`'s with ``backend="linear"`` and the same key. The root gets the
+    network's prior (with ``tactical`` and Dirichlet noise, as `run_search`), which
+    replaces the kept root's stored prior; its visits, values and subtree are kept, so
+    the root visit distribution (the policy target) includes the carried visits.
+    ``config.reuse_tree`` must be set. Returns the output; its ``search_tree`` is the
+    whole tree (`advance_tree` it with the move played).
+    """
+    _check_reuse(config)
+    _check_batched(env, states)
+    if tree is None:
+        tree = empty_tree(env, states, config)
+    tree = _clear_games(tree, ~tree_matches(tree, states))
+    root_key, search_key = jax.random.split(key)
+    root = root_output(env, evaluate, params, states, root_key, tactical)
+    recurrent_fn = make_recurrent_fn(env, evaluate, tactical)
+    return tree_search.muzero_policy(
+        params, search_key, root, recurrent_fn,
+        num_simulations=config.num_simulations,
+        invalid_actions=~states.legal_action_mask,
+        max_depth=config.max_depth,
+        dirichlet_fraction=config.dirichlet_fraction,
+        dirichlet_alpha=config.dirichlet_alpha,
+        pb_c_init=config.c_puct,
+        pb_c_base=config.pb_c_base,
+        tree=tree,
+    )
+
+
+def advance_tree(tree: mctx.Tree, action: jax.Array, config: SearchConfig,
+                 reset: jax.Array | None = None) -> mctx.Tree:
+    """The tree of the next search after ``action [B]`` is played at each root: the
+    child's subtree (`tree_search.reuse_subtree`, at most ``config.reuse_capacity``
+    nodes); empty for a child never expanded or terminal, or where ``reset [B]`` (the
+    game restarted)."""
+    _check_reuse(config)
+    return tree_search.reuse_subtree(tree, action, reset, max_nodes=config.reuse_capacity)
+
+
+def _descend(tree: mctx.Tree, states: State) -> mctx.Tree:
+    """Follow one move from each kept root towards ``states [B]``: a game whose state
+    has exactly one more stone on a cell empty at the root gets that child's subtree;
+    a game whose state has the root's stones is left as it is; any other gets an empty
+    tree. (`run_search_reusing` then checks the whole position.)"""
+    batch = states.board.shape[0]
+    board = jax.tree.map(lambda x: x[:, mctx.Tree.ROOT_INDEX], tree.embeddings).board
+    old, new = board.reshape(batch, -1), states.board.reshape(batch, -1)  # [B, A]
+    diff = old != new
+    count = jnp.sum(diff, axis=-1)
+    reply = jnp.argmax(diff, axis=-1).astype(jnp.int32)
+    placed = (count == 1) & (jnp.take_along_axis(old, reply[:, None], axis=1)[:, 0] == 0)
+    descended = tree_search.reuse_subtree(tree, jnp.where(placed, reply, -1))
+    return _where_games(count == 0, tree, descended)
+
+
+def _reusing_move(env, evaluate, config, temperature, params, key, state: State, tree):
+    states = jax.tree.map(lambda x: x[None], state)  # a batch of one game
+    tree = _descend(tree, states)
+    search_key, action_key = jax.random.split(key)
+    output = run_search_reusing(env, evaluate, params, states, search_key, config, None, tree)
+    action = select_action(output, action_key, temperature)
+    return action[0], output.search_tree, advance_tree(output.search_tree, action, config)
+
+
+def _empty_for_one(env, config, state: State) -> mctx.Tree:
+    return empty_tree(env, jax.tree.map(lambda x: x[None], state), config)
 
 
 def _is_gumbel(output: mctx.PolicyOutput) -> bool:
@@ -534,6 +740,8 @@ def uniform_evaluate(env: Gomoku) -> Evaluate:
 
 
 def _search_policy(env, evaluate, config, temperature, params, key, state: State):
+    # the agent sees positions in its own game's input planes, whoever made the state
+    state = state.replace(observation_spec=env.observation_spec)
     states = jax.tree.map(lambda x: x[None], state)  # a batch of one game
     search_key, action_key = jax.random.split(key)
     output = run_search(env, evaluate, params, states, search_key, config)
@@ -553,5 +761,56 @@ def search_policy(env: Gomoku, evaluate: Evaluate, config: SearchConfig,
 
 def search_agent(name: str, env: Gomoku, evaluate: Evaluate, params, config: SearchConfig,
                  temperature: float = 0.0) -> JaxAgent:
-    """A `JaxAgent` playing `search_policy` with ``params``."""
+    """A `JaxAgent` playing `search_policy` with ``params``; a `ReusingSearchAgent`
+    when ``config.reuse_tree`` is set."""
+    if isinstance(config, SearchConfig) and config.reuse_tree:
+        return ReusingSearchAgent(name, env, evaluate, params, config, temperature)
     return JaxAgent(name, search_policy(env, evaluate, config, temperature), params)
+
+
+class ReusingSearchAgent(JaxAgent):
+    """A search agent that keeps its tree between the moves it is asked for.
+
+    `act` (the sequential paths: the Gomocup brain, matches against Python agents, the
+    play server's plain agents) searches from the tree it kept: after its move it keeps
+    the played child's subtree (`advance_tree`); at the next call it follows the one
+    stone the opponent added (or none, when asked about that very position again) and
+    searches from that node's subtree when the node's stored state is the position
+    asked about (`tree_matches`); any other position (a new game, a takeback, a board
+    set by hand) starts from an empty tree. ``last_tree`` is the tree of the latest
+    search, ``tree`` the one kept for the next; `reset` drops it.
+
+    As a `JaxAgent` its ``policy`` is `search_policy` with a fresh tree per move: the
+    arena's batched JAX-vs-JAX matches vmap that (no reuse there). ``config.reuse_tree``
+    must be set (``backend="linear"``, ``algorithm="puct"``). Thread-safe.
+    """
+
+    def __init__(self, name: str, env: Gomoku, evaluate: Evaluate, params,
+                 config: SearchConfig, temperature: float = 0.0):
+        _check_reuse(config)
+        super().__init__(name, search_policy(env, evaluate, config, temperature), params)
+        move = functools.partial(_reusing_move, env, evaluate, config, float(temperature))
+        empty = functools.partial(_empty_for_one, env, config)
+        for attr, value in (("config", config), ("_move", jax.jit(move)),
+                            ("_empty", jax.jit(empty)),
+                            ("_lock", threading.Lock()), ("tree", None), ("last_tree", None)):
+            object.__setattr__(self, attr, value)
+
+    def reset(self) -> None:
+        """Forget the kept tree: the next move searches from an empty one."""
+        with self._lock:
+            object.__setattr__(self, "tree", None)
+
+    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
+        del deadline  # a fixed number of simulations
+        with self._lock:
+            tree = self.tree
+            if tree is not None and jax.tree.structure(tree.embeddings) != jax.tree.structure(
+                    state):
+                tree = None  # a state of another kind (e.g. other observation planes)
+            if tree is None:
+                tree = self._empty(state)
+            action, searched, kept = self._move(self.params, key, state, tree)
+            object.__setattr__(self, "last_tree", searched)
+            object.__setattr__(self, "tree", kept)
+            return int(action)
