@@ -474,3 +474,63 @@ def test_write_exported_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"variables leaf 'rng' is a typed PRNG key"):
         write_exported(path, {}, {"rng": jax.random.key(0)})
     assert not path.exists()
+
+
+@pytest.mark.parametrize("version", [0, 2, 99, "1", None])
+def test_exported_file_of_another_version_is_refused_saying_the_version(tmp_path, version):
+    from gomoku_jax import exported
+
+    path = tmp_path / "agent.gjx"
+    _tiny_agent_file(path)
+    _with_header(path, version=version)
+    message = rf"written by format version {version!r}, this gomoku-jax reads version 1"
+    with pytest.raises(CheckpointError, match=message):
+        read_exported(path)
+    with pytest.raises(CheckpointError, match=rf"{path}: {message}"):
+        exported.load_agent(path)  # the path users take refuses it the same way
+
+
+def _tiny_agent_file(path):
+    """A real exported search agent: 5x5 four-in-a-row, a tiny SimpleNet, 4 simulations."""
+    from gomoku_jax import networks
+    from gomoku_jax.game import Gomoku
+    from gomoku_jax.search import SearchConfig
+
+    env = Gomoku(5, 4)
+    module = networks.make_network("simplenet", board_size=5, channels=(4, 4), value_hidden=8)
+    variables = networks.init_network(module, jax.random.key(0), env.observation_shape)
+    meta = {"agent": "search",
+            "game": {"size": 5, "k": 4, "rule": "freestyle", "observation": "stones-colour"},
+            "network": {"name": "simplenet", "options": {"channels": [4, 4], "value_hidden": 8}},
+            "search": SearchConfig("puct", 4).to_dict()}
+    write_exported(path, meta, jax.device_get(variables))
+
+
+_FRESH_SESSION = """
+import sys
+import jax
+import gomoku_jax
+from gomoku_jax import exported
+
+loaded = exported.load(sys.argv[1])
+state = loaded.env.play(loaded.env.init(), 2, 2)  # black in the centre; white to move
+action = loaded.agent.act(state, jax.random.key(0))
+project = sorted(m for m in sys.modules if m.split(".")[0] in ("algorithms", "experiments"))
+print(loaded.env.id, action, bool(state.legal_action_mask[action]), project)
+"""
+
+
+def test_a_fresh_python_with_only_gomoku_jax_loads_a_file_and_plays(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "agent.gjx"
+    _tiny_agent_file(path)
+    done = subprocess.run([sys.executable, "-c", _FRESH_SESSION, str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr
+    game, action, legal, project = done.stdout.strip().split(" ", 3)
+    assert game == "gomoku-5x5-k4-freestyle"
+    assert 0 <= int(action) < 25 and int(action) != 12 and legal == "True"
+    assert project == "[]"  # no training or experiment code was imported

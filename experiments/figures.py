@@ -1,0 +1,191 @@
+"""The README's pictures of the default experiment's recorded run.
+
+Run (from the repository root; about 5 to 10 minutes on 2 CPU cores)::
+
+    python -m experiments.figures
+
+From ``experiments/results/az_9x9_cpu/`` (the recorded CPU run of
+``gomoku-jax train --config experiments/configs/az_9x9_cpu.json``) it draws
+
+* ``training_curves.png``: the losses, the explained variance of the value head, the
+  policy entropy and the evaluation scores against the heuristic and pure MCTS 1000 over
+  the iterations (from ``metrics.csv`` and the final ``report.json``), and
+* a round robin between the run's ``final.gjx`` and the baselines (random, heuristic,
+  pure MCTS 1000, GomokuBot): ``--games`` games per pairing (20), colours alternating,
+  ``--opening-stones`` random stones near the centre before each pair of games (2), with
+  the machinery of ``gomoku-jax tournament``: ``tournament.json``, ``tournament.md`` and
+  ``heatmap.png`` in the same folder.
+
+``--skip-tournament`` only redraws the curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+
+RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
+OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
+
+__all__ = ["OPPONENTS", "RUN", "main", "tournament", "training_curves"]
+
+
+def _read_metrics(path: Path) -> dict[str, list[float]]:
+    """metrics.csv as columns of floats (NaN where a row has no value)."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ValueError(f"{path} holds no rows")
+    columns: dict[str, list[float]] = {}
+    for name in rows[0]:
+        values = []
+        for row in rows:
+            cell = row.get(name, "")
+            try:
+                values.append(float(cell))
+            except (TypeError, ValueError):
+                values.append(float("nan"))
+        columns[name] = values
+    return columns
+
+
+def training_curves(run: Path = RUN, out: Path | None = None, device: str | None = None) -> Path:
+    """Draw the run's training curves into ``out`` (default ``run/training_curves.png``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    run = Path(run)
+    out = Path(out) if out is not None else run / "training_curves.png"
+    m = _read_metrics(run / "metrics.csv")
+    report = json.loads((run / "report.json").read_text())
+    it = np.asarray(m["iteration"])
+
+    def smooth(values, width=5):
+        values = np.asarray(values, float)
+        kernel = np.ones(width) / width
+        padded = np.pad(values, (width // 2, width - 1 - width // 2), mode="edge")
+        return np.convolve(padded, kernel, mode="valid")
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    ax = axes[0, 0]
+    for name, colour in (("loss", "#222222"), ("policy_loss", "#1f5fd6"),
+                         ("value_loss", "#e0352b")):
+        ax.plot(it, m[name], color=colour, alpha=0.25, lw=1)
+        ax.plot(it, smooth(m[name]), color=colour, lw=1.8, label=name.replace("_", " "))
+    ax.set_title("losses (thin: per iteration, thick: 5-iteration mean)")
+    ax.set_xlabel("iteration")
+    ax.legend()
+    ax.grid(alpha=0.3)
+
+    ax = axes[0, 1]
+    ax.plot(it, m["explained_variance"], color="#8a3ffc", alpha=0.3, lw=1)
+    ax.plot(it, smooth(m["explained_variance"]), color="#8a3ffc", lw=1.8)
+    ax.axhline(0, color="#888888", lw=0.8)
+    ax.set_title("explained variance of the value head")
+    ax.set_xlabel("iteration")
+    ax.grid(alpha=0.3)
+
+    ax = axes[1, 0]
+    ax.plot(it, m["entropy"], color="#198038", alpha=0.3, lw=1)
+    ax.plot(it, smooth(m["entropy"]), color="#198038", lw=1.8)
+    ax.set_ylabel("policy entropy (nats)", color="#198038")
+    ax.set_xlabel("iteration")
+    ax.grid(alpha=0.3)
+    twin = ax.twinx()
+    twin.plot(it, m["game_length"], color="#b28600", alpha=0.3, lw=1)
+    twin.plot(it, smooth(m["game_length"]), color="#b28600", lw=1.8)
+    twin.set_ylabel("self-play game length (moves)", color="#b28600")
+    ax.set_title("policy entropy and self-play game length")
+
+    ax = axes[1, 1]
+    final_it = int(report["iterations"])
+    for name, colour in (("heuristic", "#e0352b"), ("pure-mcts-1000", "#1f5fd6")):
+        column = m.get(f"eval_{name}")
+        if column is None:
+            continue
+        points = [(i, s) for i, s in zip(it, column) if np.isfinite(s)]
+        final = report["evaluation"].get(name)
+        if final is not None:
+            points.append((final_it, final["score"]))
+        xs, ys = zip(*points) if points else ((), ())
+        ax.plot(xs, ys, marker="o", color=colour, label=f"vs {name}")
+        if final is not None:
+            low, high = final["interval"]
+            ax.errorbar([final_it], [final["score"]], yerr=[[final["score"] - low],
+                        [high - final["score"]]], color=colour, capsize=4)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title("evaluation score (win 1, draw 1/2)\n20 games each; the final: 100 games, 95% CI")
+    ax.set_xlabel("iteration")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+
+    suffix = f" ({device})" if device else ""
+    fig.suptitle(f"AlphaZero, 9x9 five-in-a-row, az_9x9_cpu.json: the recorded run{suffix}")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: int = 0,
+               opponents=OPPONENTS, progress: bool = True) -> dict:
+    """The round robin of ``run/final.gjx`` against ``opponents``; writes the reports."""
+    from gomoku_jax import agents, arena, exported
+    from experiments.common import device_description
+
+    run = Path(run)
+    loaded = exported.load(run / "final.gjx", name="az_9x9_cpu final")
+    env = loaded.env
+    players = [loaded.agent] + [agents.make(name, env) for name in opponents]
+    start = time.perf_counter()
+    result = arena.round_robin(env, players, games, seed=seed, opening_stones=opening_stones,
+                               progress=progress)
+    report = result.report()
+    report["config"] = {
+        "game": {"size": env.size, "k": env.k, "rule": env.rule},
+        "agents": [str(run / "final.gjx")] + list(opponents),
+        "games_per_pair": games, "opening_stones": opening_stones, "seed": seed}
+    report["device"] = device_description()
+    report["wall_seconds"] = round(time.perf_counter() - start, 1)
+    report["command"] = "python -m experiments.figures"
+    markdown = result.to_markdown(report)
+    (run / "tournament.json").write_text(json.dumps(report, indent=2) + "\n")
+    (run / "tournament.md").write_text(
+        f"# Round robin: the recorded az_9x9_cpu run's final.gjx and the baselines\n\n"
+        f"`python -m experiments.figures` on {report['device']}: {games} games per pairing, "
+        f"colours alternating, {opening_stones} random opening stones, seed {seed}; "
+        f"{report['wall_seconds']} s.\n\n{markdown}\n")
+    arena.heatmap(report, run / "heatmap.png",
+                  title=f"{env.id}: {report['colours']['games']} games, {games} per pairing")
+    print(markdown)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.figures", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", type=Path, default=RUN, help="the recorded run's folder")
+    parser.add_argument("--games", type=int, default=20, help="games per pairing (20)")
+    parser.add_argument("--opening-stones", type=int, default=2,
+                        help="random opening stones before each pair of games (2)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    parser.add_argument("--skip-tournament", action="store_true", help="only draw the curves")
+    args = parser.parse_args(argv)
+    from experiments.common import device_description
+
+    path = training_curves(args.run, device=device_description())
+    print(f"training curves written to {path}")
+    if not args.skip_tournament:
+        tournament(args.run, args.games, args.opening_stones, args.seed)
+        print(f"tournament written to {args.run}/tournament.json, tournament.md, heatmap.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

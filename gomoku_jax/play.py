@@ -1,0 +1,712 @@
+"""Play against any agent in the browser: ``gomoku-jax play``.
+
+A small local web server (the standard library's `http.server`, no web framework) that
+serves one static page (``gomoku_jax/web/``: plain HTML, CSS and JavaScript) and a JSON API.
+The game lives on the server in the `gomoku_jax.game` engine; the page only draws what the
+server sends and posts what the player clicks. Every request is checked there: a malformed
+or illegal one gets HTTP 400 with ``{"error": "..."}`` naming the problem, and the game is
+left as it was.
+
+JSON API (all answers are JSON; ``STATE`` is `PlayApp.snapshot`):
+
+================================  =====================================================
+``GET  /api/state``               ``STATE``
+``GET  /api/agents``              the baseline names the page lists, the defaults
+``GET  /api/agent-info?name=A``   ``{"name", "budget": {"kind", "default"} | null,
+                                  "overlay": bool, "game"}`` (``&budget=N`` checks N)
+``POST /api/new``                 ``{"colour": "black"|"white", "agent": A,
+                                  "budget": N|null, "game": {"size","k","rule"}?}``
+                                  -> ``STATE``; a new game (the agent does not move yet)
+``POST /api/move``                ``{"row": r, "col": c}`` -> ``STATE``: the human's move
+``POST /api/reply``               ``{}`` -> ``STATE``: the agent's move, with its
+                                  ``analysis`` when the agent has one
+``POST /api/undo``                ``{}`` -> ``STATE``: takes back the human's last move
+                                  and the agent's replies after it
+``POST /api/analyse``             ``{}`` -> ``{"analysis": ...}``: what the agent thinks
+                                  of the current position (the game is unchanged)
+================================  =====================================================
+
+Coordinates are the engine's 0-based ``(row, col)`` (row 0 at the top), as in
+`gomoku_jax.render`. Agents are any name `gomoku_jax.agents.make` accepts; an exported
+file (``FILE.gjx[@N]``) brings its own game (board size, rule, observation planes) when
+the request names no other. The budget is the number of simulations of a search agent
+(``pure-mcts-N``, an exported search agent); other agents take none.
+
+The overlay (``analysis``): for an exported search agent the search's root visit shares
+and the network's prior and value; for pure MCTS its root visit shares and the mean
+result of its simulations; for an exported Q network its Q-values. An agent's move is
+computed by the same function as its analysis, so the overlay shows exactly why it moved.
+Rule-based agents, alpha-beta searches and ``+killer`` wrappers have no overlay.
+
+Each (game, agent, budget) is built and compiled once and cached for the server's life.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import http.server
+import importlib.resources
+import json
+import threading
+import urllib.parse
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gomoku_jax import agents as agents_lib
+from gomoku_jax.game import (BLACK, BLACK_STONE, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
+                             IllegalMoveError, State, describe_result)
+
+__all__ = [
+    "BASELINES",
+    "MAX_BUDGET",
+    "PlayApp",
+    "PlayError",
+    "make_server",
+    "serve",
+]
+
+BASELINES = ("heuristic", "random", "pure-mcts-1000", "pure-mcts-200", "gomokubot",
+             "alphabeta-2", "heuristic+killer", "random+killer")
+"""Agent names the page offers in its list (any other name can be typed)."""
+
+MAX_BUDGET = 20_000
+"""The largest search budget (simulations) the server accepts."""
+
+_COLOURS = {"black": BLACK, "white": WHITE}
+_COLOUR_NAMES = {BLACK: "black", WHITE: "white"}
+_MAX_BODY = 64 * 1024
+_WEB_FILES = {  # URL path -> (file under gomoku_jax/web/, content type)
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/index.html": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/style.css": ("style.css", "text/css; charset=utf-8"),
+}
+
+
+class PlayError(ValueError):
+    """A request the server refuses (HTTP ``status``, 400 by default); says why."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+# --------------------------------------------------------------------- players
+@dataclasses.dataclass(frozen=True)
+class _Player:
+    """An agent built for one game: ``move(key, state) -> (action, analysis | None)``."""
+
+    name: str  # the agent name with its budget, e.g. "pure-mcts-400" or "a.gjx@64"
+    base: str  # the name as asked for (the budget may have replaced its number)
+    budget_kind: str | None  # "simulations" or None (no budget)
+    budget: int | None
+    env: Gomoku  # the game it plays (for an exported file: the file's game)
+    act: Callable[[jax.Array, State], int]
+    analyse: Callable[[jax.Array, State], tuple[int, dict]] | None
+
+    def move(self, key: jax.Array, state: State) -> tuple[int, dict | None]:
+        if self.analyse is not None:
+            return self.analyse(key, state)
+        return self.act(key, state), None
+
+    def info(self, default_budget: int | None) -> dict:
+        return {
+            "name": self.name,
+            "base": self.base,
+            "budget": None if self.budget_kind is None else {
+                "kind": self.budget_kind, "default": default_budget, "value": self.budget},
+            "overlay": self.analyse is not None,
+            "game": _game_json(self.env),
+        }
+
+
+@functools.lru_cache(maxsize=None)
+def _step(env: Gomoku):
+    return jax.jit(env.step)
+
+
+def _game_json(env: Gomoku) -> dict:
+    return {"size": env.size, "k": env.k, "rule": env.rule, "id": env.id}
+
+
+def _grid(values: np.ndarray, n: int) -> list[list[float]]:
+    """``[N*N]`` floats as ``[N][N]`` rounded lists (JSON), non-finite as 0."""
+    values = np.nan_to_num(np.asarray(values, np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    return np.round(values.reshape(n, n), 4).tolist()
+
+
+def _with_spec(env: Gomoku, state: State) -> State:
+    """The state read with ``env``'s observation planes (an exported file's encoding)."""
+    return state.replace(observation_spec=env.observation_spec)
+
+
+def _search_analysis_fn(env: Gomoku, module, config):
+    """``(params, key, state) -> (action, visits [A], prior [A], value, search value)``,
+    the same computation as `gomoku_jax.search.search_policy` at temperature 0."""
+    from gomoku_jax import search as search_lib
+
+    evaluate = search_lib.network_evaluate(module)
+
+    def analyse(params, key, state):
+        states = jax.tree.map(lambda x: x[None], state)
+        search_key, action_key = jax.random.split(key)
+        output = search_lib.run_search(env, evaluate, params, states, search_key, config)
+        action = search_lib.select_action(output, action_key, 0.0)[0]
+        tree = output.search_tree
+        visits = tree.children_visits[0, tree.ROOT_INDEX].astype(jnp.float32)  # [A]
+        visits = jnp.where(state.legal_action_mask, visits, 0.0)
+        logits, value = evaluate(params, states)
+        prior = jax.nn.softmax(jnp.where(state.legal_action_mask, logits[0], -jnp.inf))
+        return action, visits, prior, value[0], tree.node_values[0, tree.ROOT_INDEX]
+
+    return jax.jit(analyse)
+
+
+def _q_analysis_fn(module):
+    """``(params, state) -> (action, q [A])``: as `gomoku_jax.agents.greedy_q_agent`."""
+
+    def analyse(params, state):
+        q = module.apply(params, state.observation[None], train=False)[0]
+        masked = jnp.where(state.legal_action_mask, q, -jnp.inf)
+        return jnp.argmax(masked).astype(jnp.int32), q
+
+    return jax.jit(analyse)
+
+
+def _exported_player(path: str, budget: int | None, stored: int | None, env: Gomoku) -> _Player:
+    from gomoku_jax import exported
+    from gomoku_jax import search as search_lib
+
+    try:
+        meta, file_env, module, variables = exported.load_network(path)
+    except ValueError as err:
+        raise PlayError(str(err)) from None
+    if file_env.config != env.config:
+        t = file_env.config
+        raise PlayError(f"{path} was trained for {t.size}x{t.size} k={t.k} {t.rule}; this game "
+                        f"is {env.size}x{env.size} k={env.k} {env.rule}")
+    n = file_env.size
+    kind = meta.get("agent", "search")
+    if kind == "q-greedy":
+        if budget is not None or stored is not None:
+            raise PlayError(f"{path} holds a Q network, which plays without search: it takes "
+                            "no budget")
+        fn = _q_analysis_fn(module)
+
+        def analyse_q(key, state):
+            del key
+            action, q = fn(variables, _with_spec(file_env, state))
+            q, legal = np.asarray(q, np.float64), np.asarray(state.legal_action_mask)
+            lo, hi = q[legal].min(), q[legal].max()
+            heat = np.where(legal, (q - lo) / (hi - lo) if hi > lo else 1.0, 0.0)
+            return int(action), {
+                "kind": "q", "heat": _grid(heat, n),
+                "heat_label": "Q-value of each move, rescaled (0 = worst legal, 1 = best)",
+                "value": float(hi), "value_label": "best Q-value",
+                "cells": _grid(np.where(legal, q, np.nan), n), "cells_label": "Q"}
+
+        return _Player(path, path, None, None, file_env, None, analyse_q)
+    if kind != "search":
+        raise PlayError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
+    config = search_lib.SearchConfig.from_dict(meta["search"])
+    sims = budget if budget is not None else stored
+    if sims is not None:
+        config = dataclasses.replace(config, num_simulations=sims)
+    fn = _search_analysis_fn(file_env, module, config)
+
+    def analyse_search(key, state):
+        action, visits, prior, value, root = fn(variables, key, _with_spec(file_env, state))
+        visits = np.asarray(visits, np.float64)
+        total = visits.sum()
+        return int(action), {
+            "kind": "search", "heat": _grid(visits / total if total > 0 else visits, n),
+            "heat_label": f"share of the search's {config.num_simulations} simulations "
+                          f"({config.algorithm}) at the root",
+            "value": float(root), "value_label": "search value for the agent (-1 lost, +1 won)",
+            "network_value": float(value),
+            "prior": _grid(prior, n), "cells": _grid(prior, n),
+            "cells_label": "network prior"}
+
+    return _Player(f"{path}@{config.num_simulations}", path, "simulations",
+                   config.num_simulations, file_env, None, analyse_search)
+
+
+def _mcts_player(base: str, simulations: int, env: Gomoku) -> _Player:
+    from algorithms import pure_mcts
+
+    config = pure_mcts.MCTSConfig(simulations=simulations)
+    fn = jax.jit(functools.partial(pure_mcts.search, env, config))
+    n = env.size
+
+    def analyse(key, state):
+        out = fn(key, state)
+        visits = np.asarray(out.visits, np.float64)
+        values = np.asarray(out.values, np.float64)  # mean score in [0, 1], nan unvisited
+        total = visits.sum()
+        seen = visits > 0
+        mean = float((visits[seen] * values[seen]).sum() / total) if total > 0 else 0.5
+        return int(out.action), {
+            "kind": "mcts", "heat": _grid(visits / total if total > 0 else visits, n),
+            "heat_label": f"share of pure MCTS's {simulations} simulations at the root",
+            "value": 2.0 * mean - 1.0,
+            "value_label": "mean playout result for the agent (-1 lost, +1 won)",
+            "cells": _grid(np.where(seen, values, np.nan), n),
+            "cells_label": "mean score of the move (0 to 1)"}
+
+    return _Player(f"pure-mcts-{simulations}", base, "simulations", simulations, env, None,
+                   analyse)
+
+
+def _plain_player(spec: str, env: Gomoku) -> _Player:
+    try:
+        agent = agents_lib.make(spec, env)
+    except ValueError as err:
+        raise PlayError(str(err)) from None
+
+    def act(key, state):
+        return agent.act(state, key)
+
+    return _Player(spec, spec, None, None, env, act, None)
+
+
+def _check_budget(budget) -> int | None:
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
+        raise PlayError(f"budget must be an integer from 1 to {MAX_BUDGET} or null, "
+                        f"got {budget!r}")
+    return budget
+
+
+def _split_exported(spec: str) -> tuple[str, int | None] | None:
+    """``(path, simulations or None)`` for ``FILE.gjx[@N]``, else None."""
+    if not (spec.endswith(".gjx") or ".gjx@" in spec):
+        return None
+    path, _, sims = spec.rpartition("@") if ".gjx@" in spec else (spec, "", "")
+    if sims and not sims.isdigit():
+        raise PlayError(f"agent {spec!r}: the simulations after '@' must be a number")
+    return path, (_check_budget(int(sims)) if sims else None)
+
+
+# ------------------------------------------------------------------------- the app
+class PlayApp:
+    """One game between a human and an agent, driven by the JSON API (thread-safe).
+
+    Args:
+      agent: the agent's name (any `gomoku_jax.agents.make` name; ``FILE.gjx[@N]``).
+      budget: simulations for a search agent (None: the agent's own).
+      colour: the human's colour, ``"black"`` or ``"white"`` (white: the agent opens).
+      size, k, rule: the game; None takes an exported agent's game, else 15, 5, freestyle.
+      seed: seeds the agents' randomness (each move folds in the game and move number).
+    """
+
+    def __init__(self, agent: str = "heuristic", budget: int | None = None,
+                 colour: str = "black", size: int | None = None, k: int | None = None,
+                 rule: str | None = None, seed: int = 0):
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self._lock = threading.Lock()
+        self._players: dict[tuple, _Player] = {}
+        self._defaults: dict[tuple, int | None] = {}
+        self._key = jax.random.key(seed)
+        self._games = 0
+        self._version = 0
+        game = {name: value for name, value in (("size", size), ("k", k), ("rule", rule))
+                if value is not None}
+        try:
+            self._start(self._request({"colour": colour, "agent": agent, "budget": budget,
+                                       **({"game": game} if game else {})}, "new"))
+        except PlayError as err:
+            raise ValueError(str(err)) from None
+
+    # ------------------------------------------------------------------ requests
+    @staticmethod
+    def _request(body: Any, what: str, allowed: tuple[str, ...] | None = None) -> dict:
+        if not isinstance(body, dict):
+            raise PlayError(f"the {what} request must be a JSON object, got "
+                            f"{type(body).__name__}")
+        known = {"new": ("colour", "agent", "budget", "game"), "move": ("row", "col")}.get(
+            what, ()) if allowed is None else allowed
+        unknown = sorted(set(body) - set(known))
+        if unknown:
+            raise PlayError(f"unknown field(s) {unknown} in the {what} request; known: "
+                            f"{list(known) or 'none'}")
+        return body
+
+    def _env(self, game: Any, base: Gomoku | None) -> Gomoku:
+        if not isinstance(game, dict):
+            raise PlayError(f"game must be an object with size, k and rule, got {game!r}")
+        unknown = sorted(set(game) - {"size", "k", "rule"})
+        if unknown:
+            raise PlayError(f"unknown field(s) {unknown} in game; known: size, k, rule")
+        size = game.get("size", base.size if base else 15)
+        k = game.get("k", base.k if base else 5)
+        rule = game.get("rule", base.rule if base else "freestyle")
+        for name, value in (("size", size), ("k", k)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PlayError(f"game.{name} must be an integer, got {value!r}")
+        if rule not in RULES:
+            raise PlayError(f"game.rule must be one of {', '.join(RULES)}, got {rule!r}")
+        try:
+            return Gomoku(size, k, rule)
+        except ValueError as err:
+            raise PlayError(f"game: {err}") from None
+
+    def player(self, agent: Any, budget: Any, env: Gomoku) -> _Player:
+        """The cached player for (game, agent, budget); built (and later compiled) once."""
+        if not isinstance(agent, str) or not agent.strip():
+            raise PlayError(f"agent must be a non-empty string, got {agent!r}")
+        spec = agent.strip()
+        budget = _check_budget(budget)
+        key = (env, spec, budget)
+        with self._lock:
+            if key in self._players:
+                return self._players[key]
+        player, default = self._build(spec, budget, env)
+        with self._lock:
+            player = self._players.setdefault(key, player)
+            self._defaults.setdefault(key, default)
+        return player
+
+    def _build(self, spec: str, budget: int | None, env: Gomoku) -> tuple[_Player, int | None]:
+        killer = spec.endswith("+killer")
+        base = spec[: -len("+killer")] if killer else spec
+        exported = _split_exported(base)
+        if exported is not None:
+            path, stored = exported
+            if killer:  # the wrapped agent plays; its budget is in the name
+                if budget is not None:
+                    raise PlayError(f"agent {spec!r} with +killer takes its budget in its "
+                                    "name (FILE.gjx@N+killer), not in the budget field")
+                return _plain_player(spec, env), None
+            player = _exported_player(path, budget, stored, env)
+            return player, (stored if stored is not None else player.budget)
+        if base.startswith("pure-mcts-") and base[len("pure-mcts-"):].isdigit():
+            stored = _check_budget(int(base[len("pure-mcts-"):]))
+            if not killer:
+                return _mcts_player(base, budget if budget is not None else stored, env), stored
+            if budget is not None:
+                raise PlayError(f"agent {spec!r} with +killer takes its budget in its name "
+                                "(pure-mcts-N+killer), not in the budget field")
+        elif budget is not None:
+            _plain_player(spec, env)  # an unknown name is reported first
+            raise PlayError(f"agent {spec!r} has no search budget; send budget null")
+        return _plain_player(spec, env), None
+
+    def _game_of(self, body: dict) -> Gomoku:
+        """The game a new-game request asks for: its ``game``, else an exported agent's
+        game, else the current one."""
+        current = getattr(self, "_env_now", None)
+        if "game" in body:
+            return self._env(body["game"], current)
+        agent = body.get("agent")
+        if isinstance(agent, str):
+            spec = agent.strip()
+            base = spec[: -len("+killer")] if spec.endswith("+killer") else spec
+            exported = _split_exported(base)
+            if exported is not None:
+                from gomoku_jax import exported as exported_lib
+
+                try:
+                    _, file_env, _, _ = exported_lib.load_network(exported[0])
+                except ValueError as err:
+                    raise PlayError(str(err)) from None
+                return Gomoku(file_env.size, file_env.k, file_env.rule)
+        return current if current is not None else Gomoku()
+
+    def _start(self, body: dict) -> None:
+        colour = body.get("colour", "black")
+        if colour not in _COLOURS:
+            raise PlayError(f"colour must be \"black\" or \"white\", got {colour!r}")
+        env = self._game_of(body)
+        player = self.player(body.get("agent", "heuristic"), body.get("budget"), env)
+        with self._lock:
+            self._env_now = env
+            self._player = player
+            self._default_budget = self._defaults.get(
+                (env, body.get("agent", "heuristic").strip(), body.get("budget")))
+            self._human = _COLOURS[colour]
+            self._states = [player.env.init()]
+            self._movers: list[str] = []  # who made each move: "human" / "agent"
+            self._moves: list[int] = []  # the actions (-1: an agent's illegal answer)
+            self._analysis = None
+            self._games += 1
+            self._version += 1
+
+    # -------------------------------------------------------------------- state
+    def _turn(self, state: State) -> str | None:
+        if bool(state.terminated) or bool(state.truncated):
+            return None
+        return "human" if int(state.current_player) == self._human else "agent"
+
+    def snapshot(self) -> dict:
+        """The game as JSON: board ``[N][N]`` (0 empty, 1 black, 2 white), whose turn, the
+        last move, the result and winning line, the agent, and its last analysis."""
+        with self._lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> dict:
+        state = self._states[-1]
+        env = self._player.env
+        board = np.asarray(state.board)
+        over = bool(state.terminated) or bool(state.truncated)
+        last = int(state.last_action)
+        winner = int(state.winner)
+        return {
+            "game": _game_json(env),
+            "board": board.astype(int).tolist(),
+            "human": _COLOUR_NAMES[self._human],
+            "agent": self._player.info(self._default_budget),
+            "to_move": None if over else _COLOUR_NAMES[int(state.current_player)],
+            "turn": self._turn(state),
+            "move_count": int(state.move_count),
+            "moves": [list(divmod(a, env.size)) if a >= 0 else None for a in self._moves],
+            "movers": list(self._movers),
+            "last_move": list(divmod(last, env.size)) if last >= 0 else None,
+            "over": over,
+            "result": describe_result(state) if over else None,
+            "winner": _COLOUR_NAMES.get(winner) if over else None,
+            "win_line": _win_line(board, last, env.k, env.rule) if over and winner >= 0 else [],
+            "can_undo": "human" in self._movers,
+            "analysis": self._analysis,
+            "version": self._version,
+        }
+
+    # ------------------------------------------------------------------ actions
+    def new_game(self, body: Any) -> dict:
+        """Start a new game (see the module docstring for the fields)."""
+        self._start(self._request(body, "new"))
+        return self.snapshot()
+
+    def move(self, body: Any) -> dict:
+        """Play the human's ``{"row", "col"}``; 400 if it is not their turn or illegal."""
+        body = self._request(body, "move")
+        for name in ("row", "col"):
+            value = body.get(name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PlayError(f"{name} must be an integer, got {value!r}")
+        with self._lock:
+            state = self._states[-1]
+            turn = self._turn(state)
+            if turn is None:
+                raise PlayError(f"the game is over ({describe_result(state)})")
+            if turn != "human":
+                raise PlayError("it is the agent's turn: ask for its reply (POST /api/reply)")
+            try:
+                new = self._player.env.play(state, body["row"], body["col"])
+            except IllegalMoveError as err:
+                raise PlayError(f"illegal move: {err}") from None
+            self._states.append(new)
+            self._movers.append("human")
+            self._moves.append(body["row"] * self._player.env.size + body["col"])
+            self._analysis = None
+            self._version += 1
+            return self._snapshot()
+
+    def reply(self, body: Any = None) -> dict:
+        """The agent's move (it must be the agent's turn); its analysis comes with it."""
+        self._request({} if body is None else body, "reply", ())
+        with self._lock:
+            state, version, player = self._states[-1], self._version, self._player
+            turn = self._turn(state)
+            if turn is None:
+                raise PlayError(f"the game is over ({describe_result(state)})")
+            if turn != "agent":
+                raise PlayError("it is your turn, not the agent's")
+            key = jax.random.fold_in(jax.random.fold_in(self._key, self._games),
+                                     int(state.move_count))
+        action, analysis = player.move(key, state)  # outside the lock: it may take a while
+        with self._lock:
+            if self._version != version:
+                raise PlayError("the game changed while the agent was thinking", status=409)
+            n = player.env.size
+            legal = isinstance(action, int) and 0 <= action < n * n and bool(
+                state.legal_action_mask[action])
+            # The engine's rule: an illegal answer (-1 here) loses the game at once.
+            new = _step(player.env)(state, jnp.int32(action if legal else -1))
+            self._states.append(new)
+            self._movers.append("agent")
+            self._moves.append(action if legal else -1)
+            if analysis is not None:
+                analysis = {**analysis, "move": list(divmod(action, n)),
+                            "position": int(state.move_count)}
+            self._analysis = analysis
+            self._version += 1
+            return self._snapshot()
+
+    def undo(self, body: Any = None) -> dict:
+        """Take back the human's last move and the agent's replies after it."""
+        self._request({} if body is None else body, "undo", ())
+        with self._lock:
+            if "human" not in self._movers:
+                raise PlayError("nothing to undo: you have not moved yet in this game")
+            i = len(self._movers) - 1 - self._movers[::-1].index("human")
+            del self._states[i + 1:]
+            del self._movers[i:]
+            del self._moves[i:]
+            self._analysis = None
+            self._version += 1
+            return self._snapshot()
+
+    def analyse(self, body: Any = None) -> dict:
+        """What the agent thinks of the current position (None when it cannot say)."""
+        self._request({} if body is None else body, "analyse", ())
+        with self._lock:
+            state, player = self._states[-1], self._player
+        if bool(state.terminated) or bool(state.truncated):
+            raise PlayError(f"the game is over ({describe_result(state)})")
+        if player.analyse is None:
+            return {"analysis": None,
+                    "note": f"{player.name} has no policy or value to show"}
+        key = jax.random.fold_in(jax.random.fold_in(self._key, self._games),
+                                 int(state.move_count))
+        action, analysis = player.analyse(key, state)
+        return {"analysis": {**analysis, "move": list(divmod(action, player.env.size)),
+                             "position": int(state.move_count)}}
+
+    def agent_info(self, name: Any, budget: Any = None) -> dict:
+        """``{"name", "budget", "overlay", "game"}`` of an agent in the current game (or
+        its own game for an exported file)."""
+        env = self._game_of({"agent": name}) if isinstance(name, str) else self._env_now
+        player = self.player(name, budget, env)
+        return player.info(self._defaults.get((env, name.strip(), budget)))
+
+
+def _win_line(board: np.ndarray, last: int, k: int, rule: str) -> list[list[int]]:
+    """The cells of the winning run through the last move (empty if none)."""
+    if last < 0:
+        return []
+    n = board.shape[0]
+    r0, c0 = divmod(last, n)
+    stone = board[r0, c0]
+    if stone == EMPTY:
+        return []
+    for dr, dc in DIRECTIONS:
+        run = [(r0, c0)]
+        for sign in (1, -1):
+            r, c = r0 + sign * dr, c0 + sign * dc
+            while 0 <= r < n and 0 <= c < n and board[r, c] == stone:
+                run.append((r, c))
+                r, c = r + sign * dr, c + sign * dc
+        if len(run) == k or (rule == "freestyle" and len(run) > k):
+            return [list(p) for p in sorted(run)]
+    return []
+
+
+# ------------------------------------------------------------------------ HTTP
+def _web_file(name: str) -> bytes:
+    return importlib.resources.files("gomoku_jax").joinpath("web", name).read_bytes()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server_version = "gomoku-jax-play"
+    app: PlayApp  # set on the subclass made by make_server
+    quiet = True
+
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        if not self.quiet:
+            super().log_message(format, *args)
+
+    def _send(self, status: int, payload: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _json(self, status: int, obj) -> None:
+        self._send(status, json.dumps(obj).encode(), "application/json")
+
+    def _body(self) -> Any:
+        length = self.headers.get("Content-Length")
+        try:
+            size = int(length) if length is not None else 0
+        except ValueError:
+            raise PlayError(f"bad Content-Length {length!r}") from None
+        if size < 0 or size > _MAX_BODY:
+            raise PlayError(f"the request body must be at most {_MAX_BODY} bytes, got {size}")
+        raw = self.rfile.read(size) if size else b""
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise PlayError(f"the request body is not valid JSON ({err})") from None
+
+    def do_GET(self):  # noqa: N802 (the base class's name)
+        url = urllib.parse.urlsplit(self.path)
+        try:
+            if url.path in _WEB_FILES:
+                name, kind = _WEB_FILES[url.path]
+                return self._send(200, _web_file(name), kind)
+            if url.path == "/api/state":
+                return self._json(200, self.app.snapshot())
+            if url.path == "/api/agents":
+                return self._json(200, {"baselines": list(BASELINES), "max_budget": MAX_BUDGET,
+                                        "colours": list(_COLOURS)})
+            if url.path == "/api/agent-info":
+                query = urllib.parse.parse_qs(url.query)
+                name = query.get("name", [None])[0]
+                budget = query.get("budget", [None])[0]
+                if budget is not None:
+                    if not budget.isdigit():
+                        raise PlayError(f"budget must be an integer, got {budget!r}")
+                    budget = int(budget)
+                return self._json(200, self.app.agent_info(name, budget))
+            return self._json(404, {"error": f"no such page {url.path!r}"})
+        except PlayError as err:
+            return self._json(err.status, {"error": str(err)})
+
+    def do_POST(self):  # noqa: N802
+        url = urllib.parse.urlsplit(self.path)
+        actions = {"/api/new": self.app.new_game, "/api/move": self.app.move,
+                   "/api/reply": self.app.reply, "/api/undo": self.app.undo,
+                   "/api/analyse": self.app.analyse}
+        if url.path not in actions:
+            return self._json(404, {"error": f"no such action {url.path!r}"})
+        try:
+            return self._json(200, actions[url.path](self._body()))
+        except PlayError as err:
+            return self._json(err.status, {"error": str(err)})
+        except Exception as err:  # a bug or an agent that failed: say so, keep serving
+            return self._json(500, {"error": f"{type(err).__name__}: {err}"})
+
+
+def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
+                verbose: bool = False) -> http.server.ThreadingHTTPServer:
+    """A threading HTTP server for ``app`` bound to ``host:port`` (port 0: a free port,
+    read it from ``server.server_address[1]``); call ``serve_forever()`` to run it."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
+    handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
+    try:
+        server = http.server.ThreadingHTTPServer((host, port), handler)
+    except OSError as err:
+        raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); try "
+                         "another --port, or --port 0 for a free one") from None
+    server.daemon_threads = True
+    return server
+
+
+def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
+          verbose: bool = False) -> None:
+    """Serve ``app`` until Ctrl-C, printing the address first."""
+    server = make_server(app, host, port, verbose)
+    address = f"http://{host}:{server.server_address[1]}/"
+    print(f"gomoku-jax play: {app.snapshot()['game']['id']} against {app._player.name}; "
+          f"open {address} (Ctrl-C to stop)", flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(address)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,253 @@
+"""Ablation sweeps: one training run per value of any dotted config key.
+
+`sweep` trains an experiment config once per value of one key (``network.options.blocks``,
+``search.num_simulations`` as in seed 000 section 4.6.4, ``train.learning_rate``,
+``train.buffer_capacity``...) with the same budget (the same number of iterations), each in
+its own work directory under ``workdir``, and returns one row (a plain dict) per run: the
+value, the last logged training metrics, the run's final evaluation scores and, when an
+``evaluate`` function is given, whatever it measures on the run's exported agent.
+`ladder_evaluator` makes such a function from seed 003's ladder against pure MCTS (see
+`gomoku_jax.arena.ladder`); `sweep_table_markdown`, `ladder_table_markdown` (seed 003's
+table IV: wins per pure-MCTS level, one column per run) and `plot_sweep` present the rows.
+
+A run whose work directory already holds checkpoints resumes (and a finished one is not
+trained again), so an interrupted sweep continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pathlib
+import re
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+__all__ = [
+    "ladder_evaluator",
+    "ladder_table_markdown",
+    "plot_sweep",
+    "sweep",
+    "sweep_table_markdown",
+]
+
+# The logged training metrics a row keeps (those present in the run's metrics.csv).
+_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "explained_variance",
+            "game_length")
+
+
+def _slug(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_")[:40] or "value"
+
+
+def _last_metrics(path: pathlib.Path) -> dict:
+    """The last row of a run's metrics.csv, numbers as floats, empty cells dropped."""
+    if not path.exists():
+        return {}
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return {}
+    out = {}
+    for name in _METRICS:
+        cell = rows[-1].get(name, "")
+        if cell not in ("", None):
+            out[name] = float(cell)
+    return out
+
+
+def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | None = None,
+          workdir, variant: str | Sequence[str] | None = None,
+          overrides: Mapping[str, Any] | Sequence[str] | None = None,
+          evaluate: Callable[[Any, Any], Mapping[str, Any]] | None = None,
+          devices=None, progress: bool = False, tensorboard: bool = False) -> list[dict]:
+    """Train ``config_path`` once per value of the dotted config ``key``; one row per run.
+
+    Args:
+      config_path: an experiment config file (its ``algorithm`` picks the learner).
+      key: the dotted key to sweep, e.g. ``"network.options.blocks"``.
+      values: its values (JSON values: numbers, strings, lists, objects...), at least one.
+      iterations: train each run this many iterations (None: the config's own); the
+        same for every run, so the runs get the same budget.
+      workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` and
+        the rows are also written to ``workdir/sweep.json``.
+      variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
+      overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
+        applied before ``key``'s value.
+      evaluate: ``evaluate(agent, env) -> dict`` called with each run's exported agent
+        (``final.gjx``) and its game; its entries join the row (see `ladder_evaluator`).
+      devices: the learner's devices (default: all).
+      progress: progress bars of the training driver.
+      tensorboard: also write TensorBoard events per run.
+
+    Returns:
+      ``[{"key", "value", "run", "iterations", "train_seconds", <key>: value,
+      <last training metrics>, "eval_<opponent>": score, ...}, ...]`` in ``values`` order.
+    """
+    import algorithms
+    from gomoku_jax import config as config_lib
+    from gomoku_jax import exported, training
+
+    if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+        raise ValueError(f"key must be a dotted config key like 'train.learning_rate', got {key!r}")
+    values = list(values) if not isinstance(values, (str, bytes)) else None
+    if not values:
+        raise ValueError("values must be a non-empty sequence of values for the key")
+    if iterations is not None and (isinstance(iterations, bool) or not isinstance(
+            iterations, int) or iterations < 1):
+        raise ValueError(f"iterations must be a positive integer or None, got {iterations!r}")
+    variants = [variant] if isinstance(variant, str) else list(variant or [])
+    if overrides is None:
+        base = {}
+    elif isinstance(overrides, Mapping):
+        base = dict(overrides)
+    else:
+        base = dict(config_lib.parse_override(item) for item in overrides)
+    if key in base:
+        raise ValueError(f"overrides also set the swept key {key!r}; leave it to values")
+
+    config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(config_path))
+    configs = []  # build every config first: a bad key or value fails before any training
+    for value in values:
+        cfg, _ = config_lib.load_file(config_class, config_path, overrides={**base, key: value},
+                                      variants=variants)
+        configs.append(cfg)
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, (value, cfg) in enumerate(zip(values, configs)):
+        run_dir = workdir / f"{i:02d}_{_slug(key)}={_slug(value)}"
+        learner = make_learner(cfg) if devices is None else make_learner(cfg, devices=devices)
+        start = time.perf_counter()
+        report = training.run(learner, run_dir, iterations=iterations, progress=progress,
+                              tensorboard=tensorboard)
+        row = {"key": key, "value": value, "run": str(run_dir),
+               "iterations": report["iterations"],
+               "train_seconds": round(time.perf_counter() - start, 2), key: value}
+        row.update(_last_metrics(run_dir / "metrics.csv"))
+        for name, result in report.get("evaluation", {}).items():
+            row[f"eval_{name}"] = result["score"]
+        if evaluate is not None:
+            loaded = exported.load(run_dir / "final.gjx", name=f"{key}={_slug(value)}")
+            row.update(evaluate(loaded.agent, loaded.env))
+        rows.append(row)
+        (workdir / "sweep.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
+    return rows
+
+
+def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wins: int = 8,
+                     max_simulations: int = 5000, seed: int = 42, opening_stones: int = 0,
+                     progress: bool = False) -> Callable[[Any, Any], dict]:
+    """An ``evaluate`` for `sweep`: seed 003's ladder against pure MCTS (``start``
+    simulations, ``+step`` per level, ``games`` a level, passed with ``pass_wins`` wins;
+    seed 003 used 200 / 100 / 10 / 8 and seed 42). Adds ``ladder_cleared`` (the last
+    level passed, 0 if none) and ``ladder`` (every level's result) to the row."""
+    from gomoku_jax import arena
+
+    def evaluate(agent, env) -> dict:
+        result = arena.ladder(env, agent, start=start, step=step, games=games,
+                              pass_wins=pass_wins, max_simulations=max_simulations, seed=seed,
+                              opening_stones=opening_stones, progress=progress)
+        return {"ladder_cleared": result["cleared"], "ladder": result["levels"]}
+
+    return evaluate
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
+                         columns: Sequence[str] | None = None) -> str:
+    """A Markdown table of a sweep's rows: the swept value, then ``columns`` (default:
+    iterations, time, the training metrics, the evaluation scores and the ladder level
+    cleared, those present)."""
+    if not rows:
+        raise ValueError("sweep_table_markdown: no rows")
+    key = rows[0]["key"]
+    if columns is None:
+        present = {name for row in rows for name in row}
+        evals = sorted(name for name in present if name.startswith("eval_"))
+        columns = [c for c in ("iterations", "train_seconds", *_METRICS, *evals,
+                               "ladder_cleared") if c in present]
+    lines = ["| " + " | ".join([key, *columns]) + " |",
+             "|" + "---|" * (len(columns) + 1)]
+    for row in rows:
+        lines.append("| " + " | ".join([_cell(row["value"])] + [
+            _cell(row.get(c, "")) for c in columns]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ladder_table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Seed 003's table IV: one line per pure-MCTS level, one column per run, the
+    wins at that level (empty once a run's ladder has stopped)."""
+    runs = [row for row in rows if row.get("ladder")]
+    if not runs:
+        raise ValueError("ladder_table_markdown: no row has a ladder (use ladder_evaluator)")
+    key = runs[0]["key"]
+    levels = sorted({level["simulations"] for row in runs for level in row["ladder"]})
+    wins = [{level["simulations"]: level["wins"] for level in row["ladder"]} for row in runs]
+    lines = ["| simulations | " + " | ".join(f"{key}={_cell(r['value'])}" for r in runs) + " |",
+             "|" + "---|" * (len(runs) + 1)]
+    for sims in levels:
+        lines.append(f"| {sims} | " + " | ".join(str(w.get(sims, "")) for w in wins) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, path=None,
+               title: str | None = None):
+    """A figure of a sweep: ``metric`` per value (default: the ladder level cleared, else
+    the first evaluation score, else the final loss) and, when the rows have ladders,
+    each run's wins per pure-MCTS level. Saved to ``path`` when given; returns the
+    matplotlib figure."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("plot_sweep: no rows")
+    key = rows[0]["key"]
+    if metric is None:
+        names = {name for row in rows for name in row}
+        evals = sorted(n for n in names if n.startswith("eval_"))
+        metric = ("ladder_cleared" if "ladder_cleared" in names else
+                  evals[0] if evals else "loss")
+    if not any(metric in row for row in rows):
+        raise ValueError(f"plot_sweep: no row has {metric!r}")
+    ladders = [row for row in rows if row.get("ladder")]
+    fig, axes = plt.subplots(1, 2 if ladders else 1, figsize=(10 if ladders else 5.5, 4),
+                             squeeze=False)
+    ax = axes[0, 0]
+    labels = [_cell(row["value"]) for row in rows]
+    heights = [float(row.get(metric, float("nan"))) for row in rows]
+    ax.bar(range(len(rows)), heights, color="#1f5fd6")
+    ax.set_xticks(range(len(rows)), labels)
+    ax.set_xlabel(key)
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} per {key}")
+    if ladders:
+        ax = axes[0, 1]
+        for row in ladders:
+            sims = [level["simulations"] for level in row["ladder"]]
+            ax.plot(sims, [level["wins"] for level in row["ladder"]], marker="o",
+                    label=f"{key}={_cell(row['value'])}")
+        games = ladders[0]["ladder"][0]["games"]
+        ax.set_ylim(-0.3, games + 0.3)
+        ax.set_xlabel("pure MCTS simulations")
+        ax.set_ylabel(f"wins of {games}")
+        ax.set_title("ladder against pure MCTS")
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

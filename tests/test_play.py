@@ -1,0 +1,371 @@
+"""`gomoku-jax play`: the JSON API without a browser, then one real game in headless Chromium."""
+
+import json
+import os
+import pathlib
+import shutil
+import threading
+import urllib.error
+import urllib.request
+
+import jax
+import numpy as np
+import pytest
+
+from gomoku_jax import exported, networks
+from gomoku_jax import io as gio
+from gomoku_jax import search as search_lib
+from gomoku_jax.game import Gomoku
+from gomoku_jax.play import PlayApp, PlayError, _win_line, make_server
+
+ROOT = pathlib.Path(__file__).parents[1]
+
+
+# ------------------------------------------------------------------ helpers
+class Client:
+    """A JSON client for one server: ``(status, body)`` per request."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def request(self, method, path, body=None, raw=None):
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body=None, raw=None):
+        return self.request("POST", path, {} if body is None and raw is None else body, raw)
+
+
+def _serve(app):
+    server = make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def served():
+    app = PlayApp("heuristic", size=9, seed=0)
+    server, base = _serve(app)
+    yield app, Client(base)
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def gjx(tmp_path_factory):
+    """A tiny exported search agent for 5x5 four-in-a-row (Gumbel, 8 simulations)."""
+    env = Gomoku(5, 4, observation="stones-colour")
+    module = networks.make_network("simplenet", board_size=5, channels=(4, 4), value_hidden=8)
+    variables = networks.init_network(module, jax.random.key(3), env.observation_shape)
+    meta = {"agent": "search",
+            "game": {"size": 5, "k": 4, "rule": "freestyle", "observation": "stones-colour"},
+            "network": {"name": "simplenet", "options": {"channels": [4, 4], "value_hidden": 8}},
+            "search": search_lib.SearchConfig("gumbel", 8, max_num_considered_actions=8).to_dict()}
+    path = tmp_path_factory.mktemp("gjx") / "tiny.gjx"
+    gio.write_exported(path, meta, jax.device_get(variables))
+    return str(path)
+
+
+def _stones(state):
+    return int((np.asarray(state["board"]) != 0).sum())
+
+
+# ------------------------------------------------------------------ the API
+def test_page_and_its_files_are_served(served):
+    _, client = served
+    for path, needle in (("/", b"<title>gomoku-jax"), ("/app.js", b"/api/move"),
+                         ("/style.css", b".cell")):
+        with urllib.request.urlopen(client.base + path) as response:
+            assert response.status == 200 and needle in response.read()
+    status, body = client.get("/api/agents")
+    assert status == 200 and "heuristic" in body["baselines"]
+    assert client.get("/nope")[0] == 404 and client.post("/api/nope")[0] == 404
+
+
+def test_new_game_move_reply_and_undo(served):
+    _, client = served
+    status, state = client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    assert status == 200
+    assert state["game"]["size"] == 9 and state["turn"] == "human" and state["to_move"] == "black"
+    assert _stones(state) == 0 and not state["can_undo"] and state["agent"]["budget"] is None
+
+    status, state = client.post("/api/move", {"row": 4, "col": 3})
+    assert status == 200 and state["board"][4][3] == 1  # black stone where we clicked
+    assert state["last_move"] == [4, 3] and state["turn"] == "agent" and state["to_move"] == "white"
+
+    status, state = client.post("/api/reply")
+    assert status == 200 and state["turn"] == "human" and state["move_count"] == 2
+    r, c = state["last_move"]
+    assert state["board"][r][c] == 2 and state["movers"] == ["human", "agent"]
+    assert state["moves"] == [[4, 3], [r, c]]
+    assert state["analysis"] is None  # the heuristic has no policy to show
+
+    status, state = client.post("/api/undo")
+    assert status == 200 and _stones(state) == 0 and state["moves"] == []
+    assert not state["can_undo"] and state["last_move"] is None
+    status, body = client.post("/api/undo")
+    assert status == 400 and "nothing to undo" in body["error"]
+
+
+def test_playing_white_the_agent_opens(served):
+    _, client = served
+    status, state = client.post("/api/new", {"colour": "white", "agent": "heuristic"})
+    assert status == 200 and state["turn"] == "agent" and state["human"] == "white"
+    status, body = client.post("/api/move", {"row": 0, "col": 0})
+    assert status == 400 and "agent's turn" in body["error"]
+    status, state = client.post("/api/reply")
+    assert status == 200 and _stones(state) == 1 and state["turn"] == "human"
+    r, c = state["last_move"]
+    assert state["board"][r][c] == 1  # the agent plays black
+    status, body = client.post("/api/reply")
+    assert status == 400 and "your turn" in body["error"]
+    # Undo takes back our move and the agent's reply, never the agent's opening.
+    client.post("/api/move", {"row": 0, "col": 0})
+    client.post("/api/reply")
+    status, state = client.post("/api/undo")
+    assert status == 200 and _stones(state) == 1 and state["moves"] == [[r, c]]
+
+
+@pytest.mark.parametrize("move, problem", [
+    ({"row": 9, "col": 0}, "off the 9x9 board"),
+    ({"row": -1, "col": 2}, "off the 9x9 board"),
+    ({"row": 4, "col": 4}, "occupied by black"),
+    ({"row": "4", "col": 1}, "row must be an integer"),
+    ({"row": True, "col": 1}, "row must be an integer"),
+    ({"row": 1}, "col must be an integer"),
+    ({"row": 1, "col": 1, "colour": "white"}, "unknown field(s) ['colour']"),
+])
+def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
+    _, client = served
+    client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    client.post("/api/move", {"row": 4, "col": 4})
+    client.post("/api/reply")
+    before = client.get("/api/state")[1]
+    status, body = client.post("/api/move", move)
+    assert status == 400 and problem in body["error"], body
+    assert client.get("/api/state")[1] == before
+
+
+@pytest.mark.parametrize("path, raw, problem", [
+    ("/api/move", b"{row: 1}", "not valid JSON"),
+    ("/api/move", b"\xff\xfe", "not valid JSON"),
+    ("/api/move", b"[1, 2]", "must be a JSON object, got list"),
+    ("/api/new", b'{"colour": "red"}', "colour must be \"black\" or \"white\""),
+    ("/api/new", b'{"agent": "nobody"}', "unknown agent 'nobody'"),
+    ("/api/new", b'{"agent": ""}', "agent must be a non-empty string"),
+    ("/api/new", b'{"agent": "random", "budget": 10}', "has no search budget"),
+    ("/api/new", b'{"agent": "pure-mcts-10", "budget": 0}', "budget must be an integer"),
+    ("/api/new", b'{"agent": "pure-mcts-10", "budget": "many"}', "budget must be an integer"),
+    ("/api/new", b'{"game": {"size": 40}}', "game: "),
+    ("/api/new", b'{"game": {"rule": "renju"}}', "game.rule must be one of"),
+    ("/api/new", b'{"seed": 3}', "unknown field(s) ['seed']"),
+    ("/api/undo", b'{"steps": 2}', "unknown field(s) ['steps']"),
+])
+def test_a_malformed_request_gets_400_naming_the_problem(served, path, raw, problem):
+    _, client = served
+    client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    client.post("/api/move", {"row": 2, "col": 2})
+    before = client.get("/api/state")[1]
+    status, body = client.post(path, raw=raw)
+    assert status == 400 and problem in body["error"], body
+    assert client.get("/api/state")[1] == before
+
+
+def test_a_game_to_its_end_then_moves_are_refused(served):
+    _, client = served
+    _, state = client.post("/api/new", {"colour": "black", "agent": "random"})
+    while not state["over"]:  # we play the first empty point, row by row
+        r, c = next((r, c) for r in range(9) for c in range(9) if state["board"][r][c] == 0)
+        _, state = client.post("/api/move", {"row": r, "col": c})
+        if not state["over"]:
+            _, state = client.post("/api/reply")
+    assert state["turn"] is None and state["to_move"] is None
+    assert state["result"] in ("black wins", "white wins", "draw")
+    if state["winner"] is not None:
+        stone = 1 if state["winner"] == "black" else 2
+        line = state["win_line"]
+        assert len(line) >= 5 and list(state["last_move"]) in line
+        assert all(state["board"][r][c] == stone for r, c in line)
+    status, body = client.post("/api/move", {"row": 0, "col": 0})
+    assert status == 400 and f"the game is over ({state['result']})" in body["error"]
+    assert client.post("/api/reply")[0] == 400 and client.post("/api/analyse")[0] == 400
+    status, after = client.post("/api/undo")  # undo reopens the game
+    assert status == 200 and not after["over"] and after["turn"] == "human"
+
+
+def test_win_line_by_hand():
+    board = np.zeros((7, 7), np.int8)
+    for i in range(1, 6):
+        board[i, 6 - i] = 1  # an anti-diagonal five: (1, 5) ... (5, 1)
+    board[0, 0] = 2
+    assert _win_line(board, 3 * 7 + 3, 5, "freestyle") == [[1, 5], [2, 4], [3, 3], [4, 2], [5, 1]]
+    board[6, 0] = 1  # a six: wins in freestyle, not in the standard rule
+    assert len(_win_line(board, 6 * 7 + 0, 5, "freestyle")) == 6
+    assert _win_line(board, 6 * 7 + 0, 5, "standard") == []
+    assert _win_line(board, 0, 5, "freestyle") == []  # a lone white stone
+
+
+def test_cli_play_reports_bad_settings_in_one_line(served, capsys):
+    from gomoku_jax import cli
+
+    assert cli.main(["play", "--agent", "nobody"]) == 2
+    assert "unknown agent 'nobody'" in capsys.readouterr().err
+    app, client = served
+    port = int(client.base.rsplit(":", 1)[1])  # taken by the test server
+    assert cli.main(["play", "--port", str(port), "--size", "9"]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------ budgets, overlay, cache
+def test_agent_info_budgets_and_the_cache():
+    app = PlayApp("random", size=7, k=4, seed=1)
+    assert app.agent_info("random")["budget"] is None
+    info = app.agent_info("pure-mcts-30")
+    assert info["budget"] == {"kind": "simulations", "default": 30, "value": 30} and info["overlay"]
+    assert app.agent_info("pure-mcts-30", 12)["name"] == "pure-mcts-12"
+    assert not app.agent_info("heuristic+killer")["overlay"]
+    with pytest.raises(PlayError, match="unknown agent"):
+        app.agent_info("alphabeta-x")
+    env = Gomoku(7, 4)
+    first = app.player("pure-mcts-30", 12, env)
+    assert app.player("pure-mcts-30", 12, env) is first  # built (and compiled) once
+    assert app.player(" pure-mcts-30 ", 12, env) is not app.player("pure-mcts-30", None, env)
+
+
+def test_pure_mcts_reply_carries_its_analysis():
+    app = PlayApp("pure-mcts-40", size=7, k=4, colour="white", seed=2)
+    state = app.reply()
+    analysis = state["analysis"]
+    assert analysis["kind"] == "mcts" and analysis["move"] == state["last_move"]
+    assert analysis["position"] == 0 and -1 <= analysis["value"] <= 1
+    heat = np.asarray(analysis["heat"])
+    assert heat.shape == (7, 7) and abs(heat.sum() - 1) < 1e-3
+    assert heat[tuple(analysis["move"])] == heat.max()  # it plays its most visited move
+    mine = (3, 3) if state["last_move"] != [3, 3] else (3, 2)
+    app.move({"row": mine[0], "col": mine[1]})
+    looked = np.asarray(app.analyse()["analysis"]["heat"])
+    assert looked[mine] == 0 and looked[tuple(state["last_move"])] == 0  # occupied: nothing
+    assert abs(looked.sum() - 1) < 1e-3
+    assert app.snapshot()["move_count"] == 2  # analysing changes nothing
+
+
+def test_exported_agent_brings_its_game_and_plays_as_load_agent(gjx):
+    app = PlayApp("heuristic", size=9, seed=0)
+    state = app.new_game({"agent": gjx, "colour": "white"})
+    assert state["game"]["size"] == 5 and state["game"]["k"] == 4  # the file's game
+    assert state["agent"]["name"] == gjx + "@8" and state["agent"]["budget"]["default"] == 8
+    state = app.new_game({"agent": gjx + "@4", "budget": 6, "colour": "white"})
+    assert state["agent"]["name"] == gjx + "@6"
+    state = app.reply()
+    analysis = state["analysis"]
+    assert analysis["kind"] == "search" and analysis["move"] == state["last_move"]
+    heat = np.asarray(analysis["heat"])
+    assert abs(heat.sum() - 1) < 1e-3 and abs(np.asarray(analysis["prior"]).sum() - 1) < 1e-3
+    with pytest.raises(PlayError, match="was trained for 5x5 k=4"):
+        app.new_game({"agent": gjx, "game": {"size": 9, "k": 5}})
+    # The overlay's move is the move of the file's agent (`exported.load_agent`).
+    env = exported.load(gjx).env
+    player = app.player(gjx + "@4", 6, Gomoku(5, 4))  # the cached player that just moved
+    agent = exported.load_agent(gjx, simulations=6)
+    game = env.play_moves([(2, 2), (1, 1), (2, 3)])
+    for seed in range(3):
+        key = jax.random.key(seed)
+        action, _ = player.analyse(key, game)
+        assert action == agent.act(game, key)
+
+
+# ------------------------------------------------------------- the browser
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def _browser_or_skip():
+    required = os.environ.get("GOMOKU_JAX_REQUIRE_BROWSER") == "1"
+    why = None
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        why = "selenium is not installed (pip install selenium)"
+    if why is None and not (CHROMIUM and CHROMEDRIVER):
+        why = "chromium and chromedriver are not on PATH (apt-get install chromium chromium-driver)"
+    if why:
+        if required:
+            pytest.fail(f"GOMOKU_JAX_REQUIRE_BROWSER=1 but {why}")
+        pytest.skip(why)
+
+
+def test_a_full_game_in_headless_chromium():
+    _browser_or_skip()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    app = PlayApp("random", size=9, seed=5)
+    server, base = _serve(app)
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,1000"):
+        options.add_argument(flag)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    wait = WebDriverWait(driver, 60)
+
+    def ready():  # the page waits for us (or the game is over)
+        wait.until(lambda d: d.find_element(By.ID, "status").get_attribute("data-over") == "true"
+                   or not d.find_elements(By.CSS_SELECTOR, "svg.board-locked"))
+
+    def stones():
+        return len(driver.find_elements(By.CSS_SELECTOR, "circle.stone"))
+
+    try:
+        driver.get(base + "/")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "rect.cell"))
+        ready()
+        assert len(driver.find_elements(By.CSS_SELECTOR, "rect.cell")) == 81
+        assert "Your move (black)" in driver.find_element(By.ID, "status").text
+        assert driver.find_element(By.ID, "budget").get_attribute("disabled") is not None
+        # One move and the reply, then undo takes both back.
+        driver.find_element(By.CSS_SELECTOR, 'rect.cell[data-row="4"][data-col="4"]').click()
+        wait.until(lambda d: stones() == 2)
+        ready()
+        driver.find_element(By.ID, "undo").click()
+        wait.until(lambda d: stones() == 0)
+        ready()
+        # Then a whole game: we click the first empty point, row by row.
+        for _ in range(81):
+            if driver.find_element(By.ID, "status").get_attribute("data-over") == "true":
+                break
+            target = driver.find_element(By.CSS_SELECTOR, "rect.cell:not(.occupied)")
+            count = stones()
+            target.click()
+            wait.until(lambda d: stones() > count)
+            ready()
+        state = app.snapshot()
+        assert state["over"]
+        text = driver.find_element(By.ID, "status").text
+        assert f"Game over, {state['result']}" in text
+        assert stones() == state["move_count"]
+        if state["winner"] is not None:
+            assert driver.find_elements(By.CSS_SELECTOR, "line.win-line")
+            assert ("you win" in text) == (state["winner"] == "black")
+        artifacts = ROOT / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        shot = artifacts / "play_browser_game.png"
+        driver.save_screenshot(str(shot))
+        print(f"screenshot of the finished game: {shot}")
+        assert shot.stat().st_size > 0
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()

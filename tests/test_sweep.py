@@ -1,0 +1,100 @@
+"""Sweeps: one tiny training run per value of a config key, and the tables and plot."""
+
+import json
+import pathlib
+
+import jax
+import pytest
+
+from gomoku_jax import config as cfglib
+from gomoku_jax import networks, sweep
+
+CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "az_9x9_cpu.json"
+
+
+def _params(agent):
+    return networks.param_count(agent.params["params"])
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("sweep")
+    seen = []
+
+    def evaluate(agent, env):
+        seen.append((agent, env))
+        return {"parameters": _params(agent)}
+
+    rows = sweep.sweep(CONFIG, "network.options.filters", [4, 8], iterations=1, workdir=workdir,
+                       variant="smoke", overrides={"eval.final_games": 0},
+                       evaluate=evaluate, devices=jax.devices()[:1])
+    return workdir, rows, seen
+
+
+def test_one_run_per_value_differing_only_in_the_swept_key(swept):
+    workdir, rows, seen = swept
+    assert [r["value"] for r in rows] == [4, 8] and len(seen) == 2
+    configs = [json.loads((pathlib.Path(r["run"]) / "config.json").read_text()) for r in rows]
+    assert [c["network"]["options"]["filters"] for c in configs] == [4, 8]
+    for c in configs:  # the smoke variant and the overrides reached both runs
+        c["network"]["options"].pop("filters")
+        assert c["eval"]["final_games"] == 0 and c["selfplay"]["batch"] == 8
+    assert configs[0] == configs[1]
+    for row in rows:
+        assert row["iterations"] == 1 and row["network.options.filters"] == row["value"]
+        assert {"loss", "policy_loss", "value_loss"} <= set(row)
+        assert (pathlib.Path(row["run"]) / "final.gjx").exists()
+    # The evaluation saw each run's own exported agent: more filters, more parameters.
+    assert rows[0]["parameters"] < rows[1]["parameters"]
+    assert all(env.size == 9 and env.k == 5 for _, env in seen)
+    assert json.loads((workdir / "sweep.json").read_text())[1]["value"] == 8
+
+
+def test_the_table_has_one_row_per_run(swept):
+    _, rows, _ = swept
+    table = sweep.sweep_table_markdown(rows).splitlines()
+    assert table[0].startswith("| network.options.filters | iterations |")
+    assert [line.split("|")[1].strip() for line in table[2:]] == ["4", "8"]
+    assert "parameters" not in table[0]
+    assert sweep.sweep_table_markdown(rows, ["parameters"]).splitlines()[2] == (
+        f"| 4 | {rows[0]['parameters']} |")
+
+
+def test_bad_sweeps_fail_before_training(tmp_path):
+    with pytest.raises(cfglib.ConfigError, match="network.options.filterz|filterz"):
+        sweep.sweep(CONFIG, "network.filterz", [1], workdir=tmp_path, variant="smoke")
+    with pytest.raises(cfglib.ConfigError, match="train.learning_rate"):
+        sweep.sweep(CONFIG, "train.learning_rate", [1e-3, "fast"], workdir=tmp_path,
+                    variant="smoke")
+    with pytest.raises(ValueError, match="values must be a non-empty"):
+        sweep.sweep(CONFIG, "train.learning_rate", [], workdir=tmp_path)
+    with pytest.raises(ValueError, match="overrides also set the swept key"):
+        sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, overrides=["seed=2"])
+    with pytest.raises(ValueError, match="iterations must be a positive integer"):
+        sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, iterations=0)
+    assert not list(tmp_path.iterdir())  # nothing was trained
+
+
+def test_ladder_table_and_plot_from_rows(tmp_path):
+    def level(sims, wins):
+        return {"simulations": sims, "wins": wins, "losses": 10 - wins, "draws": 0, "games": 10}
+
+    rows = [
+        {"key": "network.options.blocks", "value": 1, "ladder_cleared": 300,
+         "ladder": [level(200, 10), level(300, 9), level(400, 6)]},
+        {"key": "network.options.blocks", "value": 2, "ladder_cleared": 200,
+         "ladder": [level(200, 8), level(300, 7)]},
+    ]
+    assert sweep.ladder_table_markdown(rows).splitlines() == [
+        "| simulations | network.options.blocks=1 | network.options.blocks=2 |",
+        "|---|---|---|",
+        "| 200 | 10 | 8 |",
+        "| 300 | 9 | 7 |",
+        "| 400 | 6 |  |",
+    ]
+    assert "| 1 | 300 |" in sweep.sweep_table_markdown(rows)
+    fig = sweep.plot_sweep(rows, path=tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").stat().st_size > 0
+    assert [ax.get_ylabel() for ax in fig.axes] == ["ladder_cleared", "wins of 10"]
+    with pytest.raises(ValueError, match="no row has a ladder"):
+        sweep.ladder_table_markdown([{"key": "k", "value": 1}])
