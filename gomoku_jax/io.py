@@ -281,7 +281,8 @@ class Checkpointer:
         ):
             raise ValueError(f"max_to_keep must be a positive int or None, got {max_to_keep!r}")
         self._ocp = ocp
-        self.directory = epath.Path(directory)
+        # orbax needs an absolute path; a relative one is taken from the working directory
+        self.directory = epath.Path(os.path.abspath(os.fspath(directory)))
         self.config = _normalise_json(dict(config), "config")
         self.max_to_keep = max_to_keep
         self._upgrade = upgrade

@@ -101,6 +101,16 @@ def test_round_trip_keeps_values_dtypes_and_kinds(tmp_path):
     assert got.key.dtype == jnp.uint32
 
 
+def test_a_relative_directory_is_taken_from_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    state = _state(2)
+    ck = Checkpointer("runs/relative", config=CONFIG)
+    ck.save(1, state)
+    assert ck.directory.is_absolute()
+    assert (tmp_path / "runs" / "relative" / "config.json").exists()
+    _assert_state_equal(Checkpointer("runs/relative", config=CONFIG).restore(_state(0)), state)
+
+
 def test_typed_key_target_accepts_raw_key_data(tmp_path):
     # A typed key is stored as its key data: the target decides what comes back.
     ck = _ckpt(tmp_path)
