@@ -8,7 +8,9 @@ module that trains it; each such module provides a config dataclass and
 import importlib
 
 LEARNERS = {"alphazero": ("algorithms.alphazero", "AlphaZeroConfig"),
-            "dqn": ("algorithms.dqn", "DQNConfig")}
+            "dqn": ("algorithms.dqn", "DQNConfig"),
+            "imitation": ("algorithms.imitation", "ImitationConfig"),
+            "pipeline": ("algorithms.pipeline", "PipelineConfig")}
 
 
 def learner_entry(algorithm: str):

@@ -7,6 +7,8 @@ Subcommands:
 * ``bench mcts``: pure MCTS speed, JAX vs a plain NumPy search (`experiments/bench_mcts.py`).
 * ``bench alphazero``: PUCT / Gumbel search with a network vs without one, and the
   AlphaZero learner's moves/s and SGD samples/s (`experiments/bench_alphazero.py`).
+* ``bench search``: seconds per simulation as the tree grows, the linear-time
+  `gomoku_jax.tree_search` vs mctx (`experiments/bench_search.py`).
 * ``random-game``: play one game of random legal moves and print the board
   (optionally write an SVG picture and the move list).
 * ``tournament``: a round robin between named agents (from a JSON config or the
@@ -17,6 +19,8 @@ Subcommands:
   for its tiny variant) in a work directory, resuming from its checkpoints.
 * ``export``: write the agent of a training work directory (latest or best) to one
   portable params file.
+* ``play``: play against any agent in the browser (a local page served by
+  `gomoku_jax.play`; ``--port 0`` picks a free port and prints it).
 * ``records generate``: play games between two agents from random openings and write
   them as game records (`experiments/generate_records.py`; its options follow).
 """
@@ -28,7 +32,7 @@ import json
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("game", "mcts", "alphazero")
+BENCHMARKS = ("game", "mcts", "alphazero", "search")
 
 
 def _random_game(args: argparse.Namespace) -> int:
@@ -110,6 +114,16 @@ def _tournament(args: argparse.Namespace) -> int:
     return 0
 
 
+def _play(args: argparse.Namespace) -> int:
+    from gomoku_jax import play
+
+    app = play.PlayApp(args.agent, budget=args.simulations, colour=args.colour, size=args.size,
+                       k=args.k, rule=args.rule, seed=args.seed)
+    play.serve(app, host=args.host, port=args.port, open_browser=args.open,
+               verbose=args.verbose)
+    return 0
+
+
 def _pbrain(args: argparse.Namespace) -> int:
     from gomoku_jax import gomocup
 
@@ -127,8 +141,10 @@ def _train(args: argparse.Namespace) -> int:
     print(f"training {args.config} in {args.workdir}")
     if description:
         print(description)
-    report = training.run(learner, args.workdir, iterations=args.iterations,
-                          progress=not args.no_progress)
+    # a learner with its own driver (algorithms.pipeline: stages in subdirectories) runs itself
+    run = getattr(learner, "run", None) or (lambda *a, **k: training.run(learner, *a, **k))
+    workdir = Path(args.workdir).resolve()  # orbax refuses relative checkpoint paths
+    report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
     print((Path(args.workdir) / "report.md").read_text())
     print(f"exported agent: {Path(args.workdir) / 'final.gjx'}")
     return 0 if report["iterations"] > 0 else 1
@@ -208,6 +224,25 @@ def build_parser() -> argparse.ArgumentParser:
                       help="random stones near the centre before each pair of games (config or 0)")
     tour.add_argument("--seed", type=int, default=None, help="random seed (config or 0)")
     tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
+    play = sub.add_parser("play", help="play against an agent in the browser (a local page)")
+    play.add_argument("--agent", default="heuristic",
+                      help="agent name, e.g. heuristic, pure-mcts-1000, runs/x/final.gjx@200 "
+                           "(default heuristic; the page can change it)")
+    play.add_argument("--simulations", type=int, default=None,
+                      help="simulations per move of a search agent (default: its own)")
+    play.add_argument("--colour", choices=["black", "white"], default="black",
+                      help="your colour (white: the agent opens; default black)")
+    play.add_argument("--size", type=int, default=None,
+                      help="board side (default: an exported agent's game, else 15)")
+    play.add_argument("--k", type=int, default=None, help="stones in a row to win (default 5)")
+    play.add_argument("--rule", default=None, choices=["freestyle", "standard"])
+    play.add_argument("--host", default="127.0.0.1",
+                      help="address to bind (default 127.0.0.1: this machine only)")
+    play.add_argument("--port", type=int, default=8000,
+                      help="port (default 8000; 0 = a free port, printed on start)")
+    play.add_argument("--seed", type=int, default=0, help="random seed for the agent (default 0)")
+    play.add_argument("--open", action="store_true", help="open the page in a web browser")
+    play.add_argument("--verbose", action="store_true", help="log every request")
     pbrain = sub.add_parser("pbrain", help="run an agent as a Gomocup (Piskvork) brain on stdin/stdout")
     pbrain.add_argument("--agent", default="heuristic",
                         help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
@@ -253,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
               "  game   random full games: JAX engine vs a NumPy engine\n"
               "  mcts   pure MCTS: one-move latency and batched simulations/s vs a NumPy search\n"
               "  alphazero  PUCT / Gumbel search simulations/s with a network vs a uniform\n"
-              "             evaluate; the learner's self-play moves/s and SGD samples/s\n\n"
+              "             evaluate; the learner's self-play moves/s and SGD samples/s\n"
+              "  search seconds per simulation from 16 to 800 simulations: the linear-time\n"
+              "         tree search vs mctx\n\n"
               "Options of one benchmark: gomoku-jax bench NAME --help")
         return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)
@@ -273,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             return _tournament(args)
         if args.command == "pbrain":
             return _pbrain(args)
+        if args.command == "play":
+            return _play(args)
         if args.command == "train":
             return _train(args)
         if args.command == "export":

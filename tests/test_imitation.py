@@ -1,0 +1,256 @@
+"""Imitation learning from game records: targets, data checks, learning, compilation,
+devices, resume and export."""
+
+import csv
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import imitation as im
+from gomoku_jax import agents, arena, exported, features, records, symmetry, training
+from gomoku_jax import config as cfglib
+from gomoku_jax.game import Gomoku
+
+ENV = Gomoku(7, 4)
+A, B = 1 * 7 + 2, 2 * 7 + 5  # black's first move (1, 2) and white's answer (2, 5)
+# black wins along row 5; white's stones never make four
+BLACK_WINS = (A, B, 35, 6, 36, 48, 37, 27, 38)
+# white wins along row 6; black's stones never make four
+WHITE_WINS = (0, 42, 2, 43, 4, 44, 20, 45)
+CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "imitation_9x9_cpu.json"
+
+
+def _game(moves, winner, black="bot-a", white="bot-b", opening=0):
+    return records.Game(7, 4, "freestyle", tuple(moves), winner, black, white, opening)
+
+
+def _config(paths, **train):
+    return cfglib.from_dict(im.ImitationConfig, {
+        "game": {"size": 7, "k": 4},
+        "network": {"name": "simplenet", "options": {"channels": [8, 16]}},
+        "search": {"num_simulations": 4},
+        "data": {"paths": [str(p) for p in paths], "balance": "none",
+                 "validation_fraction": 0.0},
+        "train": {"iterations": 4, "batch_size": 32, "steps": 20, "unroll": 5,
+                  "learning_rate": 0.01, "l2": 0.0, "validation_batch": 32, **train},
+        "eval": {"every": 0, "final_games": 0, "simulations": 4, "opponents": ["random"]},
+    })
+
+
+@pytest.fixture(scope="module")
+def one_move_file(tmp_path_factory):
+    """16 copies of one game: white always answers black's (1, 2) with (2, 5)."""
+    path = tmp_path_factory.mktemp("records") / "one_move.jsonl.gz"
+    records.write_records(path, [_game(BLACK_WINS, 0)] * 16, ENV)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(one_move_file):
+    learner = im.make_learner(_config([one_move_file]), devices=jax.devices()[:1])
+    state = learner.init()
+    history = []
+    for _ in range(4):
+        state, metrics = learner.iteration(state)
+        history.append(jax.device_get(metrics))
+        if len(history) == 1:
+            traces_after_one = learner.trace_count
+    return learner, state, history, traces_after_one
+
+
+def test_targets_values_from_the_side_to_move_splits_and_imitated_players(tmp_path):
+    path = tmp_path / "two.jsonl"
+    records.write_records(path, [_game(BLACK_WINS, 0), _game(WHITE_WINS, 1, opening=2)], ENV)
+    cfg = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config([path])), {"data.imitate": ["bot-a"]}))
+    train, val, summary = im.load_dataset(cfg)
+    assert val.size == 0 and summary["train"]["games"] == 2
+    # black-win game first (split 0): 9 positions; white-win game: 8 - 2 opening moves
+    assert list(np.asarray(train.split_count)) == [9, 6, 0]
+    assert list(np.asarray(train.split_start)) == [0, 9, 15]
+    player = np.asarray(train.player)
+    np.testing.assert_array_equal(player, [0, 1] * 4 + [0] + [0, 1] * 3)
+    value = np.asarray(train.value)
+    np.testing.assert_array_equal(value[:9], np.where(player[:9] == 0, 1.0, -1.0))
+    np.testing.assert_array_equal(value[9:], np.where(player[9:] == 1, 1.0, -1.0))
+    np.testing.assert_array_equal(np.asarray(train.action), BLACK_WINS + WHITE_WINS[2:])
+    # the board before white's answer holds black's stone at A only, last move A
+    assert np.asarray(train.board)[1].reshape(-1).nonzero()[0].tolist() == [A]
+    assert int(train.last_action[1]) == A and int(train.last_action[0]) == -1
+    # only bot-a (black in both games) is imitated; the other positions train the value
+    np.testing.assert_array_equal(np.asarray(train.policy_weight), player == 0)
+
+
+def test_malformed_records_are_reported_with_file_and_line_and_skipped(tmp_path, one_move_file):
+    path = tmp_path / "bad.jsonl"
+    records.write_records(path, [_game(BLACK_WINS, 0)] * 2, ENV)
+    lines = path.read_text().splitlines()
+    broken = json.loads(lines[2])
+    broken["moves"][3] = broken["moves"][1]  # a move on an occupied cell
+    path.write_text("\n".join(lines[:2] + [json.dumps(broken), "{not json"]) + "\n")
+    learner = im.make_learner(_config([path]), devices=jax.devices()[:1])
+    with pytest.warns(UserWarning, match=r"skipped a malformed game record: .*bad.jsonl:3: "):
+        train, _ = learner.load_data()
+    assert train.size == len(BLACK_WINS)  # the one good game
+    assert [(e.path, e.line) for e in learner.data_errors] == [(str(path), 3), (str(path), 4)]
+    assert learner.data_summary["malformed"] == 2
+
+
+def test_config_errors_name_the_setting(tmp_path):
+    with pytest.raises(ValueError, match=r"data.paths: no records file matches"):
+        im.make_learner(_config([tmp_path / "none*.jsonl"]), devices=jax.devices()[:1]
+                        ).load_data()
+    bad = cfglib.apply_overrides(cfglib.to_dict(_config([tmp_path / "x.jsonl"])),
+                                 {"network.name": "dueling"})
+    with pytest.raises(cfglib.ConfigError, match="policy-value network; 'dueling' is a q"):
+        cfglib.from_dict(im.ImitationConfig, bad)
+    bad = cfglib.apply_overrides(cfglib.to_dict(_config([tmp_path / "x.jsonl"])),
+                                 {"data.balance": "winners"})
+    with pytest.raises(cfglib.ConfigError, match="data.balance must be one of"):
+        cfglib.from_dict(im.ImitationConfig, bad)
+
+
+def test_augmentation_maps_the_target_with_the_board(one_move_file):
+    learner = im.make_learner(_config([one_move_file]), devices=jax.devices()[:1])
+    train, _ = learner.load_data()
+    batch = learner._batch(train, jnp.full((64,), 1))  # [A] on the board, B played
+    out = learner._augment(batch, jax.random.PRNGKey(3))
+    seen = set()
+    for board, action, last in zip(*(np.asarray(out[k]) for k in ("board", "action",
+                                                                    "last_action"))):
+        (stone,) = board.reshape(-1).nonzero()[0]
+        t = [t for t in range(8) if symmetry.transform_action(A, t, 7) == stone]
+        assert action in {symmetry.transform_action(B, s, 7) for s in t}
+        assert last == stone
+        seen.add(int(action))
+    assert len(seen) == 8  # B lies on no symmetry axis: 8 distinct images
+
+
+def test_the_loss_falls_and_the_played_move_is_learned_under_every_symmetry(trained):
+    learner, state, history, _ = trained
+    assert history[-1]["loss"] < 0.5 * history[0]["loss"]
+    assert history[-1]["accuracy"] > history[0]["accuracy"]
+    boards, lasts, wanted = [], [], []
+    for t in range(8):  # the position before white's answer, seen 8 ways
+        board = np.zeros(49, np.int8)
+        board[symmetry.transform_action(A, t, 7)] = 1
+        boards.append(board.reshape(7, 7))
+        lasts.append(symmetry.transform_action(A, t, 7))
+        wanted.append(symmetry.transform_action(B, t, 7))
+    obs = features.observe_position(jnp.asarray(np.stack(boards)), jnp.ones(8, jnp.int32),
+                                    jnp.asarray(lasts), learner.env.observation_spec)
+    logits, value = learner.module.apply(state.variables, obs, train=False)
+    logits = np.where(np.stack(boards).reshape(8, -1) == 0, np.asarray(logits), -np.inf)
+    assert logits.argmax(-1).tolist() == wanted
+    assert np.all(np.asarray(value) < 0)  # white to move always lost these games
+
+
+def test_the_iteration_is_traced_once(trained):
+    learner, _, history, traces_after_one = trained
+    assert len(history) == 4 and learner.trace_count == traces_after_one
+
+
+def test_unrolled_chunks_equal_one_scanned_program(one_move_file):
+    """Steps not a multiple of ``unroll`` (7 = 2 + 2 + 2 + 1 masked out)."""
+    results = []
+    for unroll in (0, 2):
+        learner = im.make_learner(_config([one_move_file], steps=7, unroll=unroll),
+                                  devices=jax.devices()[:1])
+        state, metrics = learner.iteration(learner.init())
+        results.append((jax.device_get(state.variables), jax.device_get(metrics)))
+    (v0, m0), (v1, m1) = results
+    for a, b in zip(jax.tree.leaves(v0), jax.tree.leaves(v1)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(m0["loss"], m1["loss"], rtol=1e-5)
+    assert m0["moves"] == m1["moves"] == 7 * 32
+
+
+def test_four_devices_give_the_result_of_one(one_move_file):
+    assert len(jax.devices()) == 4
+    out = []
+    for devices in (jax.devices()[:1], jax.devices()):
+        learner = im.make_learner(_config([one_move_file], steps=4, unroll=2), devices=devices)
+        state, metrics = learner.iteration(learner.init())
+        out.append((jax.device_get(state.variables), float(metrics["loss"])))
+    for a, b in zip(jax.tree.leaves(out[0][0]), jax.tree.leaves(out[1][0])):
+        # Adam divides by sqrt(v): a rounding difference in a tiny gradient moves a
+        # weight by up to lr * (a few 1e-3); a sharding bug moves it by lr
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    assert out[0][1] == pytest.approx(out[1][1], rel=1e-5)
+
+
+class Killed(Exception):
+    pass
+
+
+def _rows(workdir):
+    with (pathlib.Path(workdir) / "metrics.csv").open() as f:
+        return [{k: v for k, v in r.items() if k not in ("seconds", "moves_per_second")}
+                for r in csv.DictReader(f)]
+
+
+def test_resume_after_a_kill_equals_an_uninterrupted_run_and_exports_a_search_agent(
+        trained, tmp_path):
+    learner = trained[0]
+    straight = tmp_path / "straight"
+    training.run(learner, straight, iterations=3, progress=False, tensorboard=False)
+
+    def kill_at_two(iteration, metrics):
+        if iteration == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        training.run(learner, tmp_path / "resumed", iterations=3, progress=False,
+                     tensorboard=False, on_iteration=kill_at_two)
+    training.run(learner, tmp_path / "resumed", iterations=3, progress=False,
+                 tensorboard=False)
+    assert _rows(tmp_path / "resumed") == _rows(straight)
+    assert {"loss", "policy_loss", "value_loss", "accuracy"} <= set(_rows(straight)[0])
+    a = exported.load_network(straight / "final.gjx")[3]
+    b = exported.load_network(tmp_path / "resumed" / "final.gjx")[3]
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)
+    loaded = exported.load(straight / "final.gjx", name="imitated")
+    assert loaded.metadata["agent"] == "search" and loaded.metadata["search"][
+        "num_simulations"] == 4 and loaded.metadata["network"]["name"] == "simplenet"
+    result = arena.play_match(loaded.env, loaded.agent, agents.random_agent(), 2)
+    assert all(r.forfeit is None for r in result.records)
+
+
+def test_balanced_sampling_draws_every_split_equally(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    games = [_game(BLACK_WINS, 0)] * 9 + [_game(WHITE_WINS, 1)]
+    records.write_records(path, games, ENV)
+    cfg = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config([path])), {"data.balance": "splits"}))
+    learner = im.make_learner(cfg, devices=jax.devices()[:1])
+    train, _ = learner.load_data()
+    rows = np.asarray(learner._sample(train, jax.random.PRNGKey(0), 20_000))
+    white = rows >= int(train.split_start[1])
+    assert abs(white.mean() - 0.5) < 0.02  # 1 game in 10, half of the samples
+    assert rows.max() < train.size
+
+
+def test_the_cpu_config_and_its_variants_load():
+    data = json.loads(CONFIG.read_text())
+    assert "gomoku-jax train --config" in data["description"] and "smoke" in data["variants"]
+    for variant in [None, *data["variants"]]:
+        cfg, _ = cfglib.load_file(im.ImitationConfig, CONFIG,
+                                  variants=[] if variant is None else [variant])
+        assert cfglib.from_dict(im.ImitationConfig, cfglib.to_dict(cfg)) == cfg
+
+
+@pytest.mark.slow
+def test_the_smoke_variant_generates_its_records_and_trains(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the smoke variant generates its records under runs/
+    cfg, _ = cfglib.load_file(im.ImitationConfig, CONFIG, variants=["smoke"],
+                              overrides=["data.generate.games=2"])
+    learner = im.make_learner(cfg, devices=jax.devices()[:1])
+    state, metrics = learner.iteration(learner.init())
+    assert (tmp_path / cfg.data.paths[0]).exists() and learner.data_summary["train"]["games"]
+    assert int(state.iteration) == 1
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(metrics).values())

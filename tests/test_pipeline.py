@@ -1,0 +1,111 @@
+"""Seed 001's three-stage pipeline: configs, hand-over of params between stages, resume."""
+
+import csv
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from algorithms import imitation as im
+from algorithms import pipeline as pl
+from gomoku_jax import cli, exported
+from gomoku_jax import config as cfglib
+from gomoku_jax import io as gio
+
+CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "experiments" / "configs")
+                 .glob("pipeline_*.json"))
+CPU = [p for p in CONFIGS if p.stem == "pipeline_9x9_cpu"][0]
+
+
+def _leaves(path):
+    return jax.tree.leaves(gio.read_exported(path)[1])
+
+
+def _same(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(_leaves(a), _leaves(b)))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_configs_and_variants_load(path):
+    data = json.loads(path.read_text())
+    assert data["algorithm"] == "pipeline" and "smoke" in data["variants"]
+    assert "gomoku-jax train --config" in data["description"]
+    for variant in [None, *data["variants"]]:
+        cfg, _ = cfglib.load_file(pl.PipelineConfig, path,
+                                  variants=[] if variant is None else [variant])
+        assert cfglib.from_dict(pl.PipelineConfig, cfglib.to_dict(cfg)) == cfg
+        assert cfg.train.iterations == 3
+
+
+def test_seed001_config_is_the_reports_duelnet():
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, [p for p in CONFIGS if "seed001" in p.stem][0])
+    assert (cfg.game.size, cfg.network.name, cfg.search.num_simulations) == (15, "duelnet", 200)
+    stage1 = cfg.stage_config(0)
+    assert stage1.train.batch_size == 512 and stage1.train.iterations == 1000
+    assert stage1.data.balance == "splits" and cfg.eval.opponents == ("pure-mcts-2000",)
+
+
+def test_start_from_refuses_params_of_another_network():
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"])
+    learner = im.make_learner(cfg.stage_config(0), devices=jax.devices()[:1])
+    other = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(cfg.stage_config(0)), {"network.options": {"channels": [8, 8, 16]}}))
+    wrong = im.make_learner(other, devices=jax.devices()[:1]).init().variables
+    with pytest.raises(ValueError, match="do not fit this stage's network"):
+        pl.start_from(learner, wrong)
+    given = jax.tree.map(lambda x: np.asarray(x) + 1.0, learner.init().variables)
+    started = pl.start_from(learner, given).init()
+    for x, y in zip(jax.tree.leaves(started.variables), jax.tree.leaves(given)):
+        np.testing.assert_array_equal(x, y)
+    assert started.iteration == 0 and pl.start_from(learner, given).algorithm == "imitation"
+    with pytest.raises(RuntimeError, match="Pipeline.run"):
+        pl.make_learner(cfg).iteration(pl.make_learner(cfg).init())
+
+
+class Killed(Exception):
+    pass
+
+
+def test_stages_hand_over_their_final_params_and_a_killed_run_resumes(tmp_path, monkeypatch):
+    """Stage 2 trains nothing here (its buffer never fills), so its final params are the
+    ones it started from: they must be stage 1's final params, not a fresh network."""
+    monkeypatch.chdir(tmp_path)
+    overrides = ["imitation.data.generate.games=2", "selfplay.train.min_buffer=2048",
+                 "master.rounds=1", "eval.every=0", "eval.final_games=2"]
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"], overrides=overrides)
+    work = tmp_path / "run"
+
+    def kill_after_stage_one(iteration, metrics):
+        if iteration == 1:
+            raise Killed
+
+    with pytest.raises(Killed):
+        pl.make_learner(cfg).run(work, progress=False, tensorboard=False,
+                                 on_iteration=kill_after_stage_one)
+    stage1_done = (work / "stage1_imitation" / "done.json").read_text()
+    assert not (work / "stage2_selfplay").exists()
+    args = ["train", "--config", str(CPU), "--smoke", "--workdir", str(work), "--no-progress"]
+    for o in overrides:
+        args += ["--set", o]
+    assert cli.main(args) == 0
+    s1, s2, s3 = (work / name for name in pl.STAGES)
+    assert (s1 / "done.json").read_text() == stage1_done  # not run again
+    assert _same(s2 / "start.gjx", s1 / "final.gjx")
+    assert _same(s2 / "final.gjx", s1 / "final.gjx")  # no SGD: still stage 1's network
+    fresh = jax.tree.leaves(pl.make_learner(cfg).init().variables)
+    assert not all(np.array_equal(x, y) for x, y in zip(fresh, _leaves(s1 / "final.gjx")))
+    assert _same(s3 / "round_000" / "train" / "start.gjx", s2 / "final.gjx")
+    assert _same(work / "final.gjx", s3 / "final.gjx")
+    with (work / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["stage"]) for r in rows] == [1, 2, 3]
+    assert int(rows[2]["master_games"]) == 2  # the round's games against the master
+    played = (s3 / "round_000" / "games.jsonl.gz")
+    from gomoku_jax import records
+
+    names = {(g.black, g.white) for g in records.read_records(played)}
+    assert names == {("learner", "gomokubot-1"), ("gomokubot-1", "learner")}
+    loaded = exported.load(work / "final.gjx")
+    assert loaded.metadata["network"]["name"] == "duelnet"
