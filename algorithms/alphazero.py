@@ -138,7 +138,10 @@ class TrainSettings:
     holds ``min_buffer``. ``lr_schedule="step"`` divides the rate by 10 at 50% and 75%
     of ``iterations`` (seed 000, 4.6.1); ``kl_target`` turns on seed 002's adaptive rate
     (multiplier / 1.5 when the KL between successive policies exceeds twice the target,
-    x 1.5 below half of it, kept in [0.1, 10])."""
+    x 1.5 below half of it, kept in [0.1, 10]). ``unroll`` writes the SGD steps out one
+    after another instead of as a loop: on CPU, XLA runs convolutions inside a loop
+    body 10-20x slower (measured by ``gomoku-jax bench alphazero``), at the price of a
+    compile time that grows with the steps; leave it off on accelerators."""
 
     iterations: int = 100
     batch_size: int = 256
@@ -153,6 +156,7 @@ class TrainSettings:
     lr_schedule: str = "constant"
     kl_target: float | None = None
     augment: bool = True
+    unroll: bool = False
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "buffer_capacity", "min_buffer"):
@@ -503,7 +507,8 @@ class Learner(ShardedLearner):
             return (variables, opt_state), aux
 
         keys = jax.random.split(key, self.config.sgd_steps)
-        (variables, opt_state), aux = jax.lax.scan(step, (variables, opt_state), keys)
+        (variables, opt_state), aux = jax.lax.scan(step, (variables, opt_state), keys,
+                                                   unroll=bool(cfg.unroll))
         return variables, opt_state, jax.tree.map(jnp.mean, aux), ready
 
     def _policy_logp(self, variables, batch: Sample):

@@ -220,7 +220,9 @@ class RewardSettings:
 class DQNTrainSettings:
     """``updates`` gradient steps of ``batch_size`` transitions per iteration, once
     the buffer of ``buffer_capacity`` transitions (8 symmetric copies of each) holds
-    ``min_buffer``."""
+    ``min_buffer``. ``unroll`` writes the acting steps and the gradient steps out one
+    after another instead of as loops (on CPU, XLA runs convolutions in a loop body
+    10-20x slower; compile time grows with the steps; leave it off on accelerators)."""
 
     iterations: int = 500
     updates: int = 16
@@ -236,6 +238,7 @@ class DQNTrainSettings:
     huber_delta: float = 1.0
     max_grad_norm: float | None = 10.0
     symmetries: bool = True
+    unroll: bool = False
 
     def __post_init__(self):
         for name in ("iterations", "updates", "batch_size", "buffer_capacity", "min_buffer",
@@ -632,7 +635,8 @@ class Learner(ShardedLearner):
 
         keys = jax.random.split(key, cfg.updates)
         (variables, target, opt_state, updates), aux = jax.lax.scan(
-            step, (variables, target_variables, opt_state, updates), keys)
+            step, (variables, target_variables, opt_state, updates), keys,
+            unroll=bool(cfg.unroll))
         return variables, target, opt_state, updates, jax.tree.map(jnp.mean, aux), ready
 
     # ------------------------------------------------------------------ iteration
@@ -647,7 +651,7 @@ class Learner(ShardedLearner):
         step = functools.partial(self._env_step, state.variables, member, filled > 0)
         (games, episodes, env_steps), (moves, emit, stats) = jax.lax.scan(
             step, (state.games, state.episodes, state.env_steps),
-            jax.random.split(k_play, cfg.acting.steps))
+            jax.random.split(k_play, cfg.acting.steps), unroll=bool(cfg.train.unroll))
 
         flat = lambda x: x.reshape((-1,) + x.shape[3:])  # [T, B, n, ...] -> [T*B*n, ...]
         items, mask = jax.tree.map(flat, moves), flat(emit)

@@ -32,6 +32,7 @@ over the iteration's time less the SGD time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import math
@@ -217,7 +218,7 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
     from algorithms import alphazero
 
     learner = alphazero.make_learner(cfg)
-    bar = tqdm(total=2 * (repeats + 1), desc="bench alphazero: learner", disable=not progress)
+    bar = tqdm(total=3 * (repeats + 1), desc="bench alphazero: learner", disable=not progress)
     start = time.perf_counter()
     state = learner.init(jax.random.PRNGKey(seed))
     state, metrics = learner.iteration(state)
@@ -236,20 +237,28 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
     tcfg = cfg.train
     count = min(tcfg.buffer_capacity, max(tcfg.min_buffer, 4 * tcfg.batch_size))
     buffer = _fill_buffer(state.buffer, jax.random.key(seed + 1), count, cfg.game.size)
-    train = jax.jit(learner._train)
     lr = jnp.float32(tcfg.learning_rate)
-    sgd = _time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
-                                        jax.random.key(seed + 2 + r), lr), 1)
-    bar.update(1)
-    sgd_elapsed = 0.0
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(train(state.variables, state.opt_state, buffer,
-                                    jax.random.key(seed + 10 + r), lr))
-        sgd_elapsed += time.perf_counter() - start
-        bar.update()
+
+    def time_sgd(sgd_learner):
+        train = jax.jit(sgd_learner._train)
+        first = _time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
+                                              jax.random.key(seed + 2 + r), lr), 1)
+        bar.update(1)
+        elapsed = 0.0
+        for r in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(train(state.variables, state.opt_state, buffer,
+                                        jax.random.key(seed + 10 + r), lr))
+            elapsed += time.perf_counter() - start
+            bar.update()
+        return elapsed / repeats, first["compile_and_first_call_s"]
+
+    sgd_s, sgd_compile_s = time_sgd(learner)
+    # the reference in the same run: the SGD steps the other way (loop vs written out)
+    other = dataclasses.replace(cfg, train=dataclasses.replace(tcfg, unroll=not tcfg.unroll))
+    other_s, other_compile_s = time_sgd(alphazero.make_learner(other))
     bar.close()
-    sgd_s = sgd_elapsed / repeats
+    loop_s, unrolled_s = (other_s, sgd_s) if tcfg.unroll else (sgd_s, other_s)
     steps, batch_size = cfg.sgd_steps, tcfg.batch_size
     moves_per_iteration = moves // repeats
     selfplay_s = iteration_s - sgd_s
@@ -268,7 +277,12 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
         "compile_and_first_iteration_s": compile_s,
         "sgd_s": sgd_s,
         "samples_per_s": steps * batch_size / sgd_s,
-        "sgd_compile_and_first_call_s": sgd["compile_and_first_call_s"],
+        "sgd_compile_and_first_call_s": sgd_compile_s,
+        "sgd_unroll": bool(tcfg.unroll),
+        "sgd_loop_s": loop_s,
+        "sgd_unrolled_s": unrolled_s,
+        "sgd_unrolled_speedup": loop_s / unrolled_s,
+        "sgd_other_compile_and_first_call_s": other_compile_s,
         "sgd_share": sgd_s / iteration_s,
         "selfplay_moves_per_s": moves_per_iteration / selfplay_s if selfplay_s > 0 else None,
     }
@@ -343,6 +357,9 @@ def format_report(r: dict) -> str:
             f"(compile and first iteration {le['compile_and_first_iteration_s']:.1f} s)",
             f"  SGD alone : {le['sgd_s']:.2f} s, {le['samples_per_s']:,.0f} samples/s "
             f"({le['sgd_share']:.0%} of the iteration)",
+            f"  SGD steps written out vs as a loop: {le['sgd_unrolled_s']:.2f} s vs "
+            f"{le['sgd_loop_s']:.2f} s ({le['sgd_unrolled_speedup']:.1f}x; this config "
+            f"{'unrolls' if le['sgd_unroll'] else 'loops'})",
             f"  self-play : {selfplay:,.0f} moves/s (iteration less SGD)" if selfplay
             else "  self-play : (SGD time not below the iteration's)",
         ]

@@ -218,3 +218,22 @@ def test_gumbel_self_play_turns_greedy_after_gumbel_moves(smoke_config, gumbel_m
         assert agree.all()
     else:
         assert not agree.all()
+
+
+def test_sgd_steps_written_out_equal_the_loop(smoke_config, learner, two_iterations):
+    """``train.unroll`` only changes how the SGD steps are compiled, not what they do."""
+    state, _ = two_iterations
+    assert smoke_config.train.unroll  # the CPU default writes them out
+    looped = az.make_learner(dataclasses.replace(
+        smoke_config, train=dataclasses.replace(smoke_config.train, unroll=False)),
+        devices=jax.devices()[:1])
+    args = (state.variables, state.opt_state, state.buffer, jax.random.key(5),
+            jnp.float32(1e-3))
+    unrolled_out = jax.jit(learner._train)(*args)
+    looped_out = jax.jit(looped._train)(*args)
+    assert bool(unrolled_out[3])  # the buffer was ready: the steps did train
+    for a, b in zip(jax.tree.leaves(unrolled_out[0]), jax.tree.leaves(looped_out[0])):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    moved = [float(jnp.max(jnp.abs(a - b))) for a, b in
+             zip(jax.tree.leaves(unrolled_out[0]), jax.tree.leaves(state.variables))]
+    assert max(moved) > 1e-4

@@ -433,3 +433,20 @@ def test_config_variants_load_and_the_smoke_variant_trains(path):
     state, metrics = learner.iteration(learner.init())
     assert int(state.iteration) == 1
     assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(metrics).values())
+
+
+def test_acting_and_updates_written_out_equal_the_loops(learner, run):
+    """``train.unroll`` only changes how the acting and update steps compile."""
+    state, _ = run
+    cfg = learner.config
+    unrolled = dqn.make_learner(dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, unroll=not cfg.train.unroll)),
+        devices=jax.devices()[:1])
+    fresh = lambda: jax.tree.map(jnp.copy, state)  # the iteration donates its input
+    a_state, a_metrics = learner.iteration(fresh())
+    b_state, b_metrics = unrolled.iteration(fresh())
+    assert bool(a_metrics["trained"])
+    for a, b in zip(jax.tree.leaves(a_state.variables), jax.tree.leaves(b_state.variables)):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    np.testing.assert_array_equal(jax.device_get(a_state.buffer.data.board),
+                                  jax.device_get(b_state.buffer.data.board))
