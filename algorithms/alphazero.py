@@ -39,7 +39,7 @@ import optax
 from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from algorithms.common import ShardedLearner, select_games, sgd_step
+from algorithms.common import SearchPlayer, ShardedLearner, play_search, select_games, sgd_step
 from gomoku_jax import features, networks, replay, symmetry
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number
@@ -239,14 +239,8 @@ class AlphaZeroConfig:
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
-        """The play-time search: ``eval.simulations`` (or ``simulations``), no root noise,
-        no Gumbel noise (so the move is deterministic), never the tactical prior; it keeps
-        ``search.reuse_tree`` unless ``algorithm`` switches to Gumbel."""
-        algorithm = algorithm or self.search.algorithm
-        return dataclasses.replace(
-            self.search, num_simulations=simulations or self.eval.simulations,
-            dirichlet_fraction=0.0, gumbel_scale=0.0, algorithm=algorithm,
-            reuse_tree=self.search.reuse_tree and algorithm == "puct")
+        """The play-time search (`algorithms.common.play_search`)."""
+        return play_search(self.search, self.eval.simulations, simulations, algorithm)
 
     @property
     def sgd_steps(self) -> int:
@@ -299,10 +293,11 @@ def _masked_log_softmax(logits, legal):
     return jax.nn.log_softmax(logits, axis=-1)
 
 
-class Learner(ShardedLearner):
+class Learner(SearchPlayer, ShardedLearner):
     """The compiled pieces of one AlphaZero config. Build with `make_learner`."""
 
     algorithm = "alphazero"
+    play_name = "alphazero"
 
     def __init__(self, config: AlphaZeroConfig, devices=None):
         self.config = config
@@ -578,24 +573,6 @@ class Learner(ShardedLearner):
             pending=pending, key=key, iteration=state.iteration + 1,
             lr_multiplier=multiplier.astype(jnp.float32))
         return new_state, metrics
-
-    def export_metadata(self) -> dict:
-        """What `gomoku_jax.exported` stores to rebuild the play-time agent."""
-        cfg = self.config
-        return {"agent": "search", "game": dataclasses.asdict(cfg.game),
-                "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
-                "search": cfg.play_search().to_dict()}
-
-    def describe_play(self) -> str:
-        return (f"Learner searching {self.config.eval.simulations} simulations per move "
-                f"({self.config.search.algorithm}, argmax).")
-
-    # ---------------------------------------------------------------- play agent
-    def agent(self, variables, simulations: int | None = None, name: str = "alphazero",
-              algorithm: str | None = None):
-        """The play-time agent (`AlphaZeroConfig.play_search`), argmax."""
-        search_cfg = self.config.play_search(simulations, algorithm)
-        return search_lib.search_agent(name, self.env, self.evaluate, variables, search_cfg)
 
 
 def _sample_by_temperature(key, weights, legal, temperature):

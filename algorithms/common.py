@@ -3,6 +3,7 @@ and per-game selection. (`algorithms.alphazero`, `algorithms.dqn`.)"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Mapping
 
 import jax
@@ -12,9 +13,52 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from gomoku_jax import networks
+from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError
 
-__all__ = ["ShardedLearner", "keep_if", "select_games", "sgd_step"]
+__all__ = ["SearchPlayer", "ShardedLearner", "keep_if", "play_search", "select_games", "sgd_step"]
+
+
+def play_search(search: search_lib.SearchConfig, eval_simulations: int,
+                simulations: int | None = None,
+                algorithm: str | None = None) -> search_lib.SearchConfig:
+    """The play-time search of a config's training ``search``: ``eval_simulations`` (or
+    ``simulations``), no root noise, no Gumbel noise (so the move is deterministic),
+    never the tactical prior; it keeps ``reuse_tree`` unless ``algorithm`` switches to
+    Gumbel."""
+    algorithm = algorithm or search.algorithm
+    return dataclasses.replace(
+        search, num_simulations=simulations or eval_simulations,
+        dirichlet_fraction=0.0, gumbel_scale=0.0, algorithm=algorithm,
+        reuse_tree=search.reuse_tree and algorithm == "puct")
+
+
+class SearchPlayer:
+    """Playing for learners of a policy-value network: ``self.config`` (with ``game``,
+    ``network``, ``search``, ``eval`` and ``play_search``), ``self.env`` and
+    ``self.evaluate``. ``play_name`` names the agent, ``play_label`` the player in
+    reports."""
+
+    play_name = "learner"
+    play_label = "Learner"
+
+    def export_metadata(self) -> dict:
+        """What `gomoku_jax.exported` stores to rebuild the play-time agent."""
+        cfg = self.config
+        return {"agent": "search", "game": dataclasses.asdict(cfg.game),
+                "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
+                "search": cfg.play_search().to_dict()}
+
+    def describe_play(self) -> str:
+        return (f"{self.play_label} searching {self.config.eval.simulations} simulations "
+                f"per move ({self.config.search.algorithm}, argmax).")
+
+    def agent(self, variables, simulations: int | None = None, name: str | None = None,
+              algorithm: str | None = None):
+        """The play-time agent (the config's ``play_search``), argmax."""
+        search_cfg = self.config.play_search(simulations, algorithm)
+        return search_lib.search_agent(name or self.play_name, self.env, self.evaluate,
+                                       variables, search_cfg)
 
 
 class ShardedLearner:

@@ -68,7 +68,7 @@ import optax
 from flax import struct
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings
-from algorithms.common import ShardedLearner, sgd_step
+from algorithms.common import SearchPlayer, ShardedLearner, play_search, sgd_step
 from gomoku_jax import features, networks, records, symmetry
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number
@@ -228,11 +228,8 @@ class ImitationConfig:
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
-        """The play-time search: ``eval.simulations`` (or ``simulations``), no noise."""
-        return dataclasses.replace(
-            self.search, num_simulations=simulations or self.eval.simulations,
-            dirichlet_fraction=0.0, gumbel_scale=0.0,
-            algorithm=algorithm or self.search.algorithm)
+        """The play-time search (`algorithms.common.play_search`)."""
+        return play_search(self.search, self.eval.simulations, simulations, algorithm)
 
 
 # ------------------------------------------------------------------------- the data
@@ -361,13 +358,15 @@ def _masked_log_softmax(logits, legal):
 
 
 # ---------------------------------------------------------------------- the learner
-class Learner(ShardedLearner):
+class Learner(SearchPlayer, ShardedLearner):
     """The compiled pieces of one imitation config. Build with `make_learner`.
 
     The records are read at the first ``iteration`` (or ``load_data()``), so building a
     learner to export or play a trained run needs no records."""
 
     algorithm = "imitation"
+    play_name = "imitation"
+    play_label = "Learner (imitation)"
 
     def __init__(self, config: ImitationConfig, devices=None):
         self.config = config
@@ -611,24 +610,6 @@ class Learner(ShardedLearner):
                                                 keys[0], active[0], first, train, scan=True)
         self.trace_count -= 1  # _finish_impl counts this trace once more
         return self._finish_impl(variables, opt_state, key, state.iteration, [aux], active, val)
-
-    # ------------------------------------------------------------------ playing
-    def export_metadata(self) -> dict:
-        """What `gomoku_jax.exported` stores to rebuild the play-time agent."""
-        cfg = self.config
-        return {"agent": "search", "game": dataclasses.asdict(cfg.game),
-                "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
-                "search": cfg.play_search().to_dict()}
-
-    def describe_play(self) -> str:
-        return (f"Learner (imitation) searching {self.config.eval.simulations} simulations "
-                f"per move ({self.config.search.algorithm}, argmax).")
-
-    def agent(self, variables, simulations: int | None = None, name: str = "imitation",
-              algorithm: str | None = None):
-        """The play-time agent (`ImitationConfig.play_search`), argmax."""
-        search_cfg = self.config.play_search(simulations, algorithm)
-        return search_lib.search_agent(name, self.env, self.evaluate, variables, search_cfg)
 
 
 def make_learner(config: ImitationConfig, devices=None) -> Learner:

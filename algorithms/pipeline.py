@@ -47,6 +47,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from algorithms import alphazero as az
 from algorithms import imitation as im
+from algorithms.common import SearchPlayer, play_search
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, networks, records, training
 from gomoku_jax import io as gio
@@ -175,10 +176,8 @@ class PipelineConfig:
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
-        return dataclasses.replace(
-            self.search, num_simulations=simulations or self.eval.simulations,
-            dirichlet_fraction=0.0, gumbel_scale=0.0,
-            algorithm=algorithm or self.search.algorithm)
+        """The play-time search (`algorithms.common.play_search`)."""
+        return play_search(self.search, self.eval.simulations, simulations, algorithm)
 
 
 # ------------------------------------------------------------------- hand-over
@@ -225,11 +224,13 @@ class PipelineState:
     iteration: jax.Array  # [] int32, stages done
 
 
-class Pipeline:
+class Pipeline(SearchPlayer):
     """The three stages as one learner of three iterations (see the module docstring).
     Run it with `Pipeline.run` (``gomoku-jax train`` does)."""
 
     algorithm = "pipeline"
+    play_name = "pipeline"
+    play_label = "Pipeline's final network"
 
     def __init__(self, config: PipelineConfig, devices=None):
         self.config = config
@@ -356,22 +357,6 @@ class Pipeline:
         records.write_records(path, games, self.env, metadata={
             "generator": "algorithms.pipeline", "round": round_index, "master": master.name,
             "simulations": m.simulations, "forfeits_left_out": len(result.records) - len(games)})
-
-    # ----------------------------------------------------------------- playing
-    def export_metadata(self) -> dict:
-        cfg = self.config
-        return {"agent": "search", "game": dataclasses.asdict(cfg.game),
-                "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
-                "search": cfg.play_search().to_dict()}
-
-    def describe_play(self) -> str:
-        return (f"Pipeline's final network searching {self.config.eval.simulations} "
-                f"simulations per move ({self.config.search.algorithm}, argmax).")
-
-    def agent(self, variables, simulations: int | None = None, name: str = "pipeline",
-              algorithm: str | None = None):
-        search_cfg = self.config.play_search(simulations, algorithm)
-        return search_lib.search_agent(name, self.env, self.evaluate, variables, search_cfg)
 
 
 def _rows(path: Path) -> list[dict]:
