@@ -90,8 +90,15 @@ class NetworkSettings:
     def module(self, board_size: int):
         return networks.make_network(self.name, board_size=board_size, **self.options)
 
-    def check(self, board_size: int) -> None:
-        """Raise ``ValueError`` (prefixed ``network:``) if the network cannot be built."""
+    def check(self, board_size: int, kind: str | None = None, learner: str = "") -> None:
+        """Raise ``ValueError`` (prefixed ``network``) if the network cannot be built or,
+        with ``kind``, is not of that kind (``policy-value`` or ``q``) for ``learner``."""
+        if kind is not None and self.name in networks.NETWORKS:
+            got = networks.NETWORKS[self.name][1]
+            if got != kind:
+                fits = [n for n, (_, k, _) in networks.NETWORKS.items() if k == kind]
+                raise ValueError(f"network.name: {learner} trains a {kind} network "
+                                 f"({', '.join(fits)}); {self.name!r} is a {got} network")
         try:
             self.module(board_size)
         except (TypeError, ValueError) as error:
@@ -105,8 +112,8 @@ class SelfPlaySettings:
     ``temperature`` applies to the first ``temperature_moves`` moves of a game (then
     the most visited move is played); Gumbel search samples through its own noise and
     ignores it, for the first ``gumbel_moves`` moves of a game when that is set (None:
-    every move), after which it plays the argmax of its improved policy. ``playout_cap`` (KataGo's playout cap randomization, seed 003): the
-    probability that a move gets the full search and becomes a training target; other
+    every move), after which it plays the argmax of its improved policy. ``playout_cap``
+    (KataGo's playout cap randomization, seed 003): the probability that a move gets the full search and becomes a training target; other
     moves use ``fast_simulations`` and are not trained on. The draw is per move for the
     whole batch (the number of simulations of a compiled search is fixed).
     """
@@ -226,7 +233,7 @@ class AlphaZeroConfig:
     def __post_init__(self):
         check_int("config", "seed", self.seed, 0)
         check_int("config", "checkpoint_every", self.checkpoint_every)
-        self.network.check(self.game.size)
+        self.network.check(self.game.size, "policy-value", "AlphaZero")
         pc = self.selfplay.playout_cap
         if pc is not None and self.selfplay.fast_simulations >= self.search.num_simulations:
             raise ValueError(

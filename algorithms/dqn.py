@@ -274,12 +274,7 @@ class DQNConfig:
     def __post_init__(self):
         check_int("config", "seed", self.seed, 0)
         check_int("config", "checkpoint_every", self.checkpoint_every)
-        self.network.check(self.game.size)
-        kind = networks.NETWORKS[self.network.name][1]
-        if kind != "q":
-            q_nets = [n for n, (_, k, _) in networks.NETWORKS.items() if k == "q"]
-            raise ValueError(f"network.name must be a Q network ({', '.join(q_nets)}), "
-                             f"got {self.network.name!r} ({kind})")
+        self.network.check(self.game.size, "q", "DQN")
 
 
 # ------------------------------------------------------------------------ the state

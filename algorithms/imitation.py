@@ -220,11 +220,7 @@ class ImitationConfig:
     def __post_init__(self):
         check_int("config", "seed", self.seed, 0)
         check_int("config", "checkpoint_every", self.checkpoint_every)
-        self.network.check(self.game.size)
-        kind = networks.NETWORKS[self.network.name][1]
-        if kind != "policy-value":
-            raise ValueError(f"network: imitation trains a policy-value network; "
-                             f"{self.network.name!r} is a {kind} network")
+        self.network.check(self.game.size, "policy-value", "imitation")
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:

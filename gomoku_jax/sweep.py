@@ -163,6 +163,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _names(rows: Sequence[Mapping[str, Any]]) -> tuple[set, list]:
+    """Every column name present in ``rows``, and the evaluation scores among them."""
+    present = {name for row in rows for name in row}
+    return present, sorted(name for name in present if name.startswith("eval_"))
+
+
 def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
                          columns: Sequence[str] | None = None) -> str:
     """A Markdown table of a sweep's rows: the swept value, then ``columns`` (default:
@@ -172,8 +178,7 @@ def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
         raise ValueError("sweep_table_markdown: no rows")
     key = rows[0]["key"]
     if columns is None:
-        present = {name for row in rows for name in row}
-        evals = sorted(name for name in present if name.startswith("eval_"))
+        present, evals = _names(rows)
         columns = [c for c in ("iterations", "train_seconds", *_METRICS, *evals,
                                "ladder_cleared") if c in present]
     lines = ["| " + " | ".join([key, *columns]) + " |",
@@ -216,8 +221,7 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, pat
         raise ValueError("plot_sweep: no rows")
     key = rows[0]["key"]
     if metric is None:
-        names = {name for row in rows for name in row}
-        evals = sorted(n for n in names if n.startswith("eval_"))
+        names, evals = _names(rows)
         metric = ("ladder_cleared" if "ladder_cleared" in names else
                   evals[0] if evals else "loss")
     if not any(metric in row for row in rows):

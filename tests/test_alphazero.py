@@ -154,6 +154,7 @@ def test_batch_must_divide_over_devices(smoke_config):
     ("selfplay.batch=-1", "selfplay.batch"),
     ("selfplay.gumbel_moves=-1", "selfplay.gumbel_moves"),
     ("game.size=2", "size"),
+    ("network.name=resnet-q", "AlphaZero trains a policy-value network .*'resnet-q' is a q"),
 ])
 def test_bad_config_values_are_named(override, message):
     with pytest.raises(cfglib.ConfigError, match=message):

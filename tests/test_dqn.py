@@ -370,7 +370,8 @@ def test_the_greedy_agent_plays_the_best_legal_move(learner):
 @pytest.mark.parametrize("override, message", [
     ({"curriculum.phases": [{"opponent": "bogus", "episodes": 3}]}, "opponent"),
     ({"curriculum.phases": []}, "curriculum.phases"),
-    ({"network": {"name": "resnet", "options": {}}}, "must be a Q network"),
+    ({"network": {"name": "resnet", "options": {}}},
+     r"DQN trains a q network \(resnet-q, dueling\); 'resnet' is a policy-value"),
     ({"rewards.shaping": "table9"}, "rewards.shaping"),
     ({"rewards.weights": {"open_five": 1.0}}, "open_five"),
     ({"acting.epsilon_end": 1.5}, "acting.epsilon_end"),

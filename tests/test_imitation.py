@@ -106,7 +106,8 @@ def test_config_errors_name_the_setting(tmp_path):
                         ).load_data()
     bad = cfglib.apply_overrides(cfglib.to_dict(_config([tmp_path / "x.jsonl"])),
                                  {"network.name": "dueling"})
-    with pytest.raises(cfglib.ConfigError, match="policy-value network; 'dueling' is a q"):
+    with pytest.raises(cfglib.ConfigError,
+                       match="imitation trains a policy-value network .*'dueling' is a q"):
         cfglib.from_dict(im.ImitationConfig, bad)
     bad = cfglib.apply_overrides(cfglib.to_dict(_config([tmp_path / "x.jsonl"])),
                                  {"data.balance": "winners"})
