@@ -30,16 +30,15 @@ board symmetries drawn at random (in expectation the same as storing the 8 copie
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from algorithms.common import SearchPlayer, ShardedLearner, play_search, select_games, sgd_step
+from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
+                               select_games, sgd_step)
 from gomoku_jax import features, networks, replay, symmetry
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number
@@ -315,9 +314,7 @@ class Learner(SearchPlayer, ShardedLearner):
         self._setup_mesh(devices, {"selfplay.batch": config.selfplay.batch,
                                    "train.batch_size": config.train.batch_size})
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
-        opt = {"sgd": functools.partial(optax.sgd, momentum=config.train.momentum),
-               "adam": optax.adam}[config.train.optimizer]
-        self.tx = optax.inject_hyperparams(opt)(learning_rate=config.train.learning_rate)
+        self.tx = make_optimizer(config.train)
         self.trace_count = 0
         self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
         self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),

@@ -4,6 +4,7 @@ and per-game selection. (`algorithms.alphazero`, `algorithms.dqn`.)"""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Mapping
 
 import jax
@@ -16,7 +17,20 @@ from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError
 
-__all__ = ["SearchPlayer", "ShardedLearner", "keep_if", "play_search", "select_games", "sgd_step"]
+__all__ = ["SearchPlayer", "ShardedLearner", "keep_if", "make_optimizer", "play_search",
+           "select_games", "sgd_step"]
+
+
+def make_optimizer(train) -> optax.GradientTransformation:
+    """``train.optimizer`` (``sgd`` with ``train.momentum``, ``adam``, ``adamw`` with
+    ``train.weight_decay``) at ``train.learning_rate``, the rate injected as a
+    hyperparameter so that schedules and the KL-adaptive rule can set it in the state."""
+    makers = {"sgd": lambda: functools.partial(optax.sgd, momentum=train.momentum),
+              "adam": lambda: optax.adam,
+              "adamw": lambda: functools.partial(optax.adamw,
+                                                 weight_decay=train.weight_decay)}
+    return optax.inject_hyperparams(makers[train.optimizer]())(
+        learning_rate=train.learning_rate)
 
 
 def play_search(search: search_lib.SearchConfig, eval_simulations: int,

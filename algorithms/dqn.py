@@ -220,9 +220,11 @@ class RewardSettings:
 class DQNTrainSettings:
     """``updates`` gradient steps of ``batch_size`` transitions per iteration, once
     the buffer of ``buffer_capacity`` transitions (8 symmetric copies of each) holds
-    ``min_buffer``. ``unroll`` writes the acting steps and the gradient steps out one
-    after another instead of as loops (on CPU, XLA runs convolutions in a loop body
-    10-20x slower; compile time grows with the steps; leave it off on accelerators)."""
+    ``min_buffer``. ``unroll`` writes the gradient steps out one after another instead
+    of as a loop (on CPU, XLA runs convolutions in a loop body 10-20x slower; compile
+    time grows with ``updates``; leave it off on accelerators). The acting steps stay a
+    loop: written out they compile for minutes (every opponent, the tactics and the
+    shaping per step) and run no faster."""
 
     iterations: int = 500
     updates: int = 16
@@ -646,7 +648,7 @@ class Learner(ShardedLearner):
         step = functools.partial(self._env_step, state.variables, member, filled > 0)
         (games, episodes, env_steps), (moves, emit, stats) = jax.lax.scan(
             step, (state.games, state.episodes, state.env_steps),
-            jax.random.split(k_play, cfg.acting.steps), unroll=bool(cfg.train.unroll))
+            jax.random.split(k_play, cfg.acting.steps))
 
         flat = lambda x: x.reshape((-1,) + x.shape[3:])  # [T, B, n, ...] -> [T*B*n, ...]
         items, mask = jax.tree.map(flat, moves), flat(emit)

@@ -64,11 +64,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings
-from algorithms.common import SearchPlayer, ShardedLearner, play_search, sgd_step
+from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
 from gomoku_jax import features, networks, records, symmetry
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number
@@ -371,11 +370,7 @@ class Learner(SearchPlayer, ShardedLearner):
         self.evaluate = search_lib.network_evaluate(self.module)
         self._setup_mesh(devices, {"train.batch_size": config.train.batch_size,
                                    "train.validation_batch": config.train.validation_batch})
-        opt = {"sgd": functools.partial(optax.sgd, momentum=config.train.momentum),
-               "adam": optax.adam,
-               "adamw": functools.partial(optax.adamw, weight_decay=config.train.weight_decay),
-               }[config.train.optimizer]
-        self.tx = optax.inject_hyperparams(opt)(learning_rate=config.train.learning_rate)
+        self.tx = make_optimizer(config.train)
         self.trace_count = 0
         self.data_errors: list = []
         self.data_summary: dict | None = None

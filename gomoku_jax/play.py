@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
-from gomoku_jax.game import (BLACK, BLACK_STONE, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
+from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
 __all__ = [

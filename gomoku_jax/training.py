@@ -88,9 +88,16 @@ def _plain(v):
 
 def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
              progress: bool = False) -> dict:
-    """Matches of ``agent`` against each named opponent; scores with 95% intervals."""
+    """Matches of ``agent`` against each named opponent; scores with 95% intervals.
+    ``progress`` shows a bar over the opponents (games of a batched match run as one
+    compiled loop and have no bar of their own)."""
+    from tqdm.auto import tqdm
+
     out = {}
-    for i, name in enumerate(opponents):
+    bar = tqdm(opponents, desc=f"evaluation, {games} games each", unit="opponent",
+               disable=not progress, dynamic_ncols=True)
+    for i, name in enumerate(bar):
+        bar.set_postfix_str(f"{agent.name} vs {name}")
         opponent = agents_lib.make(name, env)
         result = arena.play_match(env, agent, opponent, games, seed=seed + 7919 * i,
                                   opening_stones=opening_stones, progress=progress)

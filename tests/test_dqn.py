@@ -437,7 +437,7 @@ def test_config_variants_load_and_the_smoke_variant_trains(path):
 
 
 def test_acting_and_updates_written_out_equal_the_loops(learner, run):
-    """``train.unroll`` only changes how the acting and update steps compile."""
+    """``train.unroll`` only changes how the update steps compile."""
     state, _ = run
     cfg = learner.config
     unrolled = dqn.make_learner(dataclasses.replace(
