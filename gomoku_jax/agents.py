@@ -63,11 +63,14 @@ class Agent:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class JaxAgent(Agent):
-    """An agent given by a pure policy for one game: ``policy(params, key, state)``."""
+    """An agent given by a pure policy for one game: ``policy(params, key, state)``.
+    ``batched``: whether the arena may play all games of a match against another
+    `JaxAgent` as one compiled loop (see `gomoku_jax.arena`)."""
 
     name: str
     policy: Policy
     params: Any = None
+    batched: bool = True
 
     @functools.cached_property
     def _jit_policy(self):
@@ -198,7 +201,8 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     JAX agent (and stays batched in the arena)."""
     name = name or f"{agent.name}+killer"
     if isinstance(agent, JaxAgent):
-        return JaxAgent(name, functools.partial(_killer_policy, env, agent.policy), agent.params)
+        return JaxAgent(name, functools.partial(_killer_policy, env, agent.policy), agent.params,
+                        batched=agent.batched)
     return _KillerPython(env, agent, name)
 
 

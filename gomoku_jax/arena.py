@@ -6,8 +6,12 @@ the same K random stones near the centre (alternating colours, black first) with
 colours swapped, so deterministic agents do not replay one game and neither side gets the
 better opening. Everything derives from ``seed``: the same seed gives the same games.
 
-When both agents are `JaxAgent`s the whole match runs as one compiled loop over all games
-in lockstep; otherwise games are played one after the other, one move at a time.
+When both agents are `JaxAgent`s that allow it (``batched``) the whole match runs as one
+compiled loop over all games in lockstep; otherwise games are played one after the other,
+one move at a time. Search agents on a CPU backend do not batch: there the network inside
+the lockstep loop inside the search loop runs many times slower than one game at a time
+(the CPU default's 100-game evaluation took over an hour in lockstep, a few minutes one
+game at a time).
 
 An agent that returns an illegal action (or raises) loses that game; the record keeps the
 reason.
@@ -220,7 +224,7 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
     seconds = {n: 0.0 for n in names}
     decisions = {n: 0 for n in names}
     records: list[GameRecord] = []
-    if isinstance(agent_a, JaxAgent) and isinstance(agent_b, JaxAgent):
+    if all(isinstance(a, JaxAgent) and a.batched for a in (agent_a, agent_b)):
         a_is_black = jnp.asarray([g % 2 == 0 for g in range(games)])
         start = time.perf_counter()
         moves, winners, illegal = _lockstep(

@@ -762,10 +762,16 @@ def search_policy(env: Gomoku, evaluate: Evaluate, config: SearchConfig,
 def search_agent(name: str, env: Gomoku, evaluate: Evaluate, params, config: SearchConfig,
                  temperature: float = 0.0) -> JaxAgent:
     """A `JaxAgent` playing `search_policy` with ``params``; a `ReusingSearchAgent`
-    when ``config.reuse_tree`` is set."""
+    when ``config.reuse_tree`` is set. Not ``batched`` on a CPU backend (see
+    `gomoku_jax.arena`)."""
     if isinstance(config, SearchConfig) and config.reuse_tree:
         return ReusingSearchAgent(name, env, evaluate, params, config, temperature)
-    return JaxAgent(name, search_policy(env, evaluate, config, temperature), params)
+    return JaxAgent(name, search_policy(env, evaluate, config, temperature), params,
+                    batched=_batch_searches())
+
+
+def _batch_searches() -> bool:
+    return jax.default_backend() != "cpu"
 
 
 class ReusingSearchAgent(JaxAgent):
@@ -788,7 +794,8 @@ class ReusingSearchAgent(JaxAgent):
     def __init__(self, name: str, env: Gomoku, evaluate: Evaluate, params,
                  config: SearchConfig, temperature: float = 0.0):
         _check_reuse(config)
-        super().__init__(name, search_policy(env, evaluate, config, temperature), params)
+        super().__init__(name, search_policy(env, evaluate, config, temperature), params,
+                         batched=_batch_searches())
         move = functools.partial(_reusing_move, env, evaluate, config, float(temperature))
         empty = functools.partial(_empty_for_one, env, config)
         for attr, value in (("config", config), ("_move", jax.jit(move)),

@@ -167,3 +167,27 @@ def test_heatmap_writes_a_picture(tmp_path):
     t = arena.round_robin(ENV, [agents.random_agent(), agents.heuristic_agent(ENV)], 2)
     path = arena.heatmap(t.report(), tmp_path / "heat.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_batched_and_one_game_at_a_time_matches_agree():
+    """The lockstep loop and the sequential path play the same games for agents whose
+    moves do not depend on the key; on a CPU backend search agents take the sequential
+    path (their network inside the lockstep loop is many times slower there)."""
+    import dataclasses
+
+    from gomoku_jax import search
+
+    cfg = search.SearchConfig(algorithm="gumbel", num_simulations=8, gumbel_scale=0.0,
+                              max_num_considered_actions=4, backend="linear")
+    searcher = search.search_agent("search", ENV, search.uniform_evaluate(ENV), None, cfg)
+    assert searcher.batched is (jax.default_backend() != "cpu")
+    first = agents.JaxAgent(
+        "first", lambda params, key, state: jnp.argmax(state.legal_action_mask).astype(jnp.int32))
+    runs = {}
+    for batched in (True, False):
+        a = dataclasses.replace(searcher, batched=batched)
+        runs[batched] = arena.play_match(ENV, a, first, 4, seed=5, opening_stones=2)
+    assert [r.moves for r in runs[True].records] == [r.moves for r in runs[False].records]
+    assert [r.winner for r in runs[True].records] == [r.winner for r in runs[False].records]
+    assert len({r.moves for r in runs[True].records}) > 1  # the openings differ
+    assert agents.with_killer(dataclasses.replace(first, batched=False), ENV).batched is False
