@@ -70,7 +70,7 @@ class JaxAgent(Agent):
     name: str
     policy: Policy
     params: Any = None
-    batched: bool = True
+    batched: bool = dataclasses.field(default=True, kw_only=True)
 
     @functools.cached_property
     def _jit_policy(self):
