@@ -53,6 +53,7 @@ __all__ = [
     "SelfPlaySettings",
     "TrainSettings",
     "TrainState",
+    "check_run",
     "make_learner",
 ]
 
@@ -102,6 +103,14 @@ class NetworkSettings:
             self.module(board_size)
         except (TypeError, ValueError) as error:
             raise ValueError(f"network: {error}") from None
+
+
+def check_run(config, kind: str, learner: str) -> None:
+    """The checks every learner config shares: ``seed``, ``checkpoint_every`` and a
+    ``network`` of ``kind`` that builds for ``game.size`` (see `NetworkSettings.check`)."""
+    check_int("config", "seed", config.seed, 0)
+    check_int("config", "checkpoint_every", config.checkpoint_every)
+    config.network.check(config.game.size, kind, learner)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,9 +239,7 @@ class AlphaZeroConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
-        check_int("config", "seed", self.seed, 0)
-        check_int("config", "checkpoint_every", self.checkpoint_every)
-        self.network.check(self.game.size, "policy-value", "AlphaZero")
+        check_run(self, "policy-value", "AlphaZero")
         pc = self.selfplay.playout_cap
         if pc is not None and self.selfplay.fast_simulations >= self.search.num_simulations:
             raise ValueError(
@@ -306,11 +313,7 @@ class Learner(SearchPlayer, ShardedLearner):
     play_name = "alphazero"
 
     def __init__(self, config: AlphaZeroConfig, devices=None):
-        self.config = config
-        self.env = config.game.env()
-        self.module = config.network.module(config.game.size)
-        # ``(variables, states [B]) -> (logits [B, A], value [B])``, inference mode
-        self.evaluate = search_lib.network_evaluate(self.module)
+        self._setup_player(config)
         self._setup_mesh(devices, {"selfplay.batch": config.selfplay.batch,
                                    "train.batch_size": config.train.batch_size})
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))

@@ -50,11 +50,20 @@ def play_search(search: search_lib.SearchConfig, eval_simulations: int,
 class SearchPlayer:
     """Playing for learners of a policy-value network: ``self.config`` (with ``game``,
     ``network``, ``search``, ``eval`` and ``play_search``), ``self.env`` and
-    ``self.evaluate``. ``play_name`` names the agent, ``play_label`` the player in
-    reports."""
+    ``self.evaluate``, which `_setup_player` sets. ``play_name`` names the agent,
+    ``play_label`` the player in reports."""
 
     play_name = "learner"
     play_label = "Learner"
+
+    def _setup_player(self, config) -> None:
+        """``config``, its game (``env``), its network (``module``) and the network's
+        inference-mode evaluation function (``evaluate``) for the search."""
+        self.config = config
+        self.env = config.game.env()
+        self.module = config.network.module(config.game.size)
+        # ``(variables, states [B]) -> (logits [B, A], value [B])``, inference mode
+        self.evaluate = search_lib.network_evaluate(self.module)
 
     def export_metadata(self) -> dict:
         """What `gomoku_jax.exported` stores to rebuild the play-time agent."""

@@ -66,7 +66,7 @@ import numpy as np
 import optax
 from flax import struct
 
-from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings
+from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
 from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry, tactics
@@ -274,9 +274,7 @@ class DQNConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
-        check_int("config", "seed", self.seed, 0)
-        check_int("config", "checkpoint_every", self.checkpoint_every)
-        self.network.check(self.game.size, "q", "DQN")
+        check_run(self, "q", "DQN")
 
 
 # ------------------------------------------------------------------------ the state

@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings
+from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
 from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
 from gomoku_jax import features, networks, records, symmetry
 from gomoku_jax import search as search_lib
@@ -217,9 +217,7 @@ class ImitationConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
-        check_int("config", "seed", self.seed, 0)
-        check_int("config", "checkpoint_every", self.checkpoint_every)
-        self.network.check(self.game.size, "policy-value", "imitation")
+        check_run(self, "policy-value", "imitation")
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
@@ -364,10 +362,7 @@ class Learner(SearchPlayer, ShardedLearner):
     play_label = "Learner (imitation)"
 
     def __init__(self, config: ImitationConfig, devices=None):
-        self.config = config
-        self.env = config.game.env()
-        self.module = config.network.module(config.game.size)
-        self.evaluate = search_lib.network_evaluate(self.module)
+        self._setup_player(config)
         self._setup_mesh(devices, {"train.batch_size": config.train.batch_size,
                                    "train.validation_batch": config.train.validation_batch})
         self.tx = make_optimizer(config.train)

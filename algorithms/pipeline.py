@@ -233,11 +233,8 @@ class Pipeline(SearchPlayer):
     play_label = "Pipeline's final network"
 
     def __init__(self, config: PipelineConfig, devices=None):
-        self.config = config
+        self._setup_player(config)
         self.devices = devices
-        self.env = config.game.env()
-        self.module = config.network.module(config.game.size)
-        self.evaluate = search_lib.network_evaluate(self.module)
         devs = list(jax.devices() if devices is None else devices)
         self._rep = NamedSharding(Mesh(np.asarray(devs), ("data",)), P())
         self.workdir: Path | None = None
