@@ -51,6 +51,9 @@ Registry (`NETWORKS`: name -> (constructor, kind, description)):
   residual blocks of 64, flatten, two dense layers (``hidden``, then N*N): one Q value per
   cell. ``dueling=True`` splits the dense part into value and advantage streams and
   returns Q = V + A - mean(A). The report does not give the hidden width; 256 is assumed.
+  ``batch_norm=False`` removes every BatchNorm (the convs get biases): Q then reads the
+  same in training and acting, where BatchNorm's batch statistics and running averages
+  can disagree.
 * ``dueling``: seed 001's DuelNet as a Q network: the ``cnn`` convolutional trunk, a value
   stream (1x1 conv 2 + ReLU -> FC 64 + ReLU -> FC 1 = V) and an advantage stream (1x1 conv
   4 + ReLU -> FC N*N = A), Q = V + A - mean(A).
@@ -208,17 +211,22 @@ def _check_channels(module: nn.Module) -> None:
 
 
 class _ResidualBlock(nn.Module):
-    """AlphaZero residual block: conv-BN-ReLU-conv-BN, + input, ReLU (``[B, H, W, F]``)."""
+    """AlphaZero residual block: conv-BN-ReLU-conv-BN, + input, ReLU (``[B, H, W, F]``);
+    ``batch_norm=False`` drops the BNs and gives the convs biases instead."""
 
     filters: int
     dtype: Any
+    batch_norm: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
-        y = _conv(self.filters, 3, self.dtype, use_bias=False, name="conv1")(x)
-        y = nn.relu(_bn(train, self.dtype, "bn1")(y))
-        y = _conv(self.filters, 3, self.dtype, use_bias=False, name="conv2")(y)
-        y = _bn(train, self.dtype, "bn2")(y)
+        norm = (lambda name: _bn(train, self.dtype, name)) if self.batch_norm else (
+            lambda name: lambda h: h)
+        bias = not self.batch_norm
+        y = _conv(self.filters, 3, self.dtype, use_bias=bias, name="conv1")(x)
+        y = nn.relu(norm("bn1")(y))
+        y = _conv(self.filters, 3, self.dtype, use_bias=bias, name="conv2")(y)
+        y = norm("bn2")(y)
         return nn.relu(x + y)
 
 
@@ -418,22 +426,24 @@ class ResNetQ(nn.Module):
     filters: int = 64
     hidden: int = 256
     dueling: bool = False
+    batch_norm: bool = True
     dtype: Any = "float32"
 
     def __post_init__(self):
         _check_common(self)
         _check_positive(self, "blocks", "filters", "hidden")
-        _require(isinstance(self.dueling, bool),
-                 f"dueling must be a bool, got {self.dueling!r}")
+        for name in ("dueling", "batch_norm"):
+            value = getattr(self, name)
+            _require(isinstance(value, bool), f"{name} must be a bool, got {value!r}")
         super().__post_init__()
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
-        dt, n, f = _as_dtype(self.dtype), self.board_size, self.filters
-        h = _conv(f, 3, dt, use_bias=False, name="stem_conv")(_check_input(x, n, dt))
-        h = nn.relu(_bn(train, dt, "stem_bn")(h))
+        dt, n, f, norm = _as_dtype(self.dtype), self.board_size, self.filters, self.batch_norm
+        h = _conv(f, 3, dt, use_bias=not norm, name="stem_conv")(_check_input(x, n, dt))
+        h = nn.relu(_bn(train, dt, "stem_bn")(h) if norm else h)
         for i in range(self.blocks):
-            h = _ResidualBlock(f, dt, name=f"block{i}")(h, train)
+            h = _ResidualBlock(f, dt, norm, name=f"block{i}")(h, train)
         h = _flatten(h)  # [B, N*N*F]
         if not self.dueling:
             h = nn.relu(_dense(self.hidden, dt, "fc1")(h))
@@ -507,7 +517,8 @@ NETWORKS: dict[str, tuple[type[nn.Module], str, str]] = {
                "seed 000 AlphaZero ResNet (10x128), options: global_pooling, garb, "
                "first_padding (seed 003)"),
     "resnet-q": (ResNetQ, "q",
-                 "seed 000 DQN residual Q network (4x64, two dense layers), option dueling"),
+                 "seed 000 DQN residual Q network (4x64, two dense layers), options dueling, "
+                 "batch_norm"),
     "dueling": (DuelingNet, "q", "seed 001 DuelNet: conv trunk, Q = V + A - mean(A)"),
     "duelnet": (DuelingPolicyValueNet, "policy-value",
                 "seed 001 DuelNet as policy-value net: logits Q, value tanh(V)"),

@@ -205,6 +205,26 @@ def test_resnet_q_plain_head_records_nothing():
     assert not inter
 
 
+def test_resnet_q_without_batch_norm_reads_the_same_in_train_and_eval():
+    module, variables = _build("resnet-q", batch_norm=False)
+    assert "batch_stats" not in variables
+    params = variables["params"]
+    assert not any("bn" in name for name in params) and "bias" in params["stem_conv"]
+    assert "bias" in params["block0"]["conv1"]
+    x = _planes(jax.random.key(7))
+    q_eval = module.apply(variables, x, train=False)
+    q_train = module.apply(variables, x, train=True)
+    np.testing.assert_allclose(q_train, q_eval, atol=1e-6)
+    # One position alone gives what it gives inside the batch (no batch statistics).
+    np.testing.assert_allclose(module.apply(variables, x[:1], train=True)[0], q_eval[0],
+                               rtol=1e-5, atol=1e-5)
+    bad = "option 'batch_norm' of network 'resnet-q' must be bool, got 'no'"
+    with pytest.raises(ValueError, match=bad):
+        nets.make_network("resnet-q", board_size=N, batch_norm="no")
+    with pytest.raises(ValueError, match="batch_norm must be a bool, got 1"):
+        nets.ResNetQ(board_size=N, batch_norm=1)  # direct construction too
+
+
 def test_duelnet_is_dueling_as_policy_value():
     q_net, variables = _build("dueling")
     pv_net = nets.make_network("duelnet", board_size=N, **TINY["duelnet"])
