@@ -220,14 +220,14 @@ class _ResidualBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
-        norm = (lambda name: _bn(train, self.dtype, name)) if self.batch_norm else (
-            lambda name: lambda h: h)
+        def norm(name: str, h: jax.Array) -> jax.Array:
+            return _bn(train, self.dtype, name)(h) if self.batch_norm else h
+
         bias = not self.batch_norm
         y = _conv(self.filters, 3, self.dtype, use_bias=bias, name="conv1")(x)
-        y = nn.relu(norm("bn1")(y))
+        y = nn.relu(norm("bn1", y))
         y = _conv(self.filters, 3, self.dtype, use_bias=bias, name="conv2")(y)
-        y = norm("bn2")(y)
-        return nn.relu(x + y)
+        return nn.relu(x + norm("bn2", y))
 
 
 class _GlobalPoolingBlock(nn.Module):
