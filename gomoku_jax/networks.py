@@ -137,6 +137,12 @@ def _bn(train: bool, dtype, name: str) -> nn.BatchNorm:
                         epsilon=_BN_EPSILON, dtype=dtype, param_dtype=jnp.float32, name=name)
 
 
+def _maybe_bn(h: jax.Array, enabled: bool, train: bool, dtype, name: str) -> jax.Array:
+    """``h`` through a BatchNorm named ``name`` (called inside a compact method), or
+    ``h`` as it is when ``enabled`` is False."""
+    return _bn(train, dtype, name)(h) if enabled else h
+
+
 def _dense(features: int, dtype, name: str) -> nn.Dense:
     return nn.Dense(features, dtype=dtype, param_dtype=jnp.float32, name=name)
 
@@ -200,6 +206,12 @@ def _check_positive(module: nn.Module, *names: str) -> None:
                  and value >= 1, f"{name} must be a positive int, got {value!r}")
 
 
+def _check_bool(module: nn.Module, *names: str) -> None:
+    for name in names:
+        value = getattr(module, name)
+        _require(isinstance(value, bool), f"{name} must be a bool, got {value!r}")
+
+
 def _check_channels(module: nn.Module) -> None:
     ch = module.channels
     _require(isinstance(ch, tuple) and len(ch) >= 1 and all(
@@ -220,14 +232,11 @@ class _ResidualBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
-        def norm(name: str, h: jax.Array) -> jax.Array:
-            return _bn(train, self.dtype, name)(h) if self.batch_norm else h
-
-        bias = not self.batch_norm
-        y = _conv(self.filters, 3, self.dtype, use_bias=bias, name="conv1")(x)
-        y = nn.relu(norm("bn1", y))
-        y = _conv(self.filters, 3, self.dtype, use_bias=bias, name="conv2")(y)
-        return nn.relu(x + norm("bn2", y))
+        dt, norm = self.dtype, self.batch_norm
+        y = _conv(self.filters, 3, dt, use_bias=not norm, name="conv1")(x)
+        y = nn.relu(_maybe_bn(y, norm, train, dt, "bn1"))
+        y = _conv(self.filters, 3, dt, use_bias=not norm, name="conv2")(y)
+        return nn.relu(x + _maybe_bn(y, norm, train, dt, "bn2"))
 
 
 class _GlobalPoolingBlock(nn.Module):
@@ -368,9 +377,7 @@ class ResNet(nn.Module):
         _check_common(self)
         _check_positive(self, "blocks", "filters", "policy_channels", "value_channels",
                         "value_hidden", "gpool_every")
-        for name in ("global_pooling", "garb"):
-            _require(isinstance(getattr(self, name), bool),
-                     f"{name} must be a bool, got {getattr(self, name)!r}")
+        _check_bool(self, "global_pooling", "garb")
         if self.gpool_channels is not None:
             _check_positive(self, "gpool_channels")
         if self.garb:
@@ -432,16 +439,14 @@ class ResNetQ(nn.Module):
     def __post_init__(self):
         _check_common(self)
         _check_positive(self, "blocks", "filters", "hidden")
-        for name in ("dueling", "batch_norm"):
-            value = getattr(self, name)
-            _require(isinstance(value, bool), f"{name} must be a bool, got {value!r}")
+        _check_bool(self, "dueling", "batch_norm")
         super().__post_init__()
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         dt, n, f, norm = _as_dtype(self.dtype), self.board_size, self.filters, self.batch_norm
         h = _conv(f, 3, dt, use_bias=not norm, name="stem_conv")(_check_input(x, n, dt))
-        h = nn.relu(_bn(train, dt, "stem_bn")(h) if norm else h)
+        h = nn.relu(_maybe_bn(h, norm, train, dt, "stem_bn"))
         for i in range(self.blocks):
             h = _ResidualBlock(f, dt, norm, name=f"block{i}")(h, train)
         h = _flatten(h)  # [B, N*N*F]
