@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from experiments.common import device_description, publish
+from experiments.common import device_description, publish, time_calls
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.game import Gomoku, sample_legal_action
@@ -118,25 +118,11 @@ def tree_bytes(env: Gomoku, evaluate, params, batch: int, config: search_lib.Sea
                    for x in jax.tree.leaves(out.search_tree)))
 
 
-def _time_calls(fn, args_for, repeats: int) -> dict:
-    """Warm up (compile) ``fn(*args_for(0))``, then time ``repeats`` further calls."""
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args_for(0)))
-    compile_s = time.perf_counter() - start
-    elapsed = 0.0
-    for r in range(repeats):
-        args = args_for(r + 1)
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        elapsed += time.perf_counter() - start
-    return {"seconds": elapsed / repeats, "compile_and_first_call_s": compile_s}
-
-
 def time_search(env, evaluate, params, states, config, repeats: int, seed: int) -> dict:
     batch = states.current_player.shape[0]
     run = search_fn(env, evaluate, config)
     fn = jax.jit(lambda p, s, k: (lambda o: (o.action, o.action_weights))(run(p, s, k)))
-    result = _time_calls(fn, lambda r: (params, states, jax.random.key(seed + r)), repeats)
+    result = time_calls(fn, lambda r: (params, states, jax.random.key(seed + r)), repeats)
     sims = config.num_simulations
     result["sims_per_s"] = batch * sims / result["seconds"]
     result["ms_per_step"] = 1000.0 * result["seconds"] / sims
@@ -241,7 +227,7 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
 
     def time_sgd(sgd_learner):
         train = jax.jit(sgd_learner._train)
-        first = _time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
+        first = time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
                                               jax.random.key(seed + 2 + r), lr), 1)
         bar.update(1)
         elapsed = 0.0

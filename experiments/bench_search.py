@@ -10,9 +10,11 @@ For each algorithm (``puct``: ``muzero_policy``; ``gumbel``: ``gumbel_muzero_pol
 number of simulations, one jitted `gomoku_jax.search.run_search` searches a batch of
 openings (``--opening-stones`` random stones near the centre) with ``backend="linear"``
 (ours, ``--simulations``) and ``backend="mctx"`` (the reference, ``--mctx-simulations``,
-timed in the same run). After a warm-up call (which compiles), ``--repeats`` calls are
-timed and the median kept: seconds per search and seconds per simulation (one simulation
-advances every game of the batch by one simulation). mctx's cost per simulation grows with
+timed in the same run). After a call that compiles and ``--warmup`` untimed calls, calls
+are timed until there are ``--repeats`` of them and they took ``--min-seconds`` together
+(a search of 16 simulations takes milliseconds: one slow call among three would be the
+figure), and the median kept: seconds per search and seconds per simulation (one
+simulation advances every game of the batch by one simulation). mctx's cost per simulation grows with
 the tree, so its largest run is estimated first (from its run at half the simulations,
 assuming the cost per simulation doubles) and skipped, with a note, when the estimate
 exceeds ``--mctx-budget-s``.
@@ -21,7 +23,9 @@ The summary gives, per algorithm, ours' cost per simulation at the largest count
 smallest (target <= 1.5) and the speedup over mctx at 400 simulations (target >= 8), and
 the mean depth of the simulations (the depth of the nodes they created): a simulation
 costs O(depth), so part of the growth of ours from 16 to 800 simulations is the deeper
-tree, none of it the tree's size.
+tree. The control separates the two: ours at the fewest and the most simulations with
+``max_depth=1`` (every simulation stops at a child of the root; rows with backend
+``linear-depth1``), whose growth is the tree's size alone (summary ``depth1_growth``).
 
 Presets. ``cpu`` (default): 9x9 (the CPU default config's rules), batch 64, the uniform
 network (`search.uniform_evaluate`, no parameters), ours at 16 64 200 400 800 and mctx
@@ -33,14 +37,13 @@ at 16 64 200 400 800 (800 within the budget). ``gpu``: batches 256 and 1024, see
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from experiments.bench_alphazero import choose_network, game_env, openings
-from experiments.common import device_description, publish
+from experiments.common import device_description, publish, time_calls
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 
@@ -73,26 +76,23 @@ def mean_depth(parents) -> float:
 
 
 def time_search(env, evaluate, params, states, algorithm: str, sims: int, backend: str,
-                repeats: int, seed: int) -> dict:
-    """Median seconds of a jitted search after a warm-up call."""
-    config = search_lib.SearchConfig(algorithm=algorithm, num_simulations=sims, backend=backend)
+                repeats: int, seed: int, warmup: int = 0, min_seconds: float = 0.0,
+                max_depth: int | None = None) -> dict:
+    """Median seconds of a jitted search (`experiments.common.time_calls`), and the mean
+    depth of the tree of the first call."""
+    config = search_lib.SearchConfig(algorithm=algorithm, num_simulations=sims, backend=backend,
+                                     max_depth=max_depth)
 
     @jax.jit
     def run(params, states, key):
         out = search_lib.run_search(env, evaluate, params, states, key, config)
         return out.action, out.action_weights, out.search_tree.parents
 
-    start = time.perf_counter()
-    _, _, parents = jax.block_until_ready(run(params, states, jax.random.key(seed)))
-    first = time.perf_counter() - start
-    seconds = []
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(run(params, states, jax.random.key(seed + 1 + r)))
-        seconds.append(time.perf_counter() - start)
-    median = float(np.median(seconds))
-    return {"seconds": median, "seconds_all": seconds, "s_per_sim": median / sims,
-            "ms_per_sim": 1000.0 * median / sims, "compile_and_first_call_s": first,
+    timed = time_calls(run, lambda r: (params, states, jax.random.key(seed + r)), repeats,
+                       warmup, min_seconds)
+    _, _, parents = run(params, states, jax.random.key(seed))
+    median = timed["seconds"]
+    return {**timed, "s_per_sim": median / sims, "ms_per_sim": 1000.0 * median / sims,
             "mean_depth": mean_depth(parents)}
 
 
@@ -108,6 +108,8 @@ def summarize(rows: list[dict]) -> dict:
                    and r["batch"] == batch and r["backend"] == "mctx"}
             if not mine:
                 continue
+            flat = {r["simulations"]: r for r in rows if r["algorithm"] == algo
+                    and r["batch"] == batch and r["backend"] == "linear-depth1"}
             lo, hi = min(mine), max(mine)
             entry = {
                 "linear_growth": {"from": lo, "to": hi,
@@ -116,6 +118,9 @@ def summarize(rows: list[dict]) -> dict:
                 "speedup_vs_mctx": {str(s): ref[s]["s_per_sim"] / mine[s]["s_per_sim"]
                                     for s in sorted(set(mine) & set(ref))},
             }
+            if lo in flat and hi in flat and lo != hi:
+                entry["depth1_growth"] = {"from": lo, "to": hi,
+                                          "ratio": flat[hi]["s_per_sim"] / flat[lo]["s_per_sim"]}
             if ref:
                 rlo, rhi = min(ref), max(ref)
                 entry["mctx_growth"] = {"from": rlo, "to": rhi,
@@ -125,7 +130,8 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, network: str,
-              repeats: int, opening_stones: int, mctx_budget_s: float, seed: int) -> dict:
+              repeats: int, opening_stones: int, mctx_budget_s: float, seed: int,
+              warmup: int = 0, min_seconds: float = 0.0) -> dict:
     env = game_env(size)
     if network == "uniform":
         evaluate, params, net = search_lib.uniform_evaluate(env), None, "uniform"
@@ -145,7 +151,7 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                     if backend == "mctx" and below:
                         prev = max(below)
                         # mctx's cost per simulation grows about linearly with the tree.
-                        est = done[prev]["s_per_sim"] * (sims / prev) * sims * (repeats + 1)
+                        est = done[prev]["s_per_sim"] * (sims / prev) * sims * (repeats + warmup + 2)
                         if est > mctx_budget_s:
                             note = (f"mctx {algo} batch {batch} {sims} sims skipped: estimated "
                                     f"{est:.0f} s > --mctx-budget-s {mctx_budget_s:g}")
@@ -154,13 +160,23 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                                             "simulations": sims, "reason": note})
                             continue
                     result = time_search(env, evaluate, params, states, algo, sims, backend,
-                                         repeats, seed)
+                                         repeats, seed, warmup, min_seconds)
                     done[sims] = result
                     rows.append({"algorithm": algo, "batch": batch, "simulations": sims,
                                  "backend": backend, **result})
                     print(f"{algo:6s} batch {batch:5d} {backend:6s} {sims:4d} sims: "
                           f"{result['seconds']:8.3f} s/search  {result['ms_per_sim']:7.3f} "
                           f"ms/sim  depth {result['mean_depth']:.2f}", flush=True)
+            # The control: ours with every simulation stopped at depth 1, at the fewest and
+            # the most simulations. Same tree sizes, no deeper paths: what growth remains
+            # is the tree's size.
+            for sims in sorted({min(simulations), max(simulations)}):
+                result = time_search(env, evaluate, params, states, algo, sims, "linear",
+                                     repeats, seed, warmup, min_seconds, max_depth=1)
+                rows.append({"algorithm": algo, "batch": batch, "simulations": sims,
+                             "backend": "linear-depth1", **result})
+                print(f"{algo:6s} batch {batch:5d} depth 1 {sims:4d} sims: "
+                      f"{result['ms_per_sim']:7.3f} ms/sim", flush=True)
     return {"network": net, "rows": rows, "skipped": skipped, "summary": summarize(rows)}
 
 
@@ -187,6 +203,8 @@ def report_text(report: dict) -> str:
         g = entry["linear_growth"]
         text = (f"{name}: ours {g['to']} vs {g['from']} sims: {g['ratio']:.2f}x per sim "
                 f"(mean depth {g['mean_depth'][0]:.2f} -> {g['mean_depth'][1]:.2f})")
+        if "depth1_growth" in entry:
+            text += f"; all at depth 1: {entry['depth1_growth']['ratio']:.2f}x"
         if "mctx_growth" in entry:
             m = entry["mctx_growth"]
             text += f"; mctx {m['to']} vs {m['from']}: {m['ratio']:.2f}x"
@@ -213,8 +231,12 @@ def main(argv=None) -> dict:
                         help="simulations of mctx (default: the preset's)")
     parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
                         choices=search_lib.ALGORITHMS, help="default: puct gumbel")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="timed calls after the warm-up, median kept (default 3)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timed calls at least, median kept (default 5)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed calls after the compiling one (default 3)")
+    parser.add_argument("--min-seconds", type=float, default=1.0,
+                        help="time calls until they took this long together (default 1)")
     parser.add_argument("--opening-stones", type=int, default=4,
                         help="random stones near the centre of the searched positions "
                              "(default 4)")
@@ -235,15 +257,19 @@ def main(argv=None) -> dict:
                          ("--mctx-simulations", mctx_simulations), ("--repeats", [args.repeats])):
         if any(v < 1 for v in values):
             parser.error(f"{name} must be positive integers, got {list(values)}")
+    if args.warmup < 0 or not args.min_seconds >= 0:
+        parser.error(f"--warmup and --min-seconds must be >= 0, got {args.warmup} and "
+                     f"{args.min_seconds}")
     if not 5 <= args.size <= 19:
         parser.error(f"--size must be in 5..19, got {args.size}")
     if not 0 <= args.opening_stones <= 8:
         parser.error(f"--opening-stones must be in 0..8, got {args.opening_stones}")
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
                        preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
-                       args.seed)
+                       args.seed, args.warmup, args.min_seconds)
     report = {"benchmark": "search", "device": device_description(), "size": args.size,
-              "preset": args.preset, "repeats": args.repeats,
+              "preset": args.preset, "repeats": args.repeats, "warmup": args.warmup,
+              "min_seconds": args.min_seconds,
               "opening_stones": args.opening_stones, **result,
               "targets": {"linear_growth_800_vs_16": "<= 1.5", f"speedup_at_{SPEEDUP_AT}": ">= 8"}}
     return publish(report, report_text(report), args.out)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from pathlib import Path
 
 import jax
+import numpy as np
 
 
 def device_description() -> str:
@@ -22,7 +24,11 @@ def device_description() -> str:
                     break
         except OSError:
             pass
-        return f"cpu: {model}, {os.cpu_count()} cores (jax {jax.__version__})"
+        cores = f"{os.cpu_count()} cores"
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if usable is not None and usable != os.cpu_count():
+            cores += f", this process pinned to {usable}"
+        return f"cpu: {model}, {cores} (jax {jax.__version__})"
     return f"{dev.platform}: {dev.device_kind} x{jax.device_count()} (jax {jax.__version__})"
 
 
@@ -35,3 +41,27 @@ def publish(report: dict, text: str, json_path: Path | None) -> dict:
         json_path.write_text(json.dumps(report, indent=2))
         print(f"report written to {json_path}")
     return report
+
+
+def time_calls(fn, args_for, repeats: int, warmup: int = 0, min_seconds: float = 0.0) -> dict:
+    """Time ``fn(*args_for(i))`` (a jitted function; results blocked on).
+
+    Call 0 compiles (its time is ``compile_and_first_call_s``); ``warmup`` more calls are
+    not timed (the first few calls after compiling run slower on a CPU while caches and
+    the thread pool settle); then calls are timed until there are at least ``repeats`` of
+    them and they took ``min_seconds`` together. ``seconds`` is their median, so one
+    slow call does not move the figure; ``seconds_all`` all of them.
+    """
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args_for(0)))
+    compile_s = time.perf_counter() - start
+    for i in range(warmup):
+        jax.block_until_ready(fn(*args_for(1 + i)))
+    seconds: list[float] = []
+    while len(seconds) < repeats or sum(seconds) < min_seconds:
+        args = args_for(1 + warmup + len(seconds))
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": float(np.median(seconds)), "seconds_all": seconds,
+            "compile_and_first_call_s": compile_s}

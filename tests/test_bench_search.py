@@ -1,0 +1,85 @@
+"""The search benchmark: its timing helper, tree depths, summary and one tiny run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import bench_search as bench
+from experiments.common import time_calls
+from gomoku_jax import cli
+
+
+def test_time_calls_compiles_warms_up_then_times_until_enough():
+    calls = []
+
+    def fn(i):
+        calls.append(i)
+        return np.zeros(())
+
+    out = time_calls(fn, lambda i: (i,), repeats=4, warmup=2)
+    # call 0 compiles, calls 1-2 warm up, four timed calls follow, each with its own args
+    assert calls == list(range(7))
+    assert len(out["seconds_all"]) == 4
+    assert out["seconds"] == pytest.approx(float(np.median(out["seconds_all"])))
+    assert out["compile_and_first_call_s"] >= 0
+
+    calls.clear()
+    out = time_calls(fn, lambda i: (i,), repeats=1, min_seconds=0.02)
+    assert sum(out["seconds_all"]) >= 0.02 and len(calls) == 1 + len(out["seconds_all"])
+
+
+def test_mean_depth_counts_the_paths_of_created_nodes():
+    # game 0: root -> 1 -> 2, root -> 3; game 1: root -> 1, two nodes unused
+    parents = np.array([[-1, 0, 1, 0], [-1, 0, -1, -1]])
+    assert bench._depths(parents).tolist() == [[0, 1, 2, 1], [0, 1, -1, -1]]
+    assert bench.mean_depth(parents) == pytest.approx((1 + 2 + 1 + 1) / 4)
+
+
+def test_summary_divides_the_right_rows():
+    def row(algo, backend, sims, s_per_sim):
+        return {"algorithm": algo, "batch": 8, "backend": backend, "simulations": sims,
+                "s_per_sim": s_per_sim, "mean_depth": 1.0}
+
+    rows = [row("puct", "linear", 16, 1.0), row("puct", "linear", 400, 1.5),
+            row("puct", "mctx", 16, 2.0), row("puct", "mctx", 400, 30.0)]
+    [(name, entry)] = bench.summarize(rows).items()
+    assert name == "puct batch 8"
+    assert entry["linear_growth"]["ratio"] == pytest.approx(1.5)
+    assert entry["mctx_growth"]["ratio"] == pytest.approx(15.0)
+    assert entry["speedup_vs_mctx"] == {"16": pytest.approx(2.0), "400": pytest.approx(20.0)}
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "0"], ["--warmup", "-1"],
+                                  ["--min-seconds", "-1"], ["--size", "3"],
+                                  ["--simulations", "0"]])
+def test_bad_options_stop_before_any_timing(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(argv)
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_tiny_run_times_ours_and_mctx_in_the_same_report(tmp_path):
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "search", "--quick", "--algorithms", "puct",
+                     "--simulations", "4", "40", "--mctx-simulations", "40", "--repeats", "2",
+                     "--warmup", "1", "--min-seconds", "0", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["device"] and (report["repeats"], report["warmup"]) == (2, 1)
+    rows = {(r["backend"], r["simulations"]): r for r in report["rows"]}
+    assert set(rows) == {("linear", 4), ("linear", 40), ("mctx", 40), ("linear-depth1", 4),
+                         ("linear-depth1", 40)}
+    for (backend, sims), r in rows.items():
+        assert (r["algorithm"], r["batch"]) == ("puct", 8)
+        assert len(r["seconds_all"]) == 2
+        assert r["ms_per_sim"] == pytest.approx(1000 * r["seconds"] / sims)
+    # 40 PUCT simulations over 8 games go deeper than one level; the control does not
+    assert rows["linear", 40]["mean_depth"] > 1.0
+    assert rows["linear-depth1", 40]["mean_depth"] == pytest.approx(1.0)
+    assert rows["linear", 40]["mean_depth"] == pytest.approx(rows["mctx", 40]["mean_depth"])
+    summary = report["summary"]["puct batch 8"]
+    assert summary["speedup_vs_mctx"]["40"] == pytest.approx(
+        rows["mctx", 40]["s_per_sim"] / rows["linear", 40]["s_per_sim"])
+    assert summary["depth1_growth"]["ratio"] == pytest.approx(
+        rows["linear-depth1", 40]["s_per_sim"] / rows["linear-depth1", 4]["s_per_sim"])
