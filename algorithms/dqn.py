@@ -17,7 +17,8 @@ place with the learner's colour swapped.
 
 **Opponents** come from the curriculum phase of the step, chosen from the number of
 learner episodes finished so far (``curriculum.phases``; traced, so a change of phase
-does not recompile; games in progress finish against the new phase's opponent):
+does not recompile; games in progress finish against the new phase's opponent), or, in a
+phase with a mixture of opponents, from each game's own draw at its start:
 ``random`` (uniform legal moves), ``heuristic`` (seed 000's rule-based player) or
 ``self``: the current online network, or, in a game drawn as such at its start with
 probability ``old_opponent_probability``, a frozen earlier version from the pool (one
@@ -118,16 +119,45 @@ REWARD_TABLES: dict[str, dict[str, float]] = {
 # ----------------------------------------------------------------------------- config
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    """One curriculum phase: ``episodes`` learner games against ``opponent``."""
+    """One curriculum phase: ``episodes`` learner games against ``opponent``.
 
-    opponent: str = "self"
+    ``opponent`` is one of `OPPONENTS`, or a mixture ``{name: weight, ...}``: each game
+    of the phase draws its opponent at its start with probability weight / sum of the
+    weights (e.g. ``{"heuristic": 3, "random": 1}``: a quarter of the games against
+    random, so the learner keeps winning games while the heuristic teaches defence).
+    """
+
+    opponent: str | dict = "self"
     episodes: int = 1000
 
+    def __hash__(self):
+        return hash((self.weights(), self.episodes))
+
     def __post_init__(self):
-        if self.opponent not in OPPONENTS:
-            raise ValueError(f"curriculum phase opponent must be one of "
-                             f"{', '.join(OPPONENTS)}, got {self.opponent!r}")
+        known = ", ".join(OPPONENTS)
+        if isinstance(self.opponent, dict):
+            if not self.opponent:
+                raise ValueError(f"curriculum phase opponent mixture is empty; give "
+                                 f"weights for some of {known}")
+            for name, weight in self.opponent.items():
+                if name not in OPPONENTS:
+                    raise ValueError(f"curriculum phase opponent mixture: unknown opponent "
+                                     f"{name!r}; known: {known}")
+                check_number("curriculum phase opponent", name, weight, 0.0, 1e9)
+            if not sum(self.opponent.values()) > 0:
+                raise ValueError(f"curriculum phase opponent mixture: the weights "
+                                 f"{self.opponent!r} sum to 0")
+        elif self.opponent not in OPPONENTS:
+            raise ValueError(f"curriculum phase opponent must be one of {known} or a "
+                             f"mixture {{name: weight}}, got {self.opponent!r}")
         check_int("curriculum phase", "episodes", self.episodes)
+
+    def weights(self) -> tuple[float, ...]:
+        """Probability of each of `OPPONENTS` for a game of this phase."""
+        if not isinstance(self.opponent, dict):
+            return tuple(float(name == self.opponent) for name in OPPONENTS)
+        total = float(sum(self.opponent.values()))
+        return tuple(float(self.opponent.get(name, 0.0)) / total for name in OPPONENTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,6 +329,7 @@ class Games:
     state: State  # [B]
     colour: jax.Array  # [B] int32, the learner's colour
     old: jax.Array  # [B] bool, the opponent is a pool version (self phases)
+    draw: jax.Array  # [B] float32 in [0, 1), picks the opponent of a mixture phase
     hist_board: jax.Array  # [B, n, N, N] int8
     hist_last: jax.Array  # [B, n] int32
     hist_action: jax.Array  # [B, n] int32
@@ -406,7 +437,13 @@ class Learner(ShardedLearner):
         self.tx = optax.chain(*parts, optax.adam(tc.learning_rate))
         phases = config.curriculum.phases
         self._phase_ends = np.cumsum([p.episodes for p in phases]).astype(np.int32)
-        self._phase_kinds = np.asarray([OPPONENTS.index(p.opponent) for p in phases], np.int32)
+        # [P, len(OPPONENTS)] cumulative opponent probabilities per phase; exactly 1 from
+        # the last opponent with a weight on, so rounding never picks a weightless one.
+        weights = np.asarray([p.weights() for p in phases], np.float64)
+        cum = np.cumsum(weights, axis=1)
+        rest = np.cumsum(weights[:, ::-1], axis=1)[:, ::-1]  # weight from column k on
+        cum[np.concatenate([rest[:, 1:], np.zeros((len(phases), 1))], axis=1) == 0] = 1.0
+        self._phase_cum = cum.astype(np.float32)
         self._heuristic = agents_lib.heuristic_agent(
             self.env, top_k=config.curriculum.heuristic_top_k).policy
         self.trace_count = 0
@@ -427,6 +464,12 @@ class Learner(ShardedLearner):
         """Index of the curriculum phase after ``episodes`` finished games (traced)."""
         ends = jnp.asarray(self._phase_ends[:-1])
         return jnp.sum(jnp.asarray(episodes) >= ends).astype(jnp.int32)
+
+    def opponent_kinds(self, phase, draw) -> jax.Array:
+        """Index into `OPPONENTS` of each game's opponent ``[B]`` in ``phase``, from the
+        games' ``draw`` (uniform in [0, 1), drawn at each game's start)."""
+        cum = jnp.asarray(self._phase_cum)[phase]  # [K]
+        return jnp.sum(draw[:, None] >= cum[None, :-1], axis=1).astype(jnp.int32)
 
     def epsilon(self, episodes, env_steps) -> jax.Array:
         """The learner's exploration rate after ``episodes`` games / ``env_steps`` moves."""
@@ -457,6 +500,7 @@ class Learner(ShardedLearner):
         return Games(
             state=states, colour=(jnp.arange(b) % 2).astype(jnp.int32),
             old=jax.random.bernoulli(key, cfg.curriculum.old_opponent_probability, (b,)),
+            draw=jax.random.uniform(jax.random.fold_in(key, 1), (b,)),
             hist_board=jnp.zeros((b, n, size, size), jnp.int8),
             hist_last=jnp.full((b, n), -1, jnp.int32), hist_action=jnp.zeros((b, n), jnp.int32),
             hist_reward=jnp.zeros((b, n), jnp.float32), hist_valid=jnp.zeros((b, n), jnp.bool_),
@@ -484,8 +528,9 @@ class Learner(ShardedLearner):
             env_steps=zero, updates=zero)
 
     # ------------------------------------------------------------------- acting
-    def _opponent(self, kind, s1: State, old, key, variables, member, has_old):
-        """Opponent moves ``[B]`` for the games ``s1`` (only used where it is to move)."""
+    def _opponent(self, kinds, s1: State, old, key, variables, member, has_old):
+        """Opponent moves ``[B]`` for the games ``s1`` (only used where it is to move),
+        each game's from its opponent ``kinds [B]``; an opponent no game has is not run."""
         eps = self.config.curriculum.opponent_epsilon
         legal = s1.legal_action_mask
         b = legal.shape[0]
@@ -504,9 +549,13 @@ class Learner(ShardedLearner):
             q = jnp.where((old & has_old)[:, None], q_old, q)
             return _epsilon_greedy(key, q, legal, eps)
 
-        branches = [random, heuristic, selfplay]
-        return jax.lax.switch(kind, [lambda k, f=f: f(k).astype(jnp.int32) for f in branches],
-                              key)
+        moves = jnp.zeros((b,), jnp.int32)
+        for index, policy in enumerate((random, heuristic, selfplay)):
+            mine = kinds == index
+            chosen = jax.lax.cond(jnp.any(mine), lambda k, f=policy: f(k).astype(jnp.int32),
+                                  lambda k: jnp.zeros((b,), jnp.int32), key)
+            moves = jnp.where(mine, chosen, moves)
+        return moves
 
     def _env_step(self, variables, member, has_old, carry, key):
         cfg, env = self.config, self.env
@@ -516,7 +565,7 @@ class Learner(ShardedLearner):
         s, colour, old_before = games.state, games.colour, games.old
         b = colour.shape[0]
         phase = self.phase_of(episodes)
-        kind = jnp.asarray(self._phase_kinds)[phase]
+        kinds = self.opponent_kinds(phase, games.draw)
         eps = self.epsilon(episodes, env_steps)
 
         acting = (s.current_player == colour) & ~s.terminated  # [B]
@@ -531,7 +580,7 @@ class Learner(ShardedLearner):
             pattern = jnp.zeros(colour.shape, jnp.float32)
 
         opp_turn = ~s1.terminated & (s1.current_player != colour)
-        opp_action = self._opponent(kind, s1, games.old, k_opp, variables, member, has_old)
+        opp_action = self._opponent(kinds, s1, games.old, k_opp, variables, member, has_old)
         s2 = select_games(opp_turn, jax.vmap(env.step)(s1, opp_action), s1)
 
         done = s2.terminated
@@ -572,17 +621,23 @@ class Learner(ShardedLearner):
         fresh = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), env.init())
         new_old = jax.random.bernoulli(k_old, cfg.curriculum.old_opponent_probability,
                                        colour.shape)
+        new_draw = jax.random.uniform(jax.random.fold_in(k_old, 1), colour.shape)
         games = Games(
             state=select_games(done, fresh, s2),
             colour=jnp.where(done, 1 - colour, colour),
             old=jnp.where(done, new_old, games.old),
+            draw=jnp.where(done, new_draw, games.draw),
             hist_board=hb, hist_last=hl, hist_action=ha, hist_reward=hr,
             hist_valid=hv & ~done[:, None],
             episode_return=jnp.where(done, 0.0, ep_return),
             pattern_return=jnp.where(done, 0.0, pat_return))
-        vs_old = done & old_before & has_old & (kind == OPPONENTS.index("self"))
+        vs_old = done & old_before & has_old & (kinds == OPPONENTS.index("self"))
+        per_opponent = {}
+        for index, name in enumerate(OPPONENTS):
+            per_opponent[f"games_vs_{name}"] = done & (kinds == index)
+            per_opponent[f"wins_vs_{name}"] = won & (kinds == index)
         stats = dict(
-            done=done, won=won, lost=lost, drawn=drawn, old=vs_old,
+            per_opponent, done=done, won=won, lost=lost, drawn=drawn, old=vs_old,
             shaped_return=jnp.where(done, ep_return, 0.0),
             pattern_return=jnp.where(done, pat_return, 0.0),
             length=jnp.where(done, s2.move_count, 0), acting=acting)
@@ -661,9 +716,9 @@ class Learner(ShardedLearner):
 
         # Pool snapshots: in a self phase, when the episode count crosses a multiple.
         every = cur.snapshot_every
-        kind = jnp.asarray(self._phase_kinds)[self.phase_of(episodes)]
-        take = (episodes // every > state.episodes // every) & (
-            kind == OPPONENTS.index("self"))
+        self_share = jnp.asarray(self._phase_cum)[self.phase_of(episodes)]
+        self_share = self_share[-1] - self_share[-2]  # OPPONENTS ends with "self"
+        take = (episodes // every > state.episodes // every) & (self_share > 0)
         slot = state.snapshots % cur.pool_size
         pool = jax.tree.map(
             lambda p, v: jnp.where(take, jax.lax.dynamic_update_index_in_dim(p, v, slot, 0), p),
@@ -679,6 +734,7 @@ class Learner(ShardedLearner):
             shaped_return=total("shaped_return") / den,
             pattern_return=total("pattern_return") / den,
             game_length=total("length") / den, old_opponent_games=total("old"),
+            **{name: total(name) for name in stats if name.startswith(("games_vs_", "wins_vs_"))},
             epsilon=self.epsilon(episodes, env_steps), phase=self.phase_of(episodes),
             episodes_total=episodes, updates_total=updates, pool_filled=jnp.minimum(
                 state.snapshots + take, cur.pool_size),

@@ -312,6 +312,13 @@ def test_the_curriculum_switches_phase_and_fills_the_pool(learner, run):
     for m in metrics:
         assert int(m["wins"]) + int(m["losses"]) + int(m["draws"]) == int(m["episodes"])
         assert all(np.isfinite(v).all() for v in m.values())
+        # every finished game is counted against exactly one opponent
+        assert sum(int(m[f"games_vs_{o}"]) for o in dqn.OPPONENTS) == int(m["episodes"])
+        assert sum(int(m[f"wins_vs_{o}"]) for o in dqn.OPPONENTS) == int(m["wins"])
+    # a single-opponent phase's games are all against it
+    first = metrics[0]
+    if int(first["phase"]) == 0 and int(first["episodes_total"]) <= 2:
+        assert int(first["games_vs_random"]) == int(first["episodes"])
     acting = learner.config.acting
     assert int(metrics[0]["moves"]) == acting.batch * acting.steps
 
@@ -365,6 +372,53 @@ def test_the_greedy_agent_plays_the_best_legal_move(learner):
     assert agent.act(env.from_board(board), jax.random.PRNGKey(0)) == n * n - 2
     meta = learner.export_metadata()
     assert meta["agent"] == "q-greedy" and meta["network"]["name"] == "resnet-q"
+
+
+MIXED = {**TINY, "curriculum": {**TINY["curriculum"], "phases": [
+    {"opponent": {"random": 1, "heuristic": 3}, "episodes": 1000}]}}
+
+
+def test_a_mixture_phase_draws_each_games_opponent_at_its_start():
+    learner = dqn.make_learner(_config(MIXED), devices=jax.devices()[:1])
+    [phase] = learner.config.curriculum.phases
+    assert phase.weights() == (0.25, 0.75, 0.0)
+    draws = jnp.asarray([0.0, 0.2499, 0.25, 0.9999])
+    assert learner.opponent_kinds(0, draws).tolist() == [0, 0, 1, 1]
+    # a single opponent takes every game whatever its draw
+    pure = dqn.make_learner(_config(TINY), devices=jax.devices()[:1])
+    assert [pure.opponent_kinds(p, draws).tolist() for p in range(3)] == [
+        [0] * 4, [1] * 4, [2] * 4]
+
+    state, games, wins = learner.init(), {"random": 0, "heuristic": 0, "self": 0}, 0
+    first_draws = np.asarray(state.games.draw)
+    for _ in range(4):
+        before = jax.device_get(state.games)  # the iteration donates its state
+        state, m = learner.iteration(state)
+        for name in games:
+            games[name] += int(m[f"games_vs_{name}"])
+        wins += int(m["wins_vs_random"]) + int(m["wins_vs_heuristic"])
+        assert int(m["wins"]) == int(m["wins_vs_random"]) + int(m["wins_vs_heuristic"])
+        # A restarted game swaps the learner's colour and draws again; one still going keeps
+        # its draw (a game lasts at least 9 moves, an iteration makes at most 12: at most
+        # one restart per game per iteration).
+        restarted = np.asarray(state.games.colour) != before.colour
+        draw = np.asarray(state.games.draw)
+        np.testing.assert_array_equal(draw[~restarted], before.draw[~restarted])
+        assert (draw[restarted] != before.draw[restarted]).all()
+    assert games["self"] == 0 and games["random"] > 0 and games["heuristic"] > 0
+    assert not np.array_equal(np.asarray(state.games.draw), first_draws)
+    assert int(state.snapshots) == 0  # no self-play in the phase: no pool snapshots
+
+
+@pytest.mark.parametrize("opponent, message", [
+    ({}, "mixture is empty"),
+    ({"random": 1, "bogus": 1}, "unknown opponent 'bogus'"),
+    ({"random": 0, "heuristic": 0}, "sum to 0"),
+    ({"random": -1, "heuristic": 2}, "random"),
+])
+def test_bad_opponent_mixtures_are_refused(opponent, message):
+    with pytest.raises(cfglib.ConfigError, match=message):
+        _config(MIXED, **{"curriculum.phases": [{"opponent": opponent, "episodes": 5}]})
 
 
 @pytest.mark.parametrize("override, message", [
