@@ -117,6 +117,16 @@ REWARD_TABLES: dict[str, dict[str, float]] = {
 
 
 # ----------------------------------------------------------------------------- config
+def _check_named_numbers(mapping: dict, known, unknown: str, section: str, low: float,
+                         high: float) -> None:
+    """Every key of ``mapping`` is one of ``known`` (else ``unknown`` names it) and every
+    value a number in [low, high] (`check_number` under ``section``)."""
+    for key, value in mapping.items():
+        if key not in known:
+            raise ValueError(f"{unknown} {key!r}; known: {', '.join(known)}")
+        check_number(section, key, value, low, high)
+
+
 @dataclasses.dataclass(frozen=True)
 class Phase:
     """One curriculum phase: ``episodes`` learner games against ``opponent``.
@@ -139,11 +149,9 @@ class Phase:
             if not self.opponent:
                 raise ValueError(f"curriculum phase opponent mixture is empty; give "
                                  f"weights for some of {known}")
-            for name, weight in self.opponent.items():
-                if name not in OPPONENTS:
-                    raise ValueError(f"curriculum phase opponent mixture: unknown opponent "
-                                     f"{name!r}; known: {known}")
-                check_number("curriculum phase opponent", name, weight, 0.0, 1e9)
+            _check_named_numbers(self.opponent, OPPONENTS,
+                                 "curriculum phase opponent mixture: unknown opponent",
+                                 "curriculum phase opponent", 0.0, 1e9)
             if not sum(self.opponent.values()) > 0:
                 raise ValueError(f"curriculum phase opponent mixture: the weights "
                                  f"{self.opponent!r} sum to 0")
@@ -234,11 +242,8 @@ class RewardSettings:
         if self.shaping not in REWARD_TABLES:
             raise ValueError(f"rewards.shaping must be one of {', '.join(REWARD_TABLES)}, "
                              f"got {self.shaping!r}")
-        for key, value in self.weights.items():
-            if key not in REWARD_KEYS:
-                raise ValueError(f"unknown rewards.weights key {key!r}; known: "
-                                 f"{', '.join(REWARD_KEYS)}")
-            check_number("rewards.weights", key, value, -1e6, 1e6)
+        _check_named_numbers(self.weights, REWARD_KEYS, "unknown rewards.weights key",
+                             "rewards.weights", -1e6, 1e6)
 
     def table(self) -> dict[str, float]:
         """The full reward table: the preset with the overrides."""
@@ -441,9 +446,10 @@ class Learner(ShardedLearner):
         # the last opponent with a weight on, so rounding never picks a weightless one.
         weights = np.asarray([p.weights() for p in phases], np.float64)
         cum = np.cumsum(weights, axis=1)
-        rest = np.cumsum(weights[:, ::-1], axis=1)[:, ::-1]  # weight from column k on
-        cum[np.concatenate([rest[:, 1:], np.zeros((len(phases), 1))], axis=1) == 0] = 1.0
+        for row, w in zip(cum, weights):
+            row[np.flatnonzero(w).max():] = 1.0
         self._phase_cum = cum.astype(np.float32)
+        self._phase_has_self = weights[:, OPPONENTS.index("self")] > 0
         self._heuristic = agents_lib.heuristic_agent(
             self.env, top_k=config.curriculum.heuristic_top_k).policy
         self.trace_count = 0
@@ -716,9 +722,8 @@ class Learner(ShardedLearner):
 
         # Pool snapshots: in a self phase, when the episode count crosses a multiple.
         every = cur.snapshot_every
-        self_share = jnp.asarray(self._phase_cum)[self.phase_of(episodes)]
-        self_share = self_share[-1] - self_share[-2]  # OPPONENTS ends with "self"
-        take = (episodes // every > state.episodes // every) & (self_share > 0)
+        take = (episodes // every > state.episodes // every) & jnp.asarray(
+            self._phase_has_self)[self.phase_of(episodes)]
         slot = state.snapshots % cur.pool_size
         pool = jax.tree.map(
             lambda p, v: jnp.where(take, jax.lax.dynamic_update_index_in_dim(p, v, slot, 0), p),

@@ -389,14 +389,13 @@ def test_a_mixture_phase_draws_each_games_opponent_at_its_start():
     assert [pure.opponent_kinds(p, draws).tolist() for p in range(3)] == [
         [0] * 4, [1] * 4, [2] * 4]
 
-    state, games, wins = learner.init(), {"random": 0, "heuristic": 0, "self": 0}, 0
+    state, games = learner.init(), {"random": 0, "heuristic": 0, "self": 0}
     first_draws = np.asarray(state.games.draw)
     for _ in range(4):
         before = jax.device_get(state.games)  # the iteration donates its state
         state, m = learner.iteration(state)
         for name in games:
             games[name] += int(m[f"games_vs_{name}"])
-        wins += int(m["wins_vs_random"]) + int(m["wins_vs_heuristic"])
         assert int(m["wins"]) == int(m["wins_vs_random"]) + int(m["wins_vs_heuristic"])
         # A restarted game swaps the learner's colour and draws again; one still going keeps
         # its draw (a game lasts at least 9 moves, an iteration makes at most 12: at most
