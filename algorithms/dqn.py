@@ -135,13 +135,18 @@ class Phase:
     of the phase draws its opponent at its start with probability weight / sum of the
     weights (e.g. ``{"heuristic": 3, "random": 1}``: a quarter of the games against
     random, so the learner keeps winning games while the heuristic teaches defence).
+    ``heuristic_blocks``: the chance that the heuristic answers a threat in this phase
+    (one coin per move; `agents.heuristic_agent`'s ``block_probability``). Below 1 some
+    of the learner's fours and open threes go unanswered and win, so a curriculum can
+    raise it phase by phase towards seed 000's heuristic (1).
     """
 
     opponent: str | dict = "self"
     episodes: int = 1000
+    heuristic_blocks: float = 1.0
 
     def __hash__(self):
-        return hash((self.weights(), self.episodes))
+        return hash((self.weights(), self.episodes, self.heuristic_blocks))
 
     def __post_init__(self):
         known = ", ".join(OPPONENTS)
@@ -159,6 +164,7 @@ class Phase:
             raise ValueError(f"curriculum phase opponent must be one of {known} or a "
                              f"mixture {{name: weight}}, got {self.opponent!r}")
         check_int("curriculum phase", "episodes", self.episodes)
+        check_number("curriculum phase", "heuristic_blocks", self.heuristic_blocks, 0.0, 1.0)
 
     def weights(self) -> tuple[float, ...]:
         """Probability of each of `OPPONENTS` for a game of this phase."""
@@ -450,6 +456,7 @@ class Learner(ShardedLearner):
             row[np.flatnonzero(w).max():] = 1.0
         self._phase_cum = cum.astype(np.float32)
         self._phase_has_self = weights[:, OPPONENTS.index("self")] > 0
+        self._phase_blocks = np.asarray([p.heuristic_blocks for p in phases], np.float32)
         self._heuristic = agents_lib.heuristic_agent(
             self.env, top_k=config.curriculum.heuristic_top_k).policy
         self.trace_count = 0
@@ -534,9 +541,10 @@ class Learner(ShardedLearner):
             env_steps=zero, updates=zero)
 
     # ------------------------------------------------------------------- acting
-    def _opponent(self, kinds, s1: State, old, key, variables, member, has_old):
+    def _opponent(self, phase, kinds, s1: State, old, key, variables, member, has_old):
         """Opponent moves ``[B]`` for the games ``s1`` (only used where it is to move),
-        each game's from its opponent ``kinds [B]``; an opponent no game has is not run."""
+        each game's from its opponent ``kinds [B]`` in curriculum ``phase``; an opponent
+        no game has is not run."""
         eps = self.config.curriculum.opponent_epsilon
         legal = s1.legal_action_mask
         b = legal.shape[0]
@@ -546,7 +554,9 @@ class Learner(ShardedLearner):
 
         def heuristic(key):
             keys = jax.random.split(key, b)
-            return jax.vmap(self._heuristic, in_axes=(None, 0, 0))(None, keys, s1)
+            blocks = jnp.asarray(self._phase_blocks)[phase]
+            return jax.vmap(lambda k, s: self._heuristic(None, k, s, block_probability=blocks))(
+                keys, s1)
 
         def selfplay(key):
             obs = s1.observation
@@ -586,7 +596,8 @@ class Learner(ShardedLearner):
             pattern = jnp.zeros(colour.shape, jnp.float32)
 
         opp_turn = ~s1.terminated & (s1.current_player != colour)
-        opp_action = self._opponent(kinds, s1, games.old, k_opp, variables, member, has_old)
+        opp_action = self._opponent(phase, kinds, s1, games.old, k_opp, variables, member,
+                                    has_old)
         s2 = select_games(opp_turn, jax.vmap(env.step)(s1, opp_action), s1)
 
         done = s2.terminated

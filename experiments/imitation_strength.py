@@ -1,9 +1,11 @@
 """Experiment: an imitation-trained 9x9 network against pure MCTS (seed 001 Table I).
 
 Command (the records are generated first when fewer than ``--games`` exist; each
-chunk of ``--chunk`` games is its own file, so an interrupted run keeps what it made)::
+chunk of ``--chunk`` games is its own file, so an interrupted run keeps what it made;
+``--generate-only`` stops there, e.g. to make the data in the background)::
 
     python -m experiments.imitation_strength --games 20000 --json experiments/results/imitation_9x9.json
+    nice -n 19 python -m experiments.imitation_strength --games 20000 --depth 2 --workers 2 --generate-only
 
 Steps: (1) GomokuBot (``gomokubot-D``, ``--depth``) plays itself from random
 ``--opening-stones-data`` openings into ``runs/imitation_9x9/records/`` (reused:
@@ -75,6 +77,9 @@ def run(args) -> dict:
     records_dir = Path(args.records)
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
                     args.workers) if args.games else {}
+    if args.generate_only:
+        print(f"{records_dir}: {data.get('games_available', 0)} games")
+        return data
     overrides = [f"data.paths={[str(records_dir / '*.jsonl.gz')]}".replace("'", '"'),
                  f"eval.simulations={args.simulations}", "eval.final_games=0",
                  *(args.set or [])]
@@ -162,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random opening stones of generated games")
     p.add_argument("--chunk", type=int, default=200, help="games per generated file")
     p.add_argument("--workers", type=int, default=1, help="generator processes")
+    p.add_argument("--generate-only", action="store_true",
+                   help="stop once the folder holds --games games (no training, no match)")
     p.add_argument("--config", type=Path, default=CONFIG, help="the imitation config")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override")
     p.add_argument("--workdir", default="runs/imitation_9x9/train", help="training workdir")

@@ -140,12 +140,15 @@ def random_agent(name: str = "random") -> JaxAgent:
     return JaxAgent(name, _random_policy)
 
 
-def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State) -> jax.Array:
+def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State,
+                      block_probability=1.0) -> jax.Array:
     """Seed 000's heuristic for one game: win, block a four (the killer module's forced
     move), block an open three (the block nearest the centre), else one of the ``top_k``
-    empty cells nearest the centre."""
+    empty cells nearest the centre. ``block_probability`` (a float, may be traced): the
+    chance that it answers a threat at all (one coin per move, for the four and the open
+    three alike); 1 is seed 000's player."""
     del params
-    board = state.board
+    board, me = state.board, state.current_player
     n = env.size
     empty = board == 0
     # Near the centre with light randomisation: a uniform pick among the top_k empty
@@ -156,19 +159,29 @@ def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State) -> jax
     _, best = jax.lax.top_k(score, min(top_k, n * n))
     pick = jax.random.randint(jax.random.fold_in(key, 1), (), 0, jnp.maximum(
         jnp.minimum(top_k, empty.sum()), 1))
-    three = tactics.open_three_blocks(board, 1 - state.current_player, env.k)
+    answers = jax.random.uniform(jax.random.fold_in(key, 2)) < block_probability
+    three = tactics.open_three_blocks(board, 1 - me, env.k) & answers
     action = jnp.where(three.any(), tactics.most_central(three), best[pick])
-    forced = _forced_move(env, state)
+    forced = _forced_move(env, state, blocks=answers)
     return jnp.where(forced >= 0, forced, action).astype(jnp.int32)
 
 
-def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic") -> JaxAgent:
+def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
+                    block_probability: float = 1.0) -> JaxAgent:
     """Seed 000's rule-based baseline (section 5), jittable: take a win, block a four
     (the opponent's immediate win), block an open three, else play near the centre with
-    light randomisation among the ``top_k`` most central empty cells."""
+    light randomisation among the ``top_k`` most central empty cells. With
+    ``block_probability`` p < 1 it answers a threat only with probability p (a weaker
+    sparring partner: the opponent's threats sometimes win)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"heuristic_agent: top_k must be a positive integer, got {top_k!r}")
-    return JaxAgent(name, functools.partial(_heuristic_policy, env, top_k))
+    if isinstance(block_probability, bool) or not isinstance(block_probability, (int, float)) or (
+        not 0.0 <= block_probability <= 1.0
+    ):
+        raise ValueError(f"heuristic_agent: block_probability must be a number in [0, 1], "
+                         f"got {block_probability!r}")
+    return JaxAgent(name, functools.partial(_heuristic_policy, env, top_k,
+                                            block_probability=float(block_probability)))
 
 
 def _killer_policy(env: Gomoku, inner: Policy, params, key, state: State) -> jax.Array:
@@ -186,11 +199,12 @@ class _KillerPython(PythonAgent):
         return forced if forced >= 0 else self.inner.act(state, key, deadline)
 
 
-def _forced_move(env: Gomoku, state: State) -> jax.Array:
-    """The killer module's move for one game, or -1 when nothing is forced."""
+def _forced_move(env: Gomoku, state: State, blocks=True) -> jax.Array:
+    """The killer module's move for one game, or -1 when nothing is forced; with
+    ``blocks`` False (may be traced) only a win is forced."""
     board, me = state.board, state.current_player
     win = tactics.winning_moves(board, me, env.k, env.rule)
-    block = tactics.winning_moves(board, 1 - me, env.k, env.rule)
+    block = tactics.winning_moves(board, 1 - me, env.k, env.rule) & blocks
     return jnp.where(win.any(), tactics.most_central(win),
                      jnp.where(block.any(), tactics.most_central(block), -1))
 

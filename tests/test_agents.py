@@ -51,6 +51,23 @@ def test_heuristic_blocks_a_four_then_an_open_three():
     assert _acts(agents.heuristic_agent(ENV), _pos(broken, to_move=0)) == {(4, 3)}  # the gap
 
 
+def test_a_heuristic_that_blocks_with_probability_p_still_takes_its_wins():
+    four = {(2, c): 2 for c in range(2, 6)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
+    three = {(1, 2): 2, (1, 3): 2, (1, 4): 2, (0, 0): 1, (0, 8): 1, (8, 0): 1}
+    seeds = range(40)
+    for stones, blocks in ((four, {(2, 1), (2, 6)}), (three, {(1, 1), (1, 5)})):
+        never = _acts(agents.heuristic_agent(ENV, block_probability=0.0), _pos(stones), seeds)
+        assert not never & blocks  # no threat is answered: it plays near the centre
+        half = _acts(agents.heuristic_agent(ENV, block_probability=0.5), _pos(stones), seeds)
+        assert half & blocks and half - blocks  # some moves answer, some do not
+    win = {(4, c): 1 for c in range(1, 5)} | {(0, c): 2 for c in range(4)}
+    assert _acts(agents.heuristic_agent(ENV, block_probability=0.0), _pos(win), seeds) == {
+        (4, 5)}
+    for bad in (-0.1, 1.5, True, "half"):
+        with pytest.raises(ValueError, match="block_probability"):
+            agents.heuristic_agent(ENV, block_probability=bad)
+
+
 def test_heuristic_opens_near_the_centre_with_light_randomisation():
     moves = _acts(agents.heuristic_agent(ENV, top_k=3), ENV.init(), seeds=range(40))
     centre_ring = {(4, 4), (3, 4), (4, 3), (4, 5), (5, 4)}

@@ -409,6 +409,35 @@ def test_a_mixture_phase_draws_each_games_opponent_at_its_start():
     assert int(state.snapshots) == 0  # no self-play in the phase: no pool snapshots
 
 
+def test_the_heuristics_blocking_follows_the_phase():
+    phases = [{"opponent": "heuristic", "episodes": 10, "heuristic_blocks": 0.0},
+              {"opponent": "heuristic", "episodes": 10}]
+    learner = dqn.make_learner(_config(TINY, **{"curriculum.phases": phases}),
+                               devices=jax.devices()[:1])
+    # White (the heuristic, to move) faces black's four on row 2 in every game.
+    n = learner.env.size
+    board = np.zeros((n, n), np.int8)
+    board[2, 1:5] = 1
+    board[n - 1, 0:3] = 2
+    one = learner.env.from_board(board, to_move=1)
+    b = 16
+    s1 = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), one)
+    kinds = jnp.full((b,), dqn.OPPONENTS.index("heuristic"))
+
+    def replies(phase, seed):
+        state = learner.init()
+        moves = learner._opponent(phase, kinds, s1, jnp.zeros((b,), bool), jax.random.key(seed),
+                                  state.variables, state.variables, jnp.bool_(False))
+        return {divmod(int(a), n) for a in np.asarray(moves)}
+
+    blocks = {(2, 0), (2, 5)}
+    assert replies(1, 0) <= blocks  # seed 000's heuristic always blocks the four
+    assert not replies(0, 0) & blocks and not replies(0, 1) & blocks
+    with pytest.raises(cfglib.ConfigError, match="heuristic_blocks"):
+        _config(TINY, **{"curriculum.phases": [{"opponent": "heuristic", "episodes": 5,
+                                                 "heuristic_blocks": 2}]})
+
+
 @pytest.mark.parametrize("opponent, message", [
     ({}, "mixture is empty"),
     ({"random": 1, "bogus": 1}, "unknown opponent 'bogus'"),

@@ -1,0 +1,31 @@
+"""The imitation experiment's data step: the records folder is topped up in chunks and
+reused, and ``--generate-only`` stops before training."""
+
+import glob
+
+from experiments import imitation_strength
+from gomoku_jax import records
+
+
+def _games(folder):
+    files = sorted(glob.glob(str(folder / "*.jsonl.gz")))
+    return files, sum(len(records.read_records(f)) for f in files)
+
+
+def test_generate_only_tops_the_folder_up_in_chunks_and_reuses_it(tmp_path, capsys):
+    args = ["--records", str(tmp_path), "--depth", "1", "--chunk", "2", "--generate-only",
+            "--no-progress", "--workdir", str(tmp_path / "never")]
+    assert imitation_strength.main(["--games", "3", *args]) == 0
+    files, games = _games(tmp_path)
+    assert games == 3 and len(files) == 2  # a chunk of 2, then the 1 missing
+    assert "3 games" in capsys.readouterr().out
+    stamps = {f: open(f, "rb").read() for f in files}
+    imitation_strength.main(["--games", "3", *args])  # enough already: nothing new
+    assert _games(tmp_path) == (files, 3)
+    imitation_strength.main(["--games", "4", *args])  # one more, in a new file
+    more, games = _games(tmp_path)
+    assert games == 4 and len(more) == 3 and set(files) < set(more)
+    assert all(open(f, "rb").read() == stamps[f] for f in files)  # old files untouched
+    assert not (tmp_path / "never").exists()  # no training
+    header = records.read_header(more[-1])["metadata"]
+    assert header["black"] == header["white"] == "gomokubot-1"
