@@ -227,17 +227,10 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
 
     def time_sgd(sgd_learner):
         train = jax.jit(sgd_learner._train)
-        first = time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
-                                              jax.random.key(seed + 2 + r), lr), 1)
-        bar.update(1)
-        elapsed = 0.0
-        for r in range(repeats):
-            start = time.perf_counter()
-            jax.block_until_ready(train(state.variables, state.opt_state, buffer,
-                                        jax.random.key(seed + 10 + r), lr))
-            elapsed += time.perf_counter() - start
-            bar.update()
-        return elapsed / repeats, first["compile_and_first_call_s"]
+        timed = time_calls(train, lambda r: (state.variables, state.opt_state, buffer,
+                                              jax.random.key(seed + 2 + r), lr), repeats,
+                           on_call=bar.update)
+        return timed["seconds"], timed["compile_and_first_call_s"]
 
     sgd_s, sgd_compile_s = time_sgd(learner)
     # the reference in the same run: the SGD steps the other way (loop vs written out)

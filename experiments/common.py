@@ -43,25 +43,31 @@ def publish(report: dict, text: str, json_path: Path | None) -> dict:
     return report
 
 
-def time_calls(fn, args_for, repeats: int, warmup: int = 0, min_seconds: float = 0.0) -> dict:
+def time_calls(fn, args_for, repeats: int, warmup: int = 0, min_seconds: float = 0.0,
+               on_call=None) -> dict:
     """Time ``fn(*args_for(i))`` (a jitted function; results blocked on).
 
     Call 0 compiles (its time is ``compile_and_first_call_s``); ``warmup`` more calls are
     not timed (the first few calls after compiling run slower on a CPU while caches and
     the thread pool settle); then calls are timed until there are at least ``repeats`` of
     them and they took ``min_seconds`` together. ``seconds`` is their median, so one
-    slow call does not move the figure; ``seconds_all`` all of them.
+    slow call does not move the figure; ``seconds_all`` all of them. ``on_call()``, when
+    given, runs after every call (e.g. a progress bar's ``update``), outside the timing.
     """
+    tick = on_call or (lambda: None)
     start = time.perf_counter()
     jax.block_until_ready(fn(*args_for(0)))
     compile_s = time.perf_counter() - start
+    tick()
     for i in range(warmup):
         jax.block_until_ready(fn(*args_for(1 + i)))
+        tick()
     seconds: list[float] = []
     while len(seconds) < repeats or sum(seconds) < min_seconds:
         args = args_for(1 + warmup + len(seconds))
         start = time.perf_counter()
         jax.block_until_ready(fn(*args))
         seconds.append(time.perf_counter() - start)
+        tick()
     return {"seconds": float(np.median(seconds)), "seconds_all": seconds,
             "compile_and_first_call_s": compile_s}

@@ -28,6 +28,11 @@ def test_time_calls_compiles_warms_up_then_times_until_enough():
     out = time_calls(fn, lambda i: (i,), repeats=1, min_seconds=0.02)
     assert sum(out["seconds_all"]) >= 0.02 and len(calls) == 1 + len(out["seconds_all"])
 
+    calls.clear()
+    ticks = []
+    time_calls(fn, lambda i: (i,), repeats=3, warmup=1, on_call=lambda: ticks.append(len(calls)))
+    assert ticks == [1, 2, 3, 4, 5]  # after every call: compiling, warm-up and timed ones
+
 
 def test_mean_depth_counts_the_paths_of_created_nodes():
     # game 0: root -> 1 -> 2, root -> 3; game 1: root -> 1, two nodes unused
