@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import tactics
+from gomoku_jax.config import check_number
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -175,11 +176,7 @@ def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
     sparring partner: the opponent's threats sometimes win)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"heuristic_agent: top_k must be a positive integer, got {top_k!r}")
-    if isinstance(block_probability, bool) or not isinstance(block_probability, (int, float)) or (
-        not 0.0 <= block_probability <= 1.0
-    ):
-        raise ValueError(f"heuristic_agent: block_probability must be a number in [0, 1], "
-                         f"got {block_probability!r}")
+    check_number("heuristic_agent", "block_probability", block_probability, 0.0, 1.0)
     return JaxAgent(name, functools.partial(_heuristic_policy, env, top_k,
                                             block_probability=float(block_probability)))
 
