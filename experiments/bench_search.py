@@ -88,9 +88,17 @@ def time_search(env, evaluate, params, states, algorithm: str, sims: int, backen
         out = search_lib.run_search(env, evaluate, params, states, key, config)
         return out.action, out.action_weights, out.search_tree.parents
 
-    timed = time_calls(run, lambda r: (params, states, jax.random.key(seed + r)), repeats,
+    outputs = []  # the compiling call's, for the depth: no extra search
+
+    def kept(*args):
+        out = run(*args)
+        if not outputs:
+            outputs.append(out)
+        return out
+
+    timed = time_calls(kept, lambda r: (params, states, jax.random.key(seed + r)), repeats,
                        warmup, min_seconds)
-    _, _, parents = run(params, states, jax.random.key(seed))
+    _, _, parents = outputs[0]
     median = timed["seconds"]
     return {**timed, "s_per_sim": median / sims, "ms_per_sim": 1000.0 * median / sims,
             "mean_depth": mean_depth(parents)}
@@ -151,7 +159,7 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                     if backend == "mctx" and below:
                         prev = max(below)
                         # mctx's cost per simulation grows about linearly with the tree.
-                        est = done[prev]["s_per_sim"] * (sims / prev) * sims * (repeats + warmup + 2)
+                        est = done[prev]["s_per_sim"] * (sims / prev) * sims * (repeats + warmup + 1)
                         if est > mctx_budget_s:
                             note = (f"mctx {algo} batch {batch} {sims} sims skipped: estimated "
                                     f"{est:.0f} s > --mctx-budget-s {mctx_budget_s:g}")
