@@ -39,6 +39,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
                                select_games, sgd_step)
+from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number
@@ -124,6 +125,13 @@ class SelfPlaySettings:
     (KataGo's playout cap randomization, seed 003): the probability that a move gets the full search and becomes a training target; other
     moves use ``fast_simulations`` and are not trained on. The draw is per move for the
     whole batch (the number of simulations of a compiled search is fixed).
+
+    ``opponent`` (a compiled agent's name for `gomoku_jax.agents.make`: ``random``,
+    ``heuristic``, ``heuristic-K``) plays one side of the first ``opponent_fraction`` of
+    the batch's games instead of the search: black in the even game slots, white in the
+    odd ones, every game of the slot. Its moves are not training targets; the learner's
+    moves in those games are, with the result against it as their value target. None
+    (default) is pure self-play.
     """
 
     batch: int = 64
@@ -133,6 +141,8 @@ class SelfPlaySettings:
     gumbel_moves: int | None = None
     playout_cap: float | None = None
     fast_simulations: int = 8
+    opponent: str | None = None
+    opponent_fraction: float = 0.25
 
     def __post_init__(self):
         check_int("selfplay", "batch", self.batch)
@@ -144,6 +154,20 @@ class SelfPlaySettings:
         if self.playout_cap is not None:
             check_number("selfplay", "playout_cap", self.playout_cap, 0.0, 1.0, low_open=True)
         check_int("selfplay", "fast_simulations", self.fast_simulations)
+        check_number("selfplay", "opponent_fraction", self.opponent_fraction, 0.0, 1.0,
+                     low_open=True)
+        if self.opponent is not None:
+            if not isinstance(self.opponent, str) or not self.opponent:
+                raise ValueError(f"selfplay.opponent must be an agent name or null, "
+                                 f"got {self.opponent!r}")
+            if round(self.opponent_fraction * self.batch) < 1:
+                raise ValueError(
+                    f"selfplay.opponent_fraction ({self.opponent_fraction}) of "
+                    f"selfplay.batch ({self.batch}) games is no game; raise either")
+
+    def opponent_slots(self) -> int:
+        """How many game slots (the first ones) the opponent plays in."""
+        return 0 if self.opponent is None else round(self.opponent_fraction * self.batch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +273,7 @@ class AlphaZeroConfig:
             raise ValueError(
                 f"search.reuse_tree cannot be combined with selfplay.playout_cap ({pc}): a "
                 "kept tree cannot serve two searches of different sizes; unset one of them")
+        _selfplay_opponent(self.selfplay, self.game.env())  # refuses what cannot play compiled
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
@@ -318,11 +343,18 @@ class Learner(SearchPlayer, ShardedLearner):
                                    "train.batch_size": config.train.batch_size})
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
         self.tx = make_optimizer(config.train)
+        self._opponent = _selfplay_opponent(config.selfplay, self.env)
         self.trace_count = 0
         self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
         self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
                                  out_shardings=(self.state_sharding(), self._rep),
                                  donate_argnums=0)
+
+    def _opponent_turn(self, games: State) -> jax.Array:
+        """``[B]`` bool: the games where ``selfplay.opponent`` is to move."""
+        slot = jnp.arange(self.config.selfplay.batch)
+        return ((slot < self.config.selfplay.opponent_slots())
+                & (games.current_player == slot % 2))
 
     # ----------------------------------------------------------- evaluation function
 
@@ -400,7 +432,7 @@ class Learner(SearchPlayer, ShardedLearner):
         cfg, env = self.config, self.env
         sp = cfg.selfplay
         fresh = env.init()
-        k_search, k_act, k_cap = jax.random.split(key, 3)
+        k_search, k_act, k_cap, k_opp = jax.random.split(key, 4)
         out = None  # the search output, kept only with tree reuse
 
         def searched(simulations):
@@ -430,6 +462,14 @@ class Learner(SearchPlayer, ShardedLearner):
         else:
             temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
             action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)
+        if self._opponent is not None:  # run only on the slots it plays in
+            theirs = self._opponent_turn(games)
+            n = sp.opponent_slots()
+            keys = jax.random.split(k_opp, theirs.shape[0])[:n]
+            replies = self._opponent.batch_policy()(
+                self._opponent.params, keys, jax.tree.map(lambda x: x[:n], games))
+            action = action.at[:n].set(jnp.where(theirs[:n], replies, action[:n]))
+            full = full & ~theirs
         stepped = jax.vmap(env.step)(games, action)
         mover = games.current_player
         reward = jnp.take_along_axis(stepped.rewards, mover[:, None], axis=1)[:, 0]
@@ -459,6 +499,19 @@ class Learner(SearchPlayer, ShardedLearner):
         init = (jnp.zeros((b,), jnp.float32), jnp.zeros((b,), jnp.bool_))
         _, (z, known) = jax.lax.scan(back, init, window, reverse=True)
         return z, known
+
+    def _opponent_metrics(self, done, black_won, white_won) -> dict:
+        """The learner's games against ``selfplay.opponent`` that ended this iteration:
+        ``opponent_games``, ``opponent_wins``, ``opponent_losses`` (none without one)."""
+        if self._opponent is None:
+            return {}
+        slot = jnp.arange(done.shape[1])
+        mine = (slot < self.config.selfplay.opponent_slots())[None, :]
+        learner_black = (slot % 2 == 1)[None, :]
+        won = jnp.where(learner_black, black_won, white_won)
+        lost = jnp.where(learner_black, white_won, black_won)
+        return dict(opponent_games=jnp.sum(done & mine), opponent_wins=jnp.sum(won & mine),
+                    opponent_losses=jnp.sum(lost & mine))
 
     # ---------------------------------------------------------------------- SGD
     def _observe(self, board, player, last_action):
@@ -573,6 +626,7 @@ class Learner(SearchPlayer, ShardedLearner):
             aux, kl=kl, learning_rate=lr, trained=trained, games_finished=finished,
             game_length=length, black_wins=jnp.sum(black_won), white_wins=jnp.sum(white_won),
             draws=jnp.sum(done & (moves.reward == 0)), positions_added=jnp.sum(insert),
+            **self._opponent_metrics(done, black_won, white_won),
             dropped=dropped, buffer_fill=buffer.size / buffer.capacity,
             moves=jnp.int32(t * b))
         new_state = TrainState(
@@ -580,6 +634,18 @@ class Learner(SearchPlayer, ShardedLearner):
             pending=pending, key=key, iteration=state.iteration + 1,
             lr_multiplier=multiplier.astype(jnp.float32))
         return new_state, metrics
+
+
+def _selfplay_opponent(sp: SelfPlaySettings, env: Gomoku):
+    """The compiled agent of ``selfplay.opponent`` (None without one)."""
+    if sp.opponent is None:
+        return None
+    agent = agents_lib.make(sp.opponent, env)
+    if not isinstance(agent, agents_lib.JaxAgent):
+        raise ValueError(
+            f"selfplay.opponent {sp.opponent!r} is not a compiled (JAX) agent and cannot play "
+            "inside the compiled self-play; use random, heuristic or heuristic-K")
+    return agent
 
 
 def _sample_by_temperature(key, weights, legal, temperature):

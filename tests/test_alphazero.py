@@ -238,3 +238,69 @@ def test_sgd_steps_written_out_equal_the_loop(smoke_config, learner, two_iterati
     moved = [float(jnp.max(jnp.abs(a - b))) for a, b in
              zip(jax.tree.leaves(unrolled_out[0]), jax.tree.leaves(state.variables))]
     assert max(moved) > 1e-4
+
+
+@pytest.fixture(scope="module")
+def opponent_learner(smoke_config):
+    cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(smoke_config), {"selfplay.opponent": "heuristic",
+                                       "selfplay.opponent_fraction": 0.5}))
+    return az.make_learner(cfg, devices=jax.devices()[:1])
+
+
+def test_a_selfplay_opponent_plays_its_side_of_the_first_slots(opponent_learner):
+    """With ``selfplay.opponent`` the heuristic moves for black in even and white in odd
+    slots of the first half of the batch; those moves are not targets, every other is,
+    and the learner's own moves there are its search's, not the heuristic's."""
+    learner = opponent_learner
+    state = learner.init()
+    _, rec = jax.jit(learner._selfplay)(state.variables, state.games, jax.random.key(3))
+    b = learner.config.selfplay.batch
+    slot = np.arange(b)[None, :]
+    rec_np = jax.device_get(rec)
+    theirs = (slot < b // 2) & (rec_np.player == slot % 2)
+    np.testing.assert_array_equal(rec_np.train, ~theirs)
+    # Every move the heuristic could have played, under 64 keys (it picks among the 3
+    # most central cells at random), for every recorded position.
+    flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), rec)
+    positions = jax.vmap(lambda board, player, last: learner.env.init().replace(
+        board=board, current_player=player, last_action=last,
+        legal_action_mask=(board == 0).reshape(-1)))(flat.board, flat.player, flat.last_action)
+    policy = learner._opponent.batch_policy()
+    keys = jax.random.split(jax.random.key(0), 64)
+    options = jax.vmap(lambda k: policy(None, jax.random.split(k, flat.player.shape[0]),
+                                        positions))(keys)  # [64, T * B]
+    played = np.asarray(rec_np.last_action[1:]).reshape(-1)  # step t's move
+    follows = ~rec_np.done[:-1].reshape(-1)
+    heuristic_could = (np.asarray(options)[:, :-b] == played[None, :]).any(0)
+    mask = theirs[:-1].reshape(-1) & follows
+    assert mask.sum() > 10 and heuristic_could[mask].all()
+    learner_moves = ~theirs[:-1].reshape(-1) & follows
+    assert not heuristic_could[learner_moves].all()
+
+
+def test_opponent_metrics_count_the_learners_results(opponent_learner):
+    # slots 0 (heuristic black, learner white), 1 (learner black), 4 (pure self-play)
+    done = np.zeros((2, 8), bool)
+    black_won = np.zeros((2, 8), bool)
+    white_won = np.zeros((2, 8), bool)
+    done[0, [0, 1, 4]] = True
+    black_won[0, [0, 1, 4]] = True  # the heuristic wins slot 0, the learner slot 1
+    done[1, 1] = True  # a draw in slot 1
+    out = opponent_learner._opponent_metrics(jnp.asarray(done), jnp.asarray(black_won),
+                                             jnp.asarray(white_won))
+    assert {k: int(v) for k, v in out.items()} == {
+        "opponent_games": 3, "opponent_wins": 1, "opponent_losses": 1}
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"selfplay.opponent": "gomokubot"}, "selfplay.opponent 'gomokubot' is not a compiled"),
+    ({"selfplay.opponent": "nobody"}, "unknown agent 'nobody'"),
+    ({"selfplay.opponent": "heuristic", "selfplay.opponent_fraction": 0.01},
+     r"selfplay.opponent_fraction \(0.01\) of selfplay.batch \(8\) games is no game"),
+    ({"selfplay.opponent_fraction": 0.0}, r"selfplay.opponent_fraction must be in \(0.0"),
+])
+def test_bad_selfplay_opponents_are_named(smoke_config, override, message):
+    with pytest.raises(cfglib.ConfigError, match=message):
+        cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+            cfglib.to_dict(smoke_config), override))
