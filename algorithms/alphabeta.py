@@ -164,7 +164,9 @@ class _LinePatterns:
       plus that of a white stone (`tactics.move_scores`' attack + defence for this
       direction, which does not depend on who moves); 0 on stones;
     * ``win_black[pos]`` / ``win_white[pos]``: whether that stone there wins;
-    * their counts.
+    * their counts;
+    * the line's `threats` (kept with the rest, so a board that tracks each line's
+      ``info`` has its threat facts without another lookup).
     """
 
     def __init__(
@@ -288,6 +290,7 @@ class _LinePatterns:
         return tuple(out)
 
     def _compute(self, length: int, code: int) -> tuple:
+        line_code = code
         cells = []
         for _ in range(length):
             code, digit = divmod(code, 3)
@@ -347,15 +350,14 @@ class _LinePatterns:
                     v = w[f"open_{name}"] if ends == 2 else w[f"half_{name}"] if ends == 1 else 0.0
                 score[pos] += v
         value = f[1] - f[2]
+        t = self.threats(length, line_code)
         if self.bonus is not None:
-            code = sum(x * 3**i for i, x in enumerate(cells))
-            t = self.threats(length, code)
             bw, b4, b3, b2 = self.bonus
             for s, sign in ((1, 1.0), (2, -1.0)):
                 i = s - 1
                 value += sign * (bw * sum(wins[i]) + (b4 if t[6 + i] else 0.0)
                                  + b3 * len(t[i]) + b2 * len(t[2 + i]))
-        return (value, score, wins[0], wins[1], sum(wins[0]), sum(wins[1]))
+        return (value, score, wins[0], wins[1], sum(wins[0]), sum(wins[1]), t)
 
 
 # -------------------------------------------------------------------- geometry
@@ -458,24 +460,31 @@ class _SearchBoard:
             for nb in self.g.nearby[cell]:
                 near[nb] += delta
 
-    def _update(self, cell: int, delta_code: int) -> None:
-        codes, infos, info_of, lens = self.codes, self.infos, self.p.info, self.g.line_len
+    def _update(self, cell: int, delta_code: int) -> float:
+        """The lines through ``cell`` after adding ``delta_code`` there (a stone played
+        or, negative, taken back): their codes, infos and the winning-cell counts; returns
+        the change of the pattern value."""
+        codes, infos, lens = self.codes, self.infos, self.g.line_len
+        memo, info_of = self.p.memo, self.p.info
         dv = 0.0
         wins = self.wins
         for lid, _, p3 in self.g.cell_lines[cell]:
             code = codes[lid] + delta_code * p3
             codes[lid] = code
-            new = info_of(lens[lid], code)
+            length = lens[lid]
+            new = memo.get(code * 32 + length)
+            if new is None:
+                new = info_of(length, code)
             old = infos[lid]
             infos[lid] = new
             dv += new[0] - old[0]
             wins[1] += new[4] - old[4]
             wins[2] += new[5] - old[5]
-        self.value += dv
+        return dv
 
     def play(self, cell: int, stone: int) -> None:
         self.cells[cell] = stone
-        self._update(cell, stone)
+        self.value += self._update(cell, stone)
         self.hash ^= self.g.zobrist[stone][cell]
         self.stones += 1
         self._touch(cell, 1)
@@ -483,10 +492,25 @@ class _SearchBoard:
     def undo(self, cell: int) -> None:
         stone = self.cells[cell]
         self.cells[cell] = 0
-        self._update(cell, -stone)
+        self.value += self._update(cell, -stone)
         self.hash ^= self.g.zobrist[stone][cell]
         self.stones -= 1
         self._touch(cell, -1)
+
+    # The threat-space search makes and unmakes many moves and reads only the lines,
+    # the winning cells and the hash: these two leave ``value``, ``stones`` and the
+    # neighbourhood counts as they were, which is right once every `threat_play` is
+    # undone by `threat_undo`.
+    def threat_play(self, cell: int, stone: int) -> None:
+        self.cells[cell] = stone
+        self._update(cell, stone)
+        self.hash ^= self.g.zobrist[stone][cell]
+
+    def threat_undo(self, cell: int) -> None:
+        stone = self.cells[cell]
+        self.cells[cell] = 0
+        self._update(cell, -stone)
+        self.hash ^= self.g.zobrist[stone][cell]
 
     def move_info(self, cell: int) -> tuple[float, bool, bool]:
         """(attack + defence score, black wins here, white wins here) of an empty cell."""
@@ -515,10 +539,10 @@ class _SearchBoard:
         """Cells of ``stone`` from `_LinePatterns.threats`: ``what`` 0 fours, 1 threes,
         3 open fours (ascending, no repeats)."""
         idx = 2 * what + stone - 1
-        threats, lens, codes, lines = self.p.threats, self.g.line_len, self.codes, self.g.lines
+        infos, lines = self.infos, self.g.lines
         out: set[int] = set()
         for lid in self.g.live_lines:
-            got = threats(lens[lid], codes[lid])[idx]
+            got = infos[lid][6][idx]
             if got:
                 line = lines[lid]
                 out.update(line[pos] for pos in got)
@@ -529,10 +553,10 @@ class _SearchBoard:
         ``stone`` could make next (the intersection over its threes' lines); None when
         ``stone`` has no open four to make."""
         idx = 4 + stone - 1
-        threats, lens, codes, lines = self.p.threats, self.g.line_len, self.codes, self.g.lines
+        infos, lines = self.infos, self.g.lines
         out: set[int] | None = None
         for lid in self.g.live_lines:
-            got = threats(lens[lid], codes[lid])
+            got = infos[lid][6]
             if got[idx + 2]:
                 line = lines[lid]
                 cells = {line[pos] for pos in got[idx]}
@@ -933,11 +957,11 @@ class _HeuristicSearch(PythonAgent):
                 score = {c: b.move_info(c)[0] for c in moves}
                 moves.sort(key=score.__getitem__, reverse=True)
         for cell in moves:
-            b.play(cell, a)
+            b.threat_play(cell, a)
             try:
                 ok = self._defend(b, a, depth - 1, vct)
             finally:
-                b.undo(cell)
+                b.threat_undo(cell)
             if ok:
                 self._tss_table[key] = 1000 + cell
                 return cell
@@ -964,11 +988,11 @@ class _HeuristicSearch(PythonAgent):
             if not replies:
                 return True
         for cell in replies:
-            b.play(cell, d)
+            b.threat_play(cell, d)
             try:
                 ok = self._attack(b, a, depth, vct) >= 0
             finally:
-                b.undo(cell)
+                b.threat_undo(cell)
             if not ok:
                 return False
         return True
@@ -1043,11 +1067,11 @@ class _HeuristicSearch(PythonAgent):
         quiet = [c for c in pool if c not in forcing][: t.probe_moves]
         found = []
         for cell in quiet:
-            b.play(cell, stone)
+            b.threat_play(cell, stone)
             try:
                 win = self._forced_win(b, stone, True, t.probe_depth, t.probe_nodes) >= 0
             finally:
-                b.undo(cell)
+                b.threat_undo(cell)
             if self._exhausted:
                 break
             if win:
@@ -1082,7 +1106,7 @@ class _HeuristicSearch(PythonAgent):
         for cell in self._ordered_all(b, stone):
             if cell not in zone:
                 continue
-            b.play(cell, stone)
+            b.threat_play(cell, stone)
             try:
                 if cell in fours:
                     answers = b.winning_cells(stone)
@@ -1093,16 +1117,16 @@ class _HeuristicSearch(PythonAgent):
                 level = 2  # 2: no forced win of the opponent found, 1: no VCF, 0: lost
                 for reply in answers:
                     if reply >= 0:
-                        b.play(reply, other)
+                        b.threat_play(reply, other)
                     try:
                         level = min(level, self._safety(b, other))
                     finally:
                         if reply >= 0:
-                            b.undo(reply)
+                            b.threat_undo(reply)
                     if level == 0:
                         break
             finally:
-                b.undo(cell)
+                b.threat_undo(cell)
             if self._exhausted:
                 break
             if level >= 1:
@@ -1137,16 +1161,16 @@ class _HeuristicSearch(PythonAgent):
                 open4 = b.threat_cells(3, a)
                 if open4:
                     out.add(open4[0])
-                    b.play(open4[0], a)
+                    b.threat_play(open4[0], a)
                     out.update(b.winning_cells(a))
-                    b.undo(open4[0])
+                    b.threat_undo(open4[0])
                     return
             seen = self._tss_table.get(self._tss_key(b, a, vct))
             if seen is None or seen < 1000:
                 return
             cell = seen - 1000
             out.add(cell)
-            b.play(cell, a)
+            b.threat_play(cell, a)
             try:
                 if b.wins[a]:
                     replies = b.winning_cells(a)
@@ -1157,13 +1181,13 @@ class _HeuristicSearch(PythonAgent):
                 if len(replies) > 1 and b.wins[a]:
                     return
                 for reply in replies:
-                    b.play(reply, d)
+                    b.threat_play(reply, d)
                     try:
                         attack()
                     finally:
-                        b.undo(reply)
+                        b.threat_undo(reply)
             finally:
-                b.undo(cell)
+                b.threat_undo(cell)
 
         attack()
 

@@ -737,3 +737,34 @@ def test_threat_search_keeps_to_max_nodes(env15):
     full = GomokuBotAgent(env15, depth=2)
     full.select(state, rng())
     assert full.threat_nodes > 2_000
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_threat_moves_update_the_lines_and_leave_the_rest(seed):
+    """The threat-space search's make / unmake: after `threat_play` the line facts,
+    winning cells and hash are those of a board built with the stone on it; `value`,
+    `stones` and the neighbourhood counts stay as they were; `threat_undo` restores
+    everything exactly."""
+    geom, pats = AB._Geometry(9, 2), AB._LinePatterns(5, "freestyle")
+    board, player = random_position(9, 5, "freestyle", seed, plies=12 + 4 * seed)
+    sb = AB._SearchBoard(geom, pats, board)
+    snapshot = lambda b: (list(b.cells), list(b.codes), list(b.infos), list(b.wins), b.hash,
+                          b.value, b.stones, list(b.adj), list(b.near))
+    before = snapshot(sb)
+    empties = sb.empties()
+    moves = [empties[i] for i in np.random.default_rng(seed).choice(len(empties), 3, False)]
+    stones = [player + 1, 2 - player, player + 1]
+    for cell, stone in zip(moves, stones):
+        sb.threat_play(cell, stone)
+    placed = board.reshape(-1).copy()
+    placed[moves] = stones
+    fresh = AB._SearchBoard(geom, pats, placed.reshape(9, 9))
+    assert (sb.codes, sb.wins, sb.hash) == (fresh.codes, fresh.wins, fresh.hash)
+    for what in (0, 1, 3):
+        for s in (1, 2):
+            assert sb.threat_cells(what, s) == fresh.threat_cells(what, s)
+    assert (sb.value, sb.stones, sb.adj) == before[5:8]
+    assert fresh.stones == before[6] + 3
+    for cell in reversed(moves):
+        sb.threat_undo(cell)
+    assert snapshot(sb) == before
