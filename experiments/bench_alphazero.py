@@ -44,7 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from experiments.common import device_description, publish, time_calls
+from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
+                                device_description, publish, time_calls)
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.game import Gomoku, sample_legal_action
@@ -345,22 +346,11 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def _positive_ints(parser, name: str, values) -> None:
-    if any(v < 1 for v in values):
-        parser.error(f"{name} must be positive, got {' '.join(map(str, values))}")
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="gomoku-jax bench alphazero",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
                         help="board sides, k=5 (default 9 15)")
-    parser.add_argument("--batches", type=int, nargs="+", default=None,
-                        help="games searched in lockstep (default 64 256)")
-    parser.add_argument("--simulations", type=int, nargs="+", default=None,
-                        help="simulations a search (default 16 64 200 400 800)")
-    parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
-                        choices=search_lib.ALGORITHMS, help="default: puct gumbel")
     parser.add_argument("--preset", choices=["cpu", "gpu"], default="cpu",
                         help="cpu: the CPU default config's network; gpu: resnet blocks=10 "
                              "filters=128 in bfloat16 (default cpu)")
@@ -375,20 +365,14 @@ def main(argv=None) -> dict:
                              "e.g. --set selfplay.batch=128")
     parser.add_argument("--parts", nargs="+", choices=["search", "learner"],
                         default=["search", "learner"], help="what to measure (default both)")
-    parser.add_argument("--repeats", type=int, default=2,
-                        help="timed calls after the warm-up (default 2)")
-    parser.add_argument("--opening-stones", type=int, default=4,
-                        help="random stones near the centre of the searched positions "
-                             "(default 4)")
     parser.add_argument("--max-tree-gb", type=float, default=4.0,
                         help="skip a combination whose search tree is larger (GiB, default 4)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny: 9x9, batch 8, 8 and 16 simulations, the learner's smoke "
                              "variant (explicit options still apply)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
-                        help="also write the report here as JSON, e.g. "
-                             "experiments/results/bench_alphazero_cpu.json")
+    add_search_bench_arguments(parser, "64 256 games, 16 64 200 400 800 simulations", 2,
+                               "timed calls after the warm-up (default 2)",
+                               "experiments/results/bench_alphazero_cpu.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
 
@@ -397,14 +381,9 @@ def main(argv=None) -> dict:
     sizes = tuple(args.sizes or defaults["sizes"])
     batches = tuple(args.batches or defaults["batches"])
     simulations = tuple(args.simulations or defaults["simulations"])
-    _positive_ints(parser, "--batches", batches)
-    _positive_ints(parser, "--simulations", simulations)
-    _positive_ints(parser, "--repeats", [args.repeats])
+    check_search_bench_arguments(parser, args, batches=batches, simulations=simulations)
     if args.max_tree_gb <= 0:
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
-    if not 0 <= args.opening_stones <= 8:
-        parser.error(f"--opening-stones must be in 0..8 (no win possible), "
-                     f"got {args.opening_stones}")
     for n in sizes:
         if n < 5:
             parser.error(f"--sizes must be at least 5 (k=5 and the central 5x5), got {n}")

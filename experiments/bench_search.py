@@ -37,13 +37,13 @@ at 16 64 200 400 800 (800 within the budget). ``gpu``: batches 256 and 1024, see
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import jax
 import numpy as np
 
 from experiments.bench_alphazero import choose_network, game_env, openings
-from experiments.common import device_description, publish, time_calls
+from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
+                                device_description, publish, time_calls)
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 
@@ -231,47 +231,31 @@ def main(argv=None) -> dict:
                         help="cpu: batch 64, uniform network; gpu: batches 256 1024, "
                              "resnet 10x128 bfloat16, 16 and 800 simulations (default cpu)")
     parser.add_argument("--size", type=int, default=9, help="board side, k=5 (default 9)")
-    parser.add_argument("--batches", type=int, nargs="+", default=None,
-                        help="games searched in lockstep (default: the preset's)")
-    parser.add_argument("--simulations", type=int, nargs="+", default=None,
-                        help="simulations of ours (default: the preset's)")
+    add_search_bench_arguments(parser, "the preset's", 5,
+                               "timed calls at least, median kept (default 5)",
+                               "experiments/results/bench_search_cpu.json")
     parser.add_argument("--mctx-simulations", type=int, nargs="+", default=None,
                         help="simulations of mctx (default: the preset's)")
-    parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
-                        choices=search_lib.ALGORITHMS, help="default: puct gumbel")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="timed calls at least, median kept (default 5)")
     parser.add_argument("--warmup", type=int, default=3,
                         help="untimed calls after the compiling one (default 3)")
     parser.add_argument("--min-seconds", type=float, default=1.0,
                         help="time calls until they took this long together (default 1)")
-    parser.add_argument("--opening-stones", type=int, default=4,
-                        help="random stones near the centre of the searched positions "
-                             "(default 4)")
     parser.add_argument("--mctx-budget-s", type=float, default=120.0,
                         help="skip an mctx run estimated to take longer, seconds (default 120)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny: batch 8, 8 and 16 simulations")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
-                        help="also write the report here as JSON, e.g. "
-                             "experiments/results/bench_search_cpu.json")
     args = parser.parse_args(argv)
     preset = {**PRESETS[args.preset], **(QUICK if args.quick else {})}
     batches = tuple(args.batches or preset["batches"])
     simulations = tuple(args.simulations or preset["simulations"])
     mctx_simulations = tuple(args.mctx_simulations or preset["mctx_simulations"])
-    for name, values in (("--batches", batches), ("--simulations", simulations),
-                         ("--mctx-simulations", mctx_simulations), ("--repeats", [args.repeats])):
-        if any(v < 1 for v in values):
-            parser.error(f"{name} must be positive integers, got {list(values)}")
+    check_search_bench_arguments(parser, args, batches=batches, simulations=simulations,
+                                 mctx_simulations=mctx_simulations)
     if args.warmup < 0 or not args.min_seconds >= 0:
         parser.error(f"--warmup and --min-seconds must be >= 0, got {args.warmup} and "
                      f"{args.min_seconds}")
     if not 5 <= args.size <= 19:
         parser.error(f"--size must be in 5..19, got {args.size}")
-    if not 0 <= args.opening_stones <= 8:
-        parser.error(f"--opening-stones must be in 0..8, got {args.opening_stones}")
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
                        preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
                        args.seed, args.warmup, args.min_seconds)

@@ -32,6 +32,42 @@ def device_description() -> str:
     return f"{dev.platform}: {dev.device_kind} x{jax.device_count()} (jax {jax.__version__})"
 
 
+def add_search_bench_arguments(parser, defaults: str, repeats: int, repeats_help: str,
+                               report_example: str) -> None:
+    """The arguments the search benchmarks share: ``--batches``, ``--simulations`` (their
+    defaults described by ``defaults``), ``--algorithms``, ``--repeats``,
+    ``--opening-stones``, ``--seed`` and ``--out``; `check_search_bench_arguments` checks
+    them once parsed."""
+    from gomoku_jax import search as search_lib
+
+    parser.add_argument("--batches", type=int, nargs="+", default=None,
+                        help=f"games searched in lockstep (default: {defaults})")
+    parser.add_argument("--simulations", type=int, nargs="+", default=None,
+                        help=f"simulations a search (default: {defaults})")
+    parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
+                        choices=search_lib.ALGORITHMS, help="default: puct gumbel")
+    parser.add_argument("--repeats", type=int, default=repeats, help=repeats_help)
+    parser.add_argument("--opening-stones", type=int, default=4,
+                        help="random stones near the centre of the searched positions "
+                             "(default 4)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
+                        help=f"also write the report here as JSON, e.g. {report_example}")
+
+
+def check_search_bench_arguments(parser, args, **lists) -> None:
+    """``parser.error`` unless ``--repeats`` and every list in ``lists`` (option name
+    without dashes, underscores for dashes -> the values in use) are positive integers
+    and ``--opening-stones`` leaves no win on the board (0..8)."""
+    for name, values in {**lists, "repeats": [args.repeats]}.items():
+        if any(v < 1 for v in values):
+            parser.error(f"--{name.replace('_', '-')} must be positive integers, "
+                         f"got {' '.join(map(str, values))}")
+    if not 0 <= args.opening_stones <= 8:
+        parser.error(f"--opening-stones must be in 0..8 (no win possible), "
+                     f"got {args.opening_stones}")
+
+
 def publish(report: dict, text: str, json_path: Path | None) -> dict:
     """Print a report's text and, when asked, write the report as JSON."""
     print(text)

@@ -57,6 +57,7 @@ def test_choose_network_presets_and_overrides():
 @pytest.mark.parametrize("argv", [
     ["--sizes", "4"],
     ["--batches", "0"],
+    ["--opening-stones", "-1"],
     ["--max-tree-gb", "0"],
     ["--options", "[1, 2]"],
     ["--options", "{blocks"],

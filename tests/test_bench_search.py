@@ -57,12 +57,14 @@ def test_summary_divides_the_right_rows():
 
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--warmup", "-1"],
                                   ["--min-seconds", "-1"], ["--size", "3"],
-                                  ["--simulations", "0"]])
+                                  ["--simulations", "0"], ["--mctx-simulations", "8", "0"],
+                                  ["--opening-stones", "9"]])
 def test_bad_options_stop_before_any_timing(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         bench.main(argv)
     assert exit_info.value.code == 2
-    assert "error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error" in err and f"{argv[0]} " in err  # the option is named
 
 
 def test_tiny_run_times_ours_and_mctx_in_the_same_report(tmp_path):
