@@ -392,7 +392,11 @@ def heatmap(report: dict, path, title: str | None = None):
     matrix = np.array([[np.nan if x is None else 100 * x for x in row]
                        for row in report["win_rate_matrix"]], dtype=float)
     size = 1.0 + 0.9 * len(names)
-    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    # Room for the names (file paths can be long): the row labels take their length in
+    # width, the column labels (at 35 degrees) about 0.6 of it in height.
+    label = 0.075 * max(len(str(n)) for n in names)
+    fig, ax = plt.subplots(figsize=(size + 1.5 + label, size + 0.6 * label),
+                           layout="constrained")
     image = ax.imshow(matrix, cmap="RdYlGn", vmin=0, vmax=100)
     ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
     ax.set_yticks(range(len(names)), names)
@@ -404,7 +408,6 @@ def heatmap(report: dict, path, title: str | None = None):
             ax.text(j, i, text, ha="center", va="center", fontsize=9)
     fig.colorbar(image, ax=ax, label="win rate (%)")
     ax.set_title(title or f"Round robin, {report['colours']['games']} games")
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -1,5 +1,7 @@
 """The arena: reproducible matches, colours and openings, forfeits, round robins."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -191,3 +193,15 @@ def test_batched_and_one_game_at_a_time_matches_agree():
     assert [r.winner for r in runs[True].records] == [r.winner for r in runs[False].records]
     assert len({r.moves for r in runs[True].records}) > 1  # the openings differ
     assert agents.with_killer(dataclasses.replace(first, batched=False), ENV).batched is False
+
+
+def test_heatmap_makes_room_for_long_names(tmp_path):
+    """Two agents, one named by a long file path: the picture is laid out without
+    matplotlib giving up (it used to warn that the layout could not be applied)."""
+    names = ["experiments/results/some_run_with_a_long_name/final.gjx@3200", "heuristic"]
+    report = {"agents": names, "win_rate_matrix": [[None, 0.75], [0.25, None]],
+              "colours": {"games": 20}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = arena.heatmap(report, tmp_path / "long.png")
+    assert path.stat().st_size > 1000
