@@ -156,7 +156,7 @@ class _LinePatterns:
     """Memoised facts about one board line, by its content.
 
     ``info(length, code)`` (``code`` = sum of ``stone * 3**pos``) returns a tuple
-    ``(value, score, win_black, win_white, n_win_black, n_win_white)``:
+    ``(value, score, win_black, win_white, n_win_black, n_win_white, threats)``:
 
     * ``value``: ``f(black) - f(white)`` of the runs in this line (seed 001's pattern
       evaluation, exactly `tactics.pattern_score`'s per-direction terms);
@@ -165,15 +165,17 @@ class _LinePatterns:
       direction, which does not depend on who moves); 0 on stones;
     * ``win_black[pos]`` / ``win_white[pos]``: whether that stone there wins;
     * their counts;
-    * the line's `threats` (kept with the rest, so a board that tracks each line's
-      ``info`` has its threat facts without another lookup).
+    * with ``threat_facts`` (for the threat-space search), the line's `threats`, kept
+      with the rest so that a board tracking each line's ``info`` has them without
+      another lookup; None without.
     """
 
     def __init__(
         self, k: int, rule: str, weights: Mapping[str, float] | None = None,
-        bonus: tuple[float, float, float, float] | None = None,
+        bonus: tuple[float, float, float, float] | None = None, threat_facts: bool = True,
     ):
         self.k, self.standard = k, rule == "standard"
+        self.threat_facts = bool(threat_facts)
         self.w = _merge_weights(weights)
         # Optional extra value from the threat facts (gaps included), per colour: per
         # winning cell, for an open-four cell, per four-making cell, per three-making
@@ -192,7 +194,7 @@ class _LinePatterns:
             got = self.memo[key] = self._compute(length, code)
         return got
 
-    # -- threat facts (for the threat-space search), memoised separately and lazily
+    # -- threat facts (for the threat-space search and the shape bonus), memoised apart
     def threats(self, length: int, code: int) -> tuple:
         """Per-colour threat cells of one line, by content, as positions on the line:
         ``(four_b, four_w, three_b, three_w, defend_b, defend_w, open4_b, open4_w)``.
@@ -350,14 +352,16 @@ class _LinePatterns:
                     v = w[f"open_{name}"] if ends == 2 else w[f"half_{name}"] if ends == 1 else 0.0
                 score[pos] += v
         value = f[1] - f[2]
-        t = self.threats(length, line_code)
+        t = (self.threats(length, line_code) if self.threat_facts or self.bonus is not None
+             else None)
         if self.bonus is not None:
             bw, b4, b3, b2 = self.bonus
             for s, sign in ((1, 1.0), (2, -1.0)):
                 i = s - 1
                 value += sign * (bw * sum(wins[i]) + (b4 if t[6 + i] else 0.0)
                                  + b3 * len(t[i]) + b2 * len(t[2 + i]))
-        return (value, score, wins[0], wins[1], sum(wins[0]), sum(wins[1]), t)
+        return (value, score, wins[0], wins[1], sum(wins[0]), sum(wins[1]),
+                t if self.threat_facts else None)
 
 
 # -------------------------------------------------------------------- geometry
@@ -619,7 +623,7 @@ class MinimaxAgent(PythonAgent):
         self.canonical = bool(canonical)
         self.name = name or "minimax"
         self._geom = _Geometry(env.size, None)
-        self._patterns = _LinePatterns(env.k, env.rule)
+        self._patterns = _LinePatterns(env.k, env.rule, threat_facts=False)
         self.table: dict[bytes, tuple[int, int]] = {}
         self.nodes = 0
 
@@ -760,7 +764,8 @@ class _HeuristicSearch(PythonAgent):
             if len(shape_bonus) != 4:
                 raise ValueError(f"{type(self).__name__}: shape_bonus takes 4 numbers, got {shape_bonus!r}")
         self.shape_bonus = shape_bonus
-        self._patterns = _LinePatterns(env.k, env.rule, weights, shape_bonus)
+        self._patterns = _LinePatterns(env.k, env.rule, weights, shape_bonus,
+                                       threat_facts=threats is not None)
         self.nodes = 0
         self._table: dict[int, tuple[int, float, int, int]] = {}
         # The time source the deadline refers to (tests inject a fake one).

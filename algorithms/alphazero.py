@@ -126,12 +126,14 @@ class SelfPlaySettings:
     moves use ``fast_simulations`` and are not trained on. The draw is per move for the
     whole batch (the number of simulations of a compiled search is fixed).
 
-    ``opponent`` (a compiled agent's name for `gomoku_jax.agents.make`: ``random``,
-    ``heuristic``, ``heuristic-K``) plays one side of the first ``opponent_fraction`` of
-    the batch's games instead of the search: black in the even game slots, white in the
-    odd ones, every game of the slot. Its moves are not training targets; the learner's
-    moves in those games are, with the result against it as their value target. None
-    (default) is pure self-play.
+    ``opponent`` (the name of a compiled agent for `gomoku_jax.agents.make`: ``random``,
+    ``heuristic``, ``heuristic-K``, ``pure-mcts-N``, an exported ``.gjx``, any of them
+    ``+killer``) plays one side of the first ``opponent_fraction`` of the batch's games:
+    black in the even game slots, white in the odd ones, every game of the slot; its
+    move replaces the search's (which still runs for the whole batch). Its moves are not
+    training targets; the learner's moves in those games are, with the result against
+    it as their value target. The game metrics (wins by colour, draws, length) count
+    those games too. None (default) is pure self-play.
     """
 
     batch: int = 64
@@ -352,7 +354,7 @@ class Learner(SearchPlayer, ShardedLearner):
 
     def _opponent_turn(self, games: State) -> jax.Array:
         """``[B]`` bool: the games where ``selfplay.opponent`` is to move."""
-        slot = jnp.arange(self.config.selfplay.batch)
+        slot = jnp.arange(games.current_player.shape[0])
         return ((slot < self.config.selfplay.opponent_slots())
                 & (games.current_player == slot % 2))
 
@@ -640,11 +642,15 @@ def _selfplay_opponent(sp: SelfPlaySettings, env: Gomoku):
     """The compiled agent of ``selfplay.opponent`` (None without one)."""
     if sp.opponent is None:
         return None
-    agent = agents_lib.make(sp.opponent, env)
+    try:
+        agent = agents_lib.make(sp.opponent, env)
+    except ValueError as error:
+        raise ValueError(f"selfplay.opponent: {error}") from None
     if not isinstance(agent, agents_lib.JaxAgent):
         raise ValueError(
             f"selfplay.opponent {sp.opponent!r} is not a compiled (JAX) agent and cannot play "
-            "inside the compiled self-play; use random, heuristic or heuristic-K")
+            "inside the compiled self-play; use one that is (random, heuristic, heuristic-K, "
+            "pure-mcts-N, an exported .gjx, any of them +killer)")
     return agent
 
 

@@ -370,7 +370,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true",
                         help="tiny: 9x9, batch 8, 8 and 16 simulations, the learner's smoke "
                              "variant (explicit options still apply)")
-    add_search_bench_arguments(parser, "64 256 games, 16 64 200 400 800 simulations", 2,
+    add_search_bench_arguments(parser, "games searched in lockstep (default 64 256)",
+                               "simulations a search (default 16 64 200 400 800)", 2,
                                "timed calls after the warm-up (default 2)",
                                "experiments/results/bench_alphazero_cpu.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

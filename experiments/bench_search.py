@@ -231,7 +231,8 @@ def main(argv=None) -> dict:
                         help="cpu: batch 64, uniform network; gpu: batches 256 1024, "
                              "resnet 10x128 bfloat16, 16 and 800 simulations (default cpu)")
     parser.add_argument("--size", type=int, default=9, help="board side, k=5 (default 9)")
-    add_search_bench_arguments(parser, "the preset's", 5,
+    add_search_bench_arguments(parser, "games searched in lockstep (default: the preset's)",
+                               "simulations of ours (default: the preset's)", 5,
                                "timed calls at least, median kept (default 5)",
                                "experiments/results/bench_search_cpu.json")
     parser.add_argument("--mctx-simulations", type=int, nargs="+", default=None,

@@ -32,18 +32,18 @@ def device_description() -> str:
     return f"{dev.platform}: {dev.device_kind} x{jax.device_count()} (jax {jax.__version__})"
 
 
-def add_search_bench_arguments(parser, defaults: str, repeats: int, repeats_help: str,
-                               report_example: str) -> None:
-    """The arguments the search benchmarks share: ``--batches``, ``--simulations`` (their
-    defaults described by ``defaults``), ``--algorithms``, ``--repeats``,
+def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: int,
+                               repeats_help: str, report_example: str) -> None:
+    """The arguments the search benchmarks share: ``--batches``, ``--simulations`` (the
+    help texts ``batches`` and ``simulations``), ``--algorithms``, ``--repeats``,
     ``--opening-stones``, ``--seed`` and ``--out``; `check_search_bench_arguments` checks
     them once parsed."""
     from gomoku_jax import search as search_lib
 
     parser.add_argument("--batches", type=int, nargs="+", default=None,
-                        help=f"games searched in lockstep (default: {defaults})")
+                        help=batches)
     parser.add_argument("--simulations", type=int, nargs="+", default=None,
-                        help=f"simulations a search (default: {defaults})")
+                        help=simulations)
     parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
                         choices=search_lib.ALGORITHMS, help="default: puct gumbel")
     parser.add_argument("--repeats", type=int, default=repeats, help=repeats_help)

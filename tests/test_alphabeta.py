@@ -759,11 +759,12 @@ def test_threat_moves_update_the_lines_and_leave_the_rest(seed):
     placed = board.reshape(-1).copy()
     placed[moves] = stones
     fresh = AB._SearchBoard(geom, pats, placed.reshape(9, 9))
-    assert (sb.codes, sb.wins, sb.hash) == (fresh.codes, fresh.wins, fresh.hash)
+    assert (sb.codes, sb.infos, sb.wins, sb.hash) == (fresh.codes, fresh.infos, fresh.wins,
+                                                      fresh.hash)
     for what in (0, 1, 3):
         for s in (1, 2):
             assert sb.threat_cells(what, s) == fresh.threat_cells(what, s)
-    assert (sb.value, sb.stones, sb.adj) == before[5:8]
+    assert (sb.value, sb.stones, sb.adj, sb.near) == before[5:9]
     assert fresh.stones == before[6] + 3
     for cell in reversed(moves):
         sb.threat_undo(cell)

@@ -276,7 +276,8 @@ def test_a_selfplay_opponent_plays_its_side_of_the_first_slots(opponent_learner)
     mask = theirs[:-1].reshape(-1) & follows
     assert mask.sum() > 10 and heuristic_could[mask].all()
     learner_moves = ~theirs[:-1].reshape(-1) & follows
-    assert not heuristic_could[learner_moves].all()
+    # the learner's (a random network's search) mostly land elsewhere
+    assert learner_moves.sum() > 50 and heuristic_could[learner_moves].mean() < 0.5
 
 
 def test_opponent_metrics_count_the_learners_results(opponent_learner):
@@ -295,7 +296,7 @@ def test_opponent_metrics_count_the_learners_results(opponent_learner):
 
 @pytest.mark.parametrize("override, message", [
     ({"selfplay.opponent": "gomokubot"}, "selfplay.opponent 'gomokubot' is not a compiled"),
-    ({"selfplay.opponent": "nobody"}, "unknown agent 'nobody'"),
+    ({"selfplay.opponent": "nobody"}, "selfplay.opponent: unknown agent 'nobody'"),
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_fraction": 0.01},
      r"selfplay.opponent_fraction \(0.01\) of selfplay.batch \(8\) games is no game"),
     ({"selfplay.opponent_fraction": 0.0}, r"selfplay.opponent_fraction must be in \(0.0"),
@@ -304,3 +305,24 @@ def test_bad_selfplay_opponents_are_named(smoke_config, override, message):
     with pytest.raises(cfglib.ConfigError, match=message):
         cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
             cfglib.to_dict(smoke_config), override))
+
+
+def test_an_iteration_with_an_opponent_reports_the_learners_results(opponent_learner):
+    """The compiled iteration's opponent metrics agree with its own moves (each
+    iteration's trajectory comes back as the next state's ``pending``)."""
+    state = opponent_learner.init()
+    games = 0
+    for _ in range(8):
+        state, metrics = opponent_learner.iteration(state)
+        rec = jax.device_get(state.pending)
+        b = rec.done.shape[1]
+        slot = np.arange(b)[None, :]
+        ended = rec.done & (slot < b // 2)
+        learner_moved = rec.player == 1 - slot % 2  # the learner is white in even slots
+        won = ended & (((rec.reward > 0) & learner_moved) | ((rec.reward < 0) & ~learner_moved))
+        lost = ended & (((rec.reward < 0) & learner_moved) | ((rec.reward > 0) & ~learner_moved))
+        assert int(metrics["opponent_games"]) == ended.sum()
+        assert (int(metrics["opponent_wins"]), int(metrics["opponent_losses"])) == (
+            won.sum(), lost.sum())
+        games += ended.sum()
+    assert games > 0

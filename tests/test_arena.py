@@ -202,6 +202,6 @@ def test_heatmap_makes_room_for_long_names(tmp_path):
     report = {"agents": names, "win_rate_matrix": [[None, 0.75], [0.25, None]],
               "colours": {"games": 20}}
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", UserWarning)
         path = arena.heatmap(report, tmp_path / "long.png")
     assert path.stat().st_size > 1000
