@@ -220,8 +220,9 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
 def make(spec: str, env: Gomoku) -> Agent:
     """An agent from its name, for configs and the command line.
 
-    ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation),
-    ``pure-mcts-N`` (N simulations), any
+    ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation; either
+    with ``@P`` for a heuristic that answers threats only with probability P, e.g.
+    ``heuristic@0.5``), ``pure-mcts-N`` (N simulations), any
     name from `algorithms.alphabeta.by_name` (``minimax``, ``alphabeta-3``,
     ``gomokubot``...), the path of an exported params file (``.gjx``; its search as
     stored, or ``path@N`` for N simulations), and any of them with ``+killer`` appended.
@@ -234,10 +235,18 @@ def make(spec: str, env: Gomoku) -> Agent:
         return with_killer(make(spec[: -len("+killer")], env), env, name=spec)
     if spec == "random":
         return random_agent()
-    if spec == "heuristic":
-        return heuristic_agent(env)
-    if spec.startswith("heuristic-") and spec[len("heuristic-"):].isdigit():
-        return heuristic_agent(env, top_k=int(spec[len("heuristic-"):]), name=spec)
+    base, at, blocks = spec.partition("@")
+    top_k = base[len("heuristic-"):] if base.startswith("heuristic-") else None
+    if base == "heuristic" or (top_k is not None and top_k.isdigit()):
+        top_k = int(top_k) if top_k else 3
+        probability = 1.0
+        if at:
+            try:
+                probability = float(blocks)
+            except ValueError:
+                raise ValueError(f"{spec!r}: the block probability after '@' must be a number "
+                                 f"in [0, 1], got {blocks!r}") from None
+        return heuristic_agent(env, top_k=top_k, name=spec, block_probability=probability)
     if spec.startswith("pure-mcts-") and spec[len("pure-mcts-"):].isdigit():
         from algorithms import pure_mcts
 
@@ -249,7 +258,8 @@ def make(spec: str, env: Gomoku) -> Agent:
     except ValueError:
         pass
     raise ValueError(
-        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, pure-mcts-N, minimax, "
+        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, heuristic[-K]@P, "
+        "pure-mcts-N, minimax, "
         "alphabeta-D, negamax-D, gomokubot, gomokubot-D, an exported FILE.gjx[@N], "
         "each optionally with +killer"
     )

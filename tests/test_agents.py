@@ -145,3 +145,19 @@ def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind
         agent.params, jax.random.key(3), trained.init())
     got = agent.policy(agent.params, jax.random.key(3), env.init())
     assert int(got) == int(expected)
+
+
+def test_make_builds_a_weakened_heuristic_by_name():
+    four = {(2, c): 2 for c in range(2, 6)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
+    seeds = range(40)
+    never = agents.make("heuristic@0", ENV)
+    assert never.name == "heuristic@0" and not _acts(never, _pos(four), seeds) & {(2, 1), (2, 6)}
+    assert _acts(agents.make("heuristic-1@1", ENV), _pos(four), seeds) == {(2, 6)}
+    half = _acts(agents.make("heuristic@0.5+killer", ENV), _pos(four), seeds)
+    assert half == {(2, 6)}  # the killer blocks the four whatever the heuristic's coin says
+    assert _acts(agents.make("heuristic-1@0", ENV), ENV.init(), seeds=range(5)) == {(4, 4)}
+    for bad, message in (("heuristic@half", "after '@' must be a number"),
+                         ("heuristic@1.5", r"block_probability must be in \[0.0, 1.0\]"),
+                         ("heuristic-x@0.5", "unknown agent")):
+        with pytest.raises(ValueError, match=message):
+            agents.make(bad, ENV)
