@@ -5,11 +5,13 @@ chunk of ``--chunk`` games is its own file, so an interrupted run keeps what it 
 ``--generate-only`` stops there, e.g. to make the data in the background)::
 
     python -m experiments.imitation_strength --games 20000 --json experiments/results/imitation_9x9.json
-    nice -n 19 python -m experiments.imitation_strength --games 20000 --depth 2 --workers 2 --generate-only
+    nice -n 19 python -m experiments.imitation_strength --games 20000 --workers 2 --generate-only
 
-Steps: (1) GomokuBot (``gomokubot-D``, ``--depth``) plays itself from random
-``--opening-stones-data`` openings into ``runs/imitation_9x9/records/`` (reused:
-every ``*.jsonl.gz`` there counts, whoever made it); (2) the network of
+Steps: (1) GomokuBot (``gomokubot-D``, ``--depth``, default 2) plays itself from random
+``--opening-stones-data`` openings into ``--records`` (reused: every ``*.jsonl.gz``
+there counts, whoever made it; by default the dataset that comes with the repository,
+``experiments/data/gomokubot2_9x9/``, made by this same step, so only what it lacks is
+played); (2) the network of
 ``experiments/configs/imitation_9x9_cpu.json`` is trained on them
 (`algorithms.imitation`, workdir ``runs/imitation_9x9/train``, resumed if it exists;
 ``--set key=value`` overrides the config); (3) its final network, searching
@@ -36,6 +38,8 @@ from experiments.common import device_description, publish
 __all__ = ["main", "run"]
 
 CONFIG = Path(__file__).parent / "configs" / "imitation_9x9_cpu.json"
+# The dataset that comes with the repository (experiments/data/gomokubot2_9x9/README.md).
+DATA = Path("experiments") / "data" / "gomokubot2_9x9"
 
 
 def _count_games(files) -> int:
@@ -158,11 +162,13 @@ def run(args) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m experiments.imitation_strength",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--records", default="runs/imitation_9x9/records",
-                   help="folder of records files (*.jsonl.gz), reused and topped up")
+    p.add_argument("--records", default=str(DATA),
+                   help="folder of records files (*.jsonl.gz), reused and topped up "
+                        "(default: the dataset that comes with the repository)")
     p.add_argument("--games", type=int, default=20_000,
                    help="games the folder must hold before training (0: use what is there)")
-    p.add_argument("--depth", type=int, default=3, help="GomokuBot depth for new games")
+    p.add_argument("--depth", type=int, default=2,
+                   help="GomokuBot depth for new games (the shipped dataset's: 2)")
     p.add_argument("--opening-stones-data", type=int, default=4,
                    help="random opening stones of generated games")
     p.add_argument("--chunk", type=int, default=200, help="games per generated file")

@@ -1,0 +1,66 @@
+"""The game-record datasets that come with the repository (``experiments/data/*/``).
+
+Every file must read back with no malformed game, hold what its header says it holds,
+be the chunk its name says (the seed that makes it again), and the dataset's README
+must state what is really there.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from gomoku_jax import records
+
+DATA = pathlib.Path(__file__).parents[1] / "experiments" / "data"
+DATASETS = sorted(p for p in DATA.iterdir() if p.is_dir()) if DATA.is_dir() else []
+# File names of the generator's chunks: <agent>_s<seed>.jsonl.gz.
+CHUNK = re.compile(r"^(?P<agent>[a-z0-9-]+)_s(?P<seed>\d+)\.jsonl\.gz$")
+
+
+def test_the_repository_ships_a_dataset():
+    assert [p.name for p in DATASETS] == ["gomokubot2_9x9"]
+
+
+def contents_line(games: list[records.Game], files: int) -> str:
+    """The README's contents line for these games."""
+    wins = {"black": 0, "white": 0, "draw": 0}
+    for g in games:
+        wins[records.WINNER_NAMES[g.winner]] += 1
+    mean = sum(len(g.moves) for g in games) / len(games)
+    return (f"Contents: {len(games):,} games in {files} files; black won {wins['black']:,}, "
+            f"white {wins['white']:,}, drawn {wins['draw']:,}; {mean:.1f} moves a game on "
+            "average.")
+
+
+@pytest.mark.parametrize("folder", DATASETS, ids=[p.name for p in DATASETS])
+def test_dataset_files_are_whole_and_as_documented(folder):
+    files = sorted(folder.glob("*.jsonl.gz"))
+    assert files, f"{folder} holds no records files"
+    assert sorted(folder.iterdir()) == sorted(files + [folder / "README.md"]), (
+        f"{folder} holds files other than its records and README.md")
+    games, seeds = [], set()
+    for path in files:
+        m = CHUNK.match(path.name)
+        assert m, f"{path.name} is not named <agent>_s<seed>.jsonl.gz"
+        meta = records.read_header(path)["metadata"]
+        assert (meta["black"], meta["white"]) == (m["agent"], m["agent"]), path.name
+        assert meta["seed"] == int(m["seed"]), path.name
+        assert meta["generator"] == "experiments.generate_records", path.name
+        seeds.add(meta["seed"])
+        got = records.read_records(path, on_error="raise")  # replays every game
+        assert len(got) == meta["games"], f"{path.name}: header says {meta['games']} games"
+        for i, g in enumerate(got):
+            assert (g.size, g.k, g.rule) == (9, 5, "freestyle")
+            assert (g.black, g.white) == (meta["black"], meta["white"])
+            assert g.opening == meta["opening_stones"]
+            assert g.winner is not None, f"{path.name} game {i} is unfinished"
+            assert g.source == f"experiments.generate_records seed={meta['seed']} game={i}"
+        games += got
+    assert len(seeds) == len(files)
+    readme = (folder / "README.md").read_text()
+    want = contents_line(games, len(files))
+    assert want in readme.replace("\n", " "), (
+        f"{folder / 'README.md'} does not state the contents; it should read:\n{want}")
