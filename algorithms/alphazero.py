@@ -182,7 +182,12 @@ class TrainSettings:
     x 1.5 below half of it, kept in [0.1, 10]). ``unroll`` writes the SGD steps out one
     after another instead of as a loop: on CPU, XLA runs convolutions inside a loop
     body 10-20x slower (measured by ``gomoku-jax bench alphazero``), at the price of a
-    compile time that grows with the steps; leave it off on accelerators."""
+    compile time that grows with the steps; leave it off on accelerators.
+    ``search_value_weight`` (0: seed 000's target) mixes the root's search value into the
+    value target: ``(1 - w) z + w q``, with ``q`` the search's value of the position for
+    the player to move (its completed estimate after the move's simulations). The result
+    ``z`` of a game is one noisy draw; ``q`` is an estimate the search improved, biased
+    by the network: a mix trades some of the first for some of the second."""
 
     iterations: int = 100
     batch_size: int = 256
@@ -194,6 +199,7 @@ class TrainSettings:
     momentum: float = 0.9
     l2: float = 1e-4
     value_weight: float = 1.0
+    search_value_weight: float = 0.0
     lr_schedule: str = "constant"
     kl_target: float | None = None
     augment: bool = True
@@ -212,6 +218,7 @@ class TrainSettings:
         check_number("train", "momentum", self.momentum, 0.0, 1.0)
         check_number("train", "l2", self.l2, 0.0, 1.0)
         check_number("train", "value_weight", self.value_weight, 0.0, 1e3)
+        check_number("train", "search_value_weight", self.search_value_weight, 0.0, 1.0)
         if self.kl_target is not None:
             check_number("train", "kl_target", self.kl_target, 0.0, 10.0, low_open=True)
         if self.min_buffer > self.buffer_capacity:
@@ -298,6 +305,7 @@ class Record:
     player: jax.Array  # [] int32, to move
     last_action: jax.Array  # [] int32
     policy: jax.Array  # [A] float32, search policy target
+    search_value: jax.Array  # [] float32, the root's search value for the mover
     reward: jax.Array  # [] float32, the mover's reward from this move
     done: jax.Array  # [] bool, this move ended the game
     train: jax.Array  # [] bool, a training target (full search)
@@ -390,7 +398,8 @@ class Learner(SearchPlayer, ShardedLearner):
         pending = Record(
             board=jnp.zeros((t, b, n, n), jnp.int8), player=jnp.zeros((t, b), jnp.int32),
             last_action=jnp.full((t, b), -1, jnp.int32),
-            policy=jnp.zeros((t, b, a), jnp.float32), reward=jnp.zeros((t, b), jnp.float32),
+            policy=jnp.zeros((t, b, a), jnp.float32),
+            search_value=jnp.zeros((t, b), jnp.float32), reward=jnp.zeros((t, b), jnp.float32),
             done=jnp.zeros((t, b), jnp.bool_), train=jnp.zeros((t, b), jnp.bool_),
             inserted=jnp.ones((t, b), jnp.bool_))
         return TrainState(
@@ -437,22 +446,24 @@ class Learner(SearchPlayer, ShardedLearner):
         k_search, k_act, k_cap, k_opp = jax.random.split(key, 4)
         out = None  # the search output, kept only with tree reuse
 
+        def results(out):
+            return (search_lib.policy_target(out, cfg.search), out.action_weights, out.action,
+                    out.search_tree.summary().value.astype(jnp.float32))
+
         def searched(simulations):
-            out = self._search(variables, games, k_search, simulations)
-            return search_lib.policy_target(out, cfg.search), out.action_weights, out.action
+            return results(self._search(variables, games, k_search, simulations))
 
         if cfg.search.reuse_tree:  # validation refuses a playout cap with reuse
             out = search_lib.run_search_reusing(env, self.evaluate, variables, games,
                                                 k_search, cfg.search, cfg.tactical, tree)
-            target, weights, chosen = (search_lib.policy_target(out, cfg.search),
-                                       out.action_weights, out.action)
+            target, weights, chosen, value = results(out)
             full = jnp.bool_(True)
         elif sp.playout_cap is None:
-            target, weights, chosen = searched(cfg.search.num_simulations)
+            target, weights, chosen, value = searched(cfg.search.num_simulations)
             full = jnp.bool_(True)
         else:  # fixed-shape results, so the two searches fit one `cond`
             full = jax.random.bernoulli(k_cap, sp.playout_cap)
-            target, weights, chosen = jax.lax.cond(
+            target, weights, chosen, value = jax.lax.cond(
                 full, lambda: searched(cfg.search.num_simulations),
                 lambda: searched(sp.fast_simulations))
         if cfg.search.algorithm == "gumbel":
@@ -477,7 +488,7 @@ class Learner(SearchPlayer, ShardedLearner):
         reward = jnp.take_along_axis(stepped.rewards, mover[:, None], axis=1)[:, 0]
         record = Record(
             board=games.board, player=mover, last_action=games.last_action,
-            policy=target, reward=reward, done=stepped.terminated,
+            policy=target, search_value=value, reward=reward, done=stepped.terminated,
             train=jnp.broadcast_to(full, mover.shape),
             inserted=jnp.zeros(mover.shape, jnp.bool_))
         if cfg.search.reuse_tree:
@@ -487,9 +498,11 @@ class Learner(SearchPlayer, ShardedLearner):
 
     # ------------------------------------------------------------------- targets
     @staticmethod
-    def _value_targets(window: Record) -> tuple[jax.Array, jax.Array]:
-        """Backward pass over ``[W, B]`` moves: ``z`` for the player to move and whether
-        the game's end lies inside the window."""
+    def _value_targets(window: Record, search_value_weight: float = 0.0
+                       ) -> tuple[jax.Array, jax.Array]:
+        """Backward pass over ``[W, B]`` moves: the value target for the player to move
+        (``z``, or ``(1 - w) z + w q`` with the search value ``q`` and ``w`` the
+        ``search_value_weight``) and whether the game's end lies inside the window."""
 
         def back(carry, rec):
             v_next, known_next = carry
@@ -500,6 +513,8 @@ class Learner(SearchPlayer, ShardedLearner):
         b = window.done.shape[1]
         init = (jnp.zeros((b,), jnp.float32), jnp.zeros((b,), jnp.bool_))
         _, (z, known) = jax.lax.scan(back, init, window, reverse=True)
+        if search_value_weight:  # static: without it the targets are z exactly
+            z = (1.0 - search_value_weight) * z + search_value_weight * window.search_value
         return z, known
 
     def _opponent_metrics(self, done, black_won, white_won) -> dict:
@@ -589,7 +604,7 @@ class Learner(SearchPlayer, ShardedLearner):
         key, k_play, k_train, k_probe = jax.random.split(state.key, 4)
         games, moves = self._selfplay(state.variables, state.games, k_play)
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), state.pending, moves)
-        z, known = self._value_targets(window)
+        z, known = self._value_targets(window, cfg.train.search_value_weight)
         insert = known & ~window.inserted & window.train
         t, b = moves.done.shape
         flat = lambda x: x.reshape((-1,) + x.shape[2:])

@@ -36,12 +36,14 @@ def two_iterations(learner):
     return state, out
 
 
-def _record(done, reward, train=None, inserted=None):
+def _record(done, reward, train=None, inserted=None, search_value=None):
     done = jnp.asarray(done, jnp.bool_)[:, None]
     t = done.shape[0]
     return az.Record(
         board=jnp.zeros((t, 1, 3, 3), jnp.int8), player=jnp.zeros((t, 1), jnp.int32),
         last_action=jnp.zeros((t, 1), jnp.int32), policy=jnp.zeros((t, 1, 9)),
+        search_value=(jnp.zeros((t, 1), jnp.float32) if search_value is None
+                      else jnp.asarray(search_value, jnp.float32)[:, None]),
         reward=jnp.asarray(reward, jnp.float32)[:, None], done=done,
         train=jnp.ones_like(done) if train is None else train,
         inserted=jnp.zeros_like(done) if inserted is None else inserted)
@@ -56,6 +58,31 @@ def test_value_targets_alternate_sign_back_from_each_game_end():
     # a forfeit (-1 for the mover) gives the opponent's positions +1
     z, _ = az.Learner._value_targets(_record(done=[0, 1], reward=[0, -1]))
     np.testing.assert_array_equal(z[:, 0], [1, -1])
+
+
+def test_search_value_weight_mixes_the_search_value_into_the_target():
+    q = [0.5, -0.2, 0.8, 0.1, -0.4]
+    window = _record(done=[0, 0, 1, 0, 0], reward=[0, 0, 1, 0, 0], search_value=q)
+    z, known = az.Learner._value_targets(window, 0.25)
+    np.testing.assert_allclose(z[:, 0], 0.75 * np.array([1, -1, 1, 0, 0]) + 0.25 * np.array(q),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(known[:, 0], [1, 1, 1, 0, 0])
+    with pytest.raises(ValueError, match="train.search_value_weight"):
+        dataclasses.replace(az.TrainSettings(), search_value_weight=1.5)
+
+
+def test_self_play_records_the_root_search_value_of_each_move(learner):
+    """The value a self-play move records is its search's root value (for the mover)."""
+    state = learner.init()
+    key = jax.random.key(4)
+    _, rec = jax.jit(learner._selfplay)(state.variables, state.games, key)
+    # the first move's search, run again with the key `_selfplay` gives it
+    k_search = jax.random.split(jax.random.split(key, learner.config.selfplay.steps)[0], 4)[0]
+    out = jax.jit(learner._search, static_argnums=3)(
+        state.variables, state.games, k_search, learner.config.search.num_simulations)
+    want = out.search_tree.node_values[:, 0]
+    np.testing.assert_allclose(rec.search_value[0], want, rtol=1e-5, atol=1e-6)
+    assert float(jnp.max(jnp.abs(want))) > 0  # a real value, not the zeros of a blank
 
 
 def test_one_iteration_on_the_smoke_config_fills_the_buffer(learner, two_iterations):
