@@ -183,11 +183,11 @@ class TrainSettings:
     after another instead of as a loop: on CPU, XLA runs convolutions inside a loop
     body 10-20x slower (measured by ``gomoku-jax bench alphazero``), at the price of a
     compile time that grows with the steps; leave it off on accelerators.
-    ``search_value_weight`` (0: seed 000's target) mixes the root's search value into the
-    value target: ``(1 - w) z + w q``, with ``q`` the search's value of the position for
-    the player to move (its completed estimate after the move's simulations). The result
-    ``z`` of a game is one noisy draw; ``q`` is an estimate the search improved, biased
-    by the network: a mix trades some of the first for some of the second."""
+    ``search_value_weight`` (0: seed 000's target) mixes the search's value into the
+    value target: ``(1 - w) z + w q``, with ``q`` the value of the move's policy target
+    for the player to move (`gomoku_jax.search.policy_value`: its expected root Q). The
+    result ``z`` of a game is one noisy draw; ``q`` is an estimate the search improved,
+    biased by the network: a mix trades some of the first for some of the second."""
 
     iterations: int = 100
     batch_size: int = 256
@@ -305,7 +305,9 @@ class Record:
     player: jax.Array  # [] int32, to move
     last_action: jax.Array  # [] int32
     policy: jax.Array  # [A] float32, search policy target
-    search_value: jax.Array  # [] float32, the root's search value for the mover
+    # [] float32, the search's value for the mover (`search.policy_value`); None unless
+    # train.search_value_weight is set (so runs without it keep their checkpoint layout)
+    search_value: jax.Array | None
     reward: jax.Array  # [] float32, the mover's reward from this move
     done: jax.Array  # [] bool, this move ended the game
     train: jax.Array  # [] bool, a training target (full search)
@@ -399,7 +401,9 @@ class Learner(SearchPlayer, ShardedLearner):
             board=jnp.zeros((t, b, n, n), jnp.int8), player=jnp.zeros((t, b), jnp.int32),
             last_action=jnp.full((t, b), -1, jnp.int32),
             policy=jnp.zeros((t, b, a), jnp.float32),
-            search_value=jnp.zeros((t, b), jnp.float32), reward=jnp.zeros((t, b), jnp.float32),
+            search_value=(jnp.zeros((t, b), jnp.float32) if cfg.train.search_value_weight
+                          else None),
+            reward=jnp.zeros((t, b), jnp.float32),
             done=jnp.zeros((t, b), jnp.bool_), train=jnp.zeros((t, b), jnp.bool_),
             inserted=jnp.ones((t, b), jnp.bool_))
         return TrainState(
@@ -447,8 +451,10 @@ class Learner(SearchPlayer, ShardedLearner):
         out = None  # the search output, kept only with tree reuse
 
         def results(out):
-            return (search_lib.policy_target(out, cfg.search), out.action_weights, out.action,
-                    out.search_tree.summary().value.astype(jnp.float32))
+            target = search_lib.policy_target(out, cfg.search)
+            value = (search_lib.policy_value(out, target).astype(jnp.float32)
+                     if cfg.train.search_value_weight else None)
+            return target, out.action_weights, out.action, value
 
         def searched(simulations):
             return results(self._search(variables, games, k_search, simulations))

@@ -78,6 +78,7 @@ __all__ = [
     "empty_tree",
     "make_recurrent_fn",
     "policy_target",
+    "policy_value",
     "root_output",
     "run_search",
     "run_search_reusing",
@@ -683,6 +684,24 @@ def policy_target(output: mctx.PolicyOutput, config: SearchConfig) -> jax.Array:
             f"{expected!r} search"
         )
     return output.action_weights
+
+
+def policy_value(output: mctx.PolicyOutput, target: jax.Array) -> jax.Array:
+    """The search's value ``[B]`` of its root position for the player to move: the
+    expected root Q-value under ``target`` (a policy over the root's actions, e.g.
+    `policy_target`), each unvisited action's Q completed by the root value.
+
+    With PUCT's visit distribution this is the visit-weighted mean of the children's
+    values (the root value less the network's own first estimate). With Gumbel's improved
+    policy it is that policy's value, not the root's mean: a few-simulation Gumbel search
+    gives every considered action about one visit, so its root mean is close to the
+    average of those moves, good and bad alike."""
+    tree = output.search_tree
+    root = tree.ROOT_INDEX
+    visits = tree.children_visits[:, root]
+    q = tree.qvalues(jnp.full(visits.shape[:1], root))
+    q = jnp.where(visits > 0, q, tree.node_values[:, root][:, None])
+    return jnp.sum(target * q, axis=-1)
 
 
 def select_action(output: mctx.PolicyOutput, key: jax.Array, temperature) -> jax.Array:

@@ -10,6 +10,7 @@ import pytest
 
 from algorithms import alphazero as az
 from gomoku_jax import config as cfglib
+from gomoku_jax import search as search_lib
 from gomoku_jax import symmetry
 
 CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "az_9x9_cpu.json"
@@ -71,18 +72,62 @@ def test_search_value_weight_mixes_the_search_value_into_the_target():
         dataclasses.replace(az.TrainSettings(), search_value_weight=1.5)
 
 
-def test_self_play_records_the_root_search_value_of_each_move(learner):
-    """The value a self-play move records is its search's root value (for the mover)."""
-    state = learner.init()
+@pytest.fixture(scope="module")
+def mixing_learner(smoke_config):
+    cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(smoke_config), {"train.search_value_weight": 0.5}))
+    return az.make_learner(cfg, devices=jax.devices()[:1])
+
+
+def test_policy_value_is_the_movers_and_sees_a_win_in_one(mixing_learner):
+    """`search.policy_value`: about +1 for a mover who wins at once (even at the smoke
+    config's 4 simulations, where the root's mean value is not), clearly negative for
+    a mover facing two winning cells once the search reaches the loss."""
+    learner = mixing_learner
+    env, variables = learner.env, learner.init().variables
+    four = [(4, 1), (0, 0), (4, 2), (0, 2), (4, 3), (0, 4), (4, 4)]
+    wins, loses = env.play_moves(four + [(0, 6)]), env.play_moves(four)
+    games = jax.tree.map(lambda x, y: jnp.stack([x, y]), wins, loses)
+    search = jax.jit(learner._search, static_argnums=3)
+    for simulations in (4, 64):
+        out = search(variables, games, jax.random.key(0), simulations)
+        q = np.asarray(search_lib.policy_value(out, search_lib.policy_target(
+            out, learner.config.search)))
+        assert q[0] > 0.9, (simulations, q)
+        if simulations == 64:
+            assert q[1] < -0.5, q
+
+
+def test_self_play_records_the_search_value_of_each_move(mixing_learner, learner):
+    """The value a self-play move records is `search.policy_value` of its search (and
+    nothing is recorded without ``train.search_value_weight``)."""
+    state = mixing_learner.init()
     key = jax.random.key(4)
-    _, rec = jax.jit(learner._selfplay)(state.variables, state.games, key)
+    _, rec = jax.jit(mixing_learner._selfplay)(state.variables, state.games, key)
     # the first move's search, run again with the key `_selfplay` gives it
-    k_search = jax.random.split(jax.random.split(key, learner.config.selfplay.steps)[0], 4)[0]
-    out = jax.jit(learner._search, static_argnums=3)(
-        state.variables, state.games, k_search, learner.config.search.num_simulations)
-    want = out.search_tree.node_values[:, 0]
+    steps = mixing_learner.config.selfplay.steps
+    k_search = jax.random.split(jax.random.split(key, steps)[0], 4)[0]
+    out = jax.jit(mixing_learner._search, static_argnums=3)(
+        state.variables, state.games, k_search, mixing_learner.config.search.num_simulations)
+    want = search_lib.policy_value(out, search_lib.policy_target(
+        out, mixing_learner.config.search))
     np.testing.assert_allclose(rec.search_value[0], want, rtol=1e-5, atol=1e-6)
+    assert rec.search_value.shape == rec.reward.shape
     assert float(jnp.max(jnp.abs(want))) > 0  # a real value, not the zeros of a blank
+    assert learner.init().pending.search_value is None
+
+
+def test_an_iteration_stores_mixed_value_targets(mixing_learner):
+    state, added = mixing_learner.init(), 0
+    for _ in range(2):  # (the smoke games need two iterations to finish)
+        state, metrics = mixing_learner.iteration(state)
+        added += int(metrics["positions_added"])
+    n = int(state.buffer.size)
+    assert n == added > 0
+    values = np.asarray(state.buffer.data.value[:n])
+    assert np.all(np.abs(values) <= 1.0)
+    # half a result (-1, 0, 1) plus half a search value: not only the results' values
+    assert not set(np.unique(values)) <= {-1.0, -0.5, 0.0, 0.5, 1.0}
 
 
 def test_one_iteration_on_the_smoke_config_fills_the_buffer(learner, two_iterations):
