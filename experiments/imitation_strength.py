@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
+import os
 import time
 from pathlib import Path
 
@@ -38,8 +39,10 @@ from experiments.common import device_description, publish
 __all__ = ["main", "run"]
 
 CONFIG = Path(__file__).parent / "configs" / "imitation_9x9_cpu.json"
-# The dataset that comes with the repository (experiments/data/gomokubot2_9x9/README.md).
-DATA = Path("experiments") / "data" / "gomokubot2_9x9"
+# The dataset that comes with the repository (experiments/data/gomokubot2_9x9/README.md):
+# games of gomokubot-2 only.
+DATA = Path(__file__).parent / "data" / "gomokubot2_9x9"
+DATA_DEPTH = 2
 
 
 def _count_games(files) -> int:
@@ -79,12 +82,17 @@ def run(args) -> dict:
     from gomoku_jax.ratings import score_interval
 
     records_dir = Path(args.records)
+    if args.games and records_dir.resolve() == DATA.resolve() and args.depth != DATA_DEPTH:
+        raise SystemExit(
+            f"--depth {args.depth}: the shipped dataset ({DATA}) holds games of "
+            f"gomokubot-{DATA_DEPTH} only; give another --records folder for other games")
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
                     args.workers) if args.games else {}
     if args.generate_only:
         print(f"{records_dir}: {data.get('games_available', 0)} games")
         return data
-    overrides = [f"data.paths={[str(records_dir / '*.jsonl.gz')]}".replace("'", '"'),
+    pattern = os.path.join(os.path.relpath(records_dir), "*.jsonl.gz")  # as data.paths reads it
+    overrides = [f"data.paths={[pattern]}".replace("'", '"'),
                  f"eval.simulations={args.simulations}", "eval.final_games=0",
                  *(args.set or [])]
     cfg, _ = cfglib.load_file(imitation.ImitationConfig, args.config, overrides=overrides)
@@ -122,7 +130,7 @@ def run(args) -> dict:
         "config": str(args.config),
         "overrides": overrides,
         "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
-        "data": {"records": str(records_dir / "*.jsonl.gz"), "files": len(summary["files"]),
+        "data": {"records": pattern, "files": len(summary["files"]),
                  "train_games": summary["train"]["games"],
                  "train_positions": summary["train"]["positions"],
                  "validation_games": summary["validation"]["games"],

@@ -7,6 +7,7 @@ must state what is really there.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 
@@ -20,8 +21,28 @@ DATASETS = sorted(p for p in DATA.iterdir() if p.is_dir()) if DATA.is_dir() else
 CHUNK = re.compile(r"^(?P<agent>[a-z0-9-]+)_s(?P<seed>\d+)\.jsonl\.gz$")
 
 
-def test_the_repository_ships_a_dataset():
-    assert [p.name for p in DATASETS] == ["gomokubot2_9x9"]
+def _config_files(pattern: str) -> list[pathlib.Path]:
+    """What a config's ``data.paths`` entry names, read from the repository root."""
+    root = pathlib.Path(__file__).parents[1]
+    return sorted(root.glob(pattern))
+
+
+def test_configs_read_the_documented_part_of_the_dataset():
+    root = pathlib.Path(__file__).parents[1] / "experiments" / "configs"
+    folder = DATA / "gomokubot2_9x9"
+    every = sorted(folder.glob("*.jsonl.gz"))
+    imitation = json.loads((root / "imitation_9x9_cpu.json").read_text())["data"]["paths"]
+    assert [f for p in imitation for f in _config_files(p)] == every
+    # the pipeline's first stage: the first five files, 1,000 games
+    pipeline = json.loads((root / "pipeline_9x9_cpu.json").read_text())
+    files = [f for p in pipeline["imitation"]["data"]["paths"] for f in _config_files(p)]
+    assert files == every[:5] and len(files) == 5
+    assert sum(records.read_header(f)["metadata"]["games"] for f in files) == 1000
+
+
+def test_the_repository_ships_the_imitation_dataset():
+    # (the check below is parametrized over the folders: without one it would not run)
+    assert "gomokubot2_9x9" in [p.name for p in DATASETS]
 
 
 def contents_line(games: list[records.Game], files: int) -> str:
@@ -51,13 +72,18 @@ def test_dataset_files_are_whole_and_as_documented(folder):
         assert meta["generator"] == "experiments.generate_records", path.name
         seeds.add(meta["seed"])
         got = records.read_records(path, on_error="raise")  # replays every game
-        assert len(got) == meta["games"], f"{path.name}: header says {meta['games']} games"
-        for i, g in enumerate(got):
+        played = meta["games"] - meta["forfeits_left_out"]
+        assert len(got) == played, f"{path.name}: the header says {played} games"
+        index = []  # the games' numbers in the run (forfeited ones are left out)
+        for g in got:
             assert (g.size, g.k, g.rule) == (9, 5, "freestyle")
             assert (g.black, g.white) == (meta["black"], meta["white"])
             assert g.opening == meta["opening_stones"]
-            assert g.winner is not None, f"{path.name} game {i} is unfinished"
-            assert g.source == f"experiments.generate_records seed={meta['seed']} game={i}"
+            prefix = f"experiments.generate_records seed={meta['seed']} game="
+            assert g.source.startswith(prefix), g.source
+            index.append(int(g.source[len(prefix):]))
+            assert g.winner is not None, f"{path.name} game {index[-1]} is unfinished"
+        assert index == sorted(set(index)) and index[-1] < meta["games"], path.name
         games += got
     assert len(seeds) == len(files)
     readme = (folder / "README.md").read_text()

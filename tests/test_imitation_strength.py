@@ -3,6 +3,8 @@ reused, and ``--generate-only`` stops before training."""
 
 import glob
 
+import pytest
+
 from experiments import imitation_strength
 from gomoku_jax import records
 
@@ -29,3 +31,11 @@ def test_generate_only_tops_the_folder_up_in_chunks_and_reuses_it(tmp_path, caps
     assert not (tmp_path / "never").exists()  # no training
     header = records.read_header(more[-1])["metadata"]
     assert header["black"] == header["white"] == "gomokubot-1"
+
+
+def test_the_shipped_dataset_takes_only_its_own_bot(tmp_path):
+    """Other games would break the shipped folder's one-bot, one-seed-per-file layout."""
+    with pytest.raises(SystemExit, match="gomokubot-2 only"):
+        imitation_strength.main(["--depth", "3", "--generate-only", "--no-progress",
+                                 "--workdir", str(tmp_path / "never")])
+    assert imitation_strength.DATA.is_dir() and not (tmp_path / "never").exists()
