@@ -175,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the dataset that comes with the repository)")
     p.add_argument("--games", type=int, default=20_000,
                    help="games the folder must hold before training (0: use what is there)")
-    p.add_argument("--depth", type=int, default=2,
-                   help="GomokuBot depth for new games (the shipped dataset's: 2)")
+    p.add_argument("--depth", type=int, default=DATA_DEPTH,
+                   help=f"GomokuBot depth for new games (the shipped dataset's: {DATA_DEPTH})")
     p.add_argument("--opening-stones-data", type=int, default=4,
                    help="random opening stones of generated games")
     p.add_argument("--chunk", type=int, default=200, help="games per generated file")

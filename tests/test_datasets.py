@@ -15,7 +15,8 @@ import pytest
 
 from gomoku_jax import records
 
-DATA = pathlib.Path(__file__).parents[1] / "experiments" / "data"
+REPO = pathlib.Path(__file__).parents[1]
+DATA = REPO / "experiments" / "data"
 DATASETS = sorted(p for p in DATA.iterdir() if p.is_dir()) if DATA.is_dir() else []
 # File names of the generator's chunks: <agent>_s<seed>.jsonl.gz.
 CHUNK = re.compile(r"^(?P<agent>[a-z0-9-]+)_s(?P<seed>\d+)\.jsonl\.gz$")
@@ -23,12 +24,11 @@ CHUNK = re.compile(r"^(?P<agent>[a-z0-9-]+)_s(?P<seed>\d+)\.jsonl\.gz$")
 
 def _config_files(pattern: str) -> list[pathlib.Path]:
     """What a config's ``data.paths`` entry names, read from the repository root."""
-    root = pathlib.Path(__file__).parents[1]
-    return sorted(root.glob(pattern))
+    return sorted(REPO.glob(pattern))
 
 
 def test_configs_read_the_documented_part_of_the_dataset():
-    root = pathlib.Path(__file__).parents[1] / "experiments" / "configs"
+    root = REPO / "experiments" / "configs"
     folder = DATA / "gomokubot2_9x9"
     every = sorted(folder.glob("*.jsonl.gz"))
     imitation = json.loads((root / "imitation_9x9_cpu.json").read_text())["data"]["paths"]
