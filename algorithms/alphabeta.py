@@ -156,7 +156,7 @@ class _LinePatterns:
     """Memoised facts about one board line, by its content.
 
     ``info(length, code)`` (``code`` = sum of ``stone * 3**pos``) returns a tuple
-    ``(value, score, win_black, win_white, n_win_black, n_win_white, threats)``:
+    ``(value, score, win_black, win_white, n_win_black, n_win_white, threats, active)``:
 
     * ``value``: ``f(black) - f(white)`` of the runs in this line (seed 001's pattern
       evaluation, exactly `tactics.pattern_score`'s per-direction terms);
@@ -167,7 +167,9 @@ class _LinePatterns:
     * their counts;
     * with ``threat_facts`` (for the threat-space search), the line's `threats`, kept
       with the rest so that a board tracking each line's ``info`` has them without
-      another lookup; None without.
+      another lookup; None without;
+    * ``active``: whether the line has a winning cell or (with ``threat_facts``) any
+      threat cell.
     """
 
     def __init__(
@@ -360,8 +362,12 @@ class _LinePatterns:
                 i = s - 1
                 value += sign * (bw * sum(wins[i]) + (b4 if t[6 + i] else 0.0)
                                  + b3 * len(t[i]) + b2 * len(t[2 + i]))
-        return (value, score, wins[0], wins[1], sum(wins[0]), sum(wins[1]),
-                t if self.threat_facts else None)
+        n_black, n_white = sum(wins[0]), sum(wins[1])
+        # Whether the line has a winning cell or a threat fact: the board keeps the set
+        # of such lines, so that the threat queries skip the quiet ones.
+        active = bool(n_black or n_white or (self.threat_facts and any(t)))
+        return (value, score, wins[0], wins[1], n_black, n_white,
+                t if self.threat_facts else None, active)
 
 
 # -------------------------------------------------------------------- geometry
@@ -392,6 +398,9 @@ class _Geometry:
             for pos, cell in enumerate(line):
                 cell_lines[cell].append((lid, pos, 3**pos))
         self.cell_lines = [tuple(x) for x in cell_lines]
+        # cell -> ((line id, step of the line's memo key per unit of stone code), ...):
+        # a board keeps each line's key ``code * 32 + length`` (`_LinePatterns.info`).
+        self.cell_keys = [tuple((lid, 32 * p3) for lid, _, p3 in x) for x in cell_lines]
 
         def ring(reach: int) -> list[tuple[int, ...]]:
             out = []
@@ -436,13 +445,15 @@ class _SearchBoard:
         self.g, self.p = geom, patterns
         flat = np.asarray(board).reshape(-1)
         self.cells = [int(x) for x in flat]
-        self.codes = [0] * len(geom.lines)
+        # Each line's memo key, ``code * 32 + length`` (code: sum of stone * 3**pos).
+        self.keys = [0] * len(geom.lines)
         for lid, line in enumerate(geom.lines):
             code = 0
             for pos, cell in enumerate(line):
                 code += self.cells[cell] * 3**pos
-            self.codes[lid] = code
-        self.infos = [patterns.info(geom.line_len[lid], code) for lid, code in enumerate(self.codes)]
+            self.keys[lid] = code * 32 + geom.line_len[lid]
+        self.infos = [patterns.info(geom.line_len[lid], key >> 5) for lid, key in enumerate(self.keys)]
+        self.active = {lid for lid, info in enumerate(self.infos) if info[7]}
         self.value = sum(info[0] for info in self.infos)
         self.wins = [0, sum(i[4] for i in self.infos), sum(i[5] for i in self.infos)]
         self.stones = sum(1 for x in self.cells if x)
@@ -455,6 +466,11 @@ class _SearchBoard:
             if s:
                 self._touch(cell, 1)
 
+    @property
+    def codes(self) -> list[int]:
+        """Each line's content code (sum of ``stone * 3**pos``)."""
+        return [key >> 5 for key in self.keys]
+
     def _touch(self, cell: int, delta: int) -> None:
         adj = self.adj
         for nb in self.g.adjacent[cell]:
@@ -466,24 +482,29 @@ class _SearchBoard:
 
     def _update(self, cell: int, delta_code: int) -> float:
         """The lines through ``cell`` after adding ``delta_code`` there (a stone played
-        or, negative, taken back): their codes, infos and the winning-cell counts; returns
-        the change of the pattern value."""
-        codes, infos, lens = self.codes, self.infos, self.g.line_len
-        memo, info_of = self.p.memo, self.p.info
+        or, negative, taken back): their keys, infos, the active set and the
+        winning-cell counts; returns the change of the pattern value."""
+        keys, infos, active = self.keys, self.infos, self.active
+        memo = self.p.memo
         dv = 0.0
         wins = self.wins
-        for lid, _, p3 in self.g.cell_lines[cell]:
-            code = codes[lid] + delta_code * p3
-            codes[lid] = code
-            length = lens[lid]
-            new = memo.get(code * 32 + length)
+        for lid, step in self.g.cell_keys[cell]:
+            key = keys[lid] + delta_code * step
+            keys[lid] = key
+            new = memo.get(key)
             if new is None:
-                new = info_of(length, code)
+                new = self.p.info(key & 31, key >> 5)
             old = infos[lid]
             infos[lid] = new
             dv += new[0] - old[0]
-            wins[1] += new[4] - old[4]
-            wins[2] += new[5] - old[5]
+            if new[4] != old[4] or new[5] != old[5]:
+                wins[1] += new[4] - old[4]
+                wins[2] += new[5] - old[5]
+            if new[7] is not old[7]:
+                if new[7]:
+                    active.add(lid)
+                else:
+                    active.discard(lid)
         return dv
 
     def play(self, cell: int, stone: int) -> None:
@@ -532,10 +553,11 @@ class _SearchBoard:
         if not self.wins[stone]:
             return []
         out = set()
-        col = 1 + stone
-        for lid, info in enumerate(self.infos):
+        col, infos, lines = 1 + stone, self.infos, self.g.lines
+        for lid in self.active:
+            info = infos[lid]
             if info[3 + stone]:
-                line = self.g.lines[lid]
+                line = lines[lid]
                 out.update(line[pos] for pos, w in enumerate(info[col]) if w)
         return sorted(out)
 
@@ -545,7 +567,7 @@ class _SearchBoard:
         idx = 2 * what + stone - 1
         infos, lines = self.infos, self.g.lines
         out: set[int] = set()
-        for lid in self.g.live_lines:
+        for lid in self.active:
             got = infos[lid][6][idx]
             if got:
                 line = lines[lid]
@@ -559,7 +581,7 @@ class _SearchBoard:
         idx = 4 + stone - 1
         infos, lines = self.infos, self.g.lines
         out: set[int] | None = None
-        for lid in self.g.live_lines:
+        for lid in self.active:
             got = infos[lid][6]
             if got[idx + 2]:
                 line = lines[lid]

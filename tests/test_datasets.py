@@ -90,3 +90,19 @@ def test_dataset_files_are_whole_and_as_documented(folder):
     want = contents_line(games, len(files))
     assert want in readme.replace("\n", " "), (
         f"{folder / 'README.md'} does not state the contents; it should read:\n{want}")
+
+
+def test_the_generator_makes_the_shipped_games_again():
+    """The first games of the first file, played again by the generator with the seed
+    in the header: the same moves (a change to the agents' search that alters their
+    play shows here, not as a silently different dataset)."""
+    from experiments.generate_records import _make, play_game
+
+    path = sorted((DATA / "gomokubot2_9x9").glob("*.jsonl.gz"))[0]
+    meta = records.read_header(path)["metadata"]
+    shipped = records.read_records(path, on_error="raise")[:2]
+    env, black, white = _make(9, 5, "freestyle", meta["black"], meta["white"])
+    for i, game in enumerate(shipped):
+        again = play_game(env, black, white, meta["seed"], i, meta["opening_stones"])
+        assert again.forfeit is None
+        assert [int(a) for a in again.moves] == [int(a) for a in game.moves], f"game {i}"
