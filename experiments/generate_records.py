@@ -34,7 +34,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["generate", "main", "play_game"]
+__all__ = ["WorkerPool", "generate", "main", "play_game"]
 
 _WORKER: dict = {}  # per worker process: the env and the two agents, built once
 
@@ -88,19 +88,50 @@ def play_game(env, black, white, seed: int, index: int, opening_stones: int):
 def _init_worker(settings: dict) -> None:
     _WORKER["game"] = _make(settings["size"], settings["k"], settings["rule"],
                             settings["black"], settings["white"])
-    _WORKER["settings"] = settings
 
 
-def _work(index: int):
+def _work(task: tuple[int, int, int]):
+    seed, index, opening_stones = task
     env, black, white = _WORKER["game"]
-    s = _WORKER["settings"]
-    return index, play_game(env, black, white, s["seed"], index, s["opening_stones"])
+    return index, play_game(env, black, white, seed, index, opening_stones)
+
+
+class WorkerPool:
+    """``workers`` spawned processes, each holding the game and the two agents, for
+    several runs of `generate` with the same players (other seeds, other counts):
+    started once, they skip the start-up (imports, compilation, the agents' tables)
+    of a pool per run. Use it as a context manager; `generate` refuses it for other
+    players."""
+
+    def __init__(self, size: int, k: int, rule: str, black: str, white: str, workers: int):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
+            raise ValueError(f"a WorkerPool needs at least 2 workers, got {workers!r}")
+        self.players = dict(size=size, k=k, rule=rule, black=black, white=white)
+        self.workers = workers
+        self._pool = multiprocessing.get_context("spawn").Pool(
+            workers, initializer=_init_worker, initargs=(self.players,))
+
+    def play(self, seed: int, games: int, opening_stones: int):
+        """``(index, GameRecord)`` pairs of games ``0 .. games - 1``, as they finish."""
+        return self._pool.imap_unordered(_work, [(seed, g, opening_stones) for g in range(games)])
+
+    def close(self) -> None:
+        self._pool.terminate()
+        self._pool.join()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 100,
              black: str = "gomokubot", white: str = "gomokubot", opening_stones: int = 4,
-             workers: int = 1, seed: int = 0, progress: bool = True) -> list:
-    """Play ``games`` games (see the module docstring) on ``workers`` processes.
+             workers: int = 1, seed: int = 0, progress: bool = True,
+             pool: WorkerPool | None = None) -> list:
+    """Play ``games`` games (see the module docstring) on ``workers`` processes, or on
+    ``pool``'s (a `WorkerPool` of the same players; ``workers`` is then ignored).
     Returns them as arena `GameRecord`s in game order (``forfeit`` set for the games
     an agent lost by an illegal move)."""
     for name, value, low in (("games", games, 1), ("workers", workers, 1), ("seed", seed, 0),
@@ -112,23 +143,28 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
 
     from gomoku_jax import arena
 
+    players = dict(size=size, k=k, rule=rule, black=black, white=white)
+    if pool is not None and pool.players != players:
+        raise ValueError(f"the worker pool plays {pool.players}, not {players}")
     env, black_agent, white_agent = _make(size, k, rule, black, white)  # checks the names
     arena.opening_moves(env, jax.random.key(0), opening_stones)  # checks K
-    settings = dict(size=size, k=k, rule=rule, black=black, white=white, seed=seed,
-                    opening_stones=opening_stones)
     bar = tqdm(total=games, desc=f"{black_agent.name} vs {white_agent.name}", disable=not progress)
     results: dict = {}
-    if workers == 1:
+    if pool is None and (workers == 1 or games == 1):
         for g in range(games):
             results[g] = play_game(env, black_agent, white_agent, seed, g, opening_stones)
             bar.update()
     else:
-        context = multiprocessing.get_context("spawn")
-        with context.Pool(min(workers, games), initializer=_init_worker,
-                          initargs=(settings,)) as pool:
-            for g, record in pool.imap_unordered(_work, range(games)):
+        own = pool is None
+        if own:
+            pool = WorkerPool(size, k, rule, black, white, min(workers, games))
+        try:
+            for g, record in pool.play(seed, games, opening_stones):
                 results[g] = record
                 bar.update()
+        finally:
+            if own:
+                pool.close()
     bar.close()
     return [results[g] for g in range(games)]
 
@@ -158,13 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
+    """The command line; ``pool``: play on this `WorkerPool` (``--workers`` ignored)."""
     args = build_parser().parse_args(argv)
     from gomoku_jax import records
     from gomoku_jax.game import Gomoku
 
     played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
-                      args.opening_stones, args.workers, args.seed, progress=not args.no_progress)
+                      args.opening_stones, args.workers, args.seed, progress=not args.no_progress,
+                      pool=pool)
     env = Gomoku(args.size, args.k, args.rule)
     forfeited = [r for r in played if r.forfeit]
     metadata = {"generator": "experiments.generate_records", "black": args.black,

@@ -28,6 +28,7 @@ seconds per move).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import glob
 import os
@@ -60,16 +61,21 @@ def generate(records_dir: Path, games: int, depth: int, opening_stones: int, chu
     seed = 10_000
     have = _count_games(sorted(glob.glob(str(records_dir / "*.jsonl.gz"))))
     start = time.perf_counter()
-    while have < games:
-        out = records_dir / f"gomokubot-{depth}_s{seed:05d}.jsonl.gz"
-        if not out.exists():
-            n = min(chunk, games - have)
-            generate_records.main(["--size", "9", "--games", str(n), "--workers", str(workers),
-                                   "--opening-stones", str(opening_stones), "--black",
-                                   f"gomokubot-{depth}", "--white", f"gomokubot-{depth}",
-                                   "--seed", str(seed), "--out", str(out), "--no-progress"])
-            have += _count_games([out])
-        seed += 1
+    bot = f"gomokubot-{depth}"
+    # one pool of workers for every chunk (a pool per chunk would start them again)
+    with contextlib.ExitStack() as stack:
+        pool = (stack.enter_context(generate_records.WorkerPool(9, 5, "freestyle", bot, bot, workers))
+                if have < games and workers > 1 else None)
+        while have < games:
+            out = records_dir / f"{bot}_s{seed:05d}.jsonl.gz"
+            if not out.exists():
+                n = min(chunk, games - have)
+                generate_records.main(["--size", "9", "--games", str(n), "--workers", str(workers),
+                                       "--opening-stones", str(opening_stones), "--black", bot,
+                                       "--white", bot, "--seed", str(seed), "--out", str(out),
+                                       "--no-progress"], pool=pool)
+                have += _count_games([out])
+            seed += 1
     return {"games_available": have, "generation_seconds": time.perf_counter() - start}
 
 

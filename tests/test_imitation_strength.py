@@ -17,7 +17,8 @@ def _games(folder):
 def test_generate_only_tops_the_folder_up_in_chunks_and_reuses_it(tmp_path, capsys):
     args = ["--records", str(tmp_path), "--depth", "1", "--chunk", "2", "--generate-only",
             "--no-progress", "--workdir", str(tmp_path / "never")]
-    assert imitation_strength.main(["--games", "3", *args]) == 0
+    # two worker processes, kept for both chunks
+    assert imitation_strength.main(["--games", "3", "--workers", "2", *args]) == 0
     files, games = _games(tmp_path)
     assert games == 3 and len(files) == 2  # a chunk of 2, then the 1 missing
     assert "3 games" in capsys.readouterr().out

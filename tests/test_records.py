@@ -312,6 +312,18 @@ def test_generator_is_deterministic_and_the_worker_count_does_not_matter(tmp_pat
                                          for i in range(4)]
     meta = records.read_header(one)["metadata"]
     assert (meta["seed"], meta["opening_stones"], meta["forfeits_left_out"]) == (3, 2, 0)
+    # One pool of workers kept over several runs (other seeds first): the same files.
+    again, other_again = tmp_path / "again.jsonl", tmp_path / "other_again.jsonl"
+    with generate_records.WorkerPool(5, 4, "freestyle", "random", "heuristic", 2) as pool:
+        for seed, out in ((4, other_again), (3, again)):
+            assert generate_records.main(ARGS + ["--seed", str(seed), "--out", str(out)],
+                                         pool=pool) == 0
+        with pytest.raises(ValueError, match="the worker pool plays"):
+            generate_records.generate(5, 4, "freestyle", 2, "random", "random", pool=pool)
+    assert again.read_bytes() == one.read_bytes()
+    assert other_again.read_bytes() == other.read_bytes()
+    with pytest.raises(ValueError, match="at least 2 workers"):
+        generate_records.WorkerPool(5, 4, "freestyle", "random", "heuristic", 1)
 
 
 def test_generator_settings_are_checked(tmp_path, capsys):
