@@ -21,8 +21,9 @@ deadline would make the games depend on the machine's speed); pick their strengt
 name (``gomokubot-D``, ``pure-mcts-N``). A game an agent loses by an illegal move (or by
 raising) has no result on the board and is left out; the count is printed.
 
-Expect from GomokuBot against itself: games of some 20 to 40 moves, nearly all won
-(draws are rare); `gomoku_jax.records.split_by_winner` gives seed 001's three splits and
+Expect from GomokuBot against itself on 15x15: games of some 20 to 40 moves, nearly all
+won (draws are rare; on 9x9, where the board fills sooner, ``gomokubot-2`` draws nearly half
+its games against itself: `experiments/data/gomokubot2_9x9/`); `gomoku_jax.records.split_by_winner` gives seed 001's three splits and
 `gomoku_jax.records.positions` the training targets.
 """
 
