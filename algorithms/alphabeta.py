@@ -391,7 +391,6 @@ class _Geometry:
                     lines.append(line)
         self.lines = lines
         self.line_len = [len(line) for line in lines]
-        self.live_lines = tuple(lid for lid, line in enumerate(lines) if len(line) >= 3)
         # cell -> ((line id, 3**pos), ...) over the four directions.
         cell_lines: list[list[tuple[int, int, int]]] = [[] for _ in range(self.nn)]
         for lid, line in enumerate(lines):
@@ -452,7 +451,8 @@ class _SearchBoard:
             for pos, cell in enumerate(line):
                 code += self.cells[cell] * 3**pos
             self.keys[lid] = code * 32 + geom.line_len[lid]
-        self.infos = [patterns.info(geom.line_len[lid], key >> 5) for lid, key in enumerate(self.keys)]
+        self.infos = [patterns.info(geom.line_len[lid], key >> 5)
+                      for lid, key in enumerate(self.keys)]
         self.active = {lid for lid, info in enumerate(self.infos) if info[7]}
         self.value = sum(info[0] for info in self.infos)
         self.wins = [0, sum(i[4] for i in self.infos), sum(i[5] for i in self.infos)]
@@ -497,9 +497,8 @@ class _SearchBoard:
             old = infos[lid]
             infos[lid] = new
             dv += new[0] - old[0]
-            if new[4] != old[4] or new[5] != old[5]:
-                wins[1] += new[4] - old[4]
-                wins[2] += new[5] - old[5]
+            wins[1] += new[4] - old[4]
+            wins[2] += new[5] - old[5]
             if new[7] is not old[7]:
                 if new[7]:
                     active.add(lid)

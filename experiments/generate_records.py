@@ -23,7 +23,8 @@ raising) has no result on the board and is left out; the count is printed.
 
 Expect from GomokuBot against itself on 15x15: games of some 20 to 40 moves, nearly all
 won (draws are rare; on 9x9, where the board fills sooner, ``gomokubot-2`` draws nearly half
-its games against itself: `experiments/data/gomokubot2_9x9/`); `gomoku_jax.records.split_by_winner` gives seed 001's three splits and
+its games against itself: `experiments/data/gomokubot2_9x9/`);
+`gomoku_jax.records.split_by_winner` gives seed 001's three splits and
 `gomoku_jax.records.positions` the training targets.
 """
 
@@ -108,7 +109,6 @@ class WorkerPool:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
             raise ValueError(f"a WorkerPool needs at least 2 workers, got {workers!r}")
         self.players = dict(size=size, k=k, rule=rule, black=black, white=white)
-        self.workers = workers
         self._pool = multiprocessing.get_context("spawn").Pool(
             workers, initializer=_init_worker, initargs=(self.players,))
 

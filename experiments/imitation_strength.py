@@ -63,9 +63,9 @@ def generate(records_dir: Path, games: int, depth: int, opening_stones: int, chu
     start = time.perf_counter()
     bot = f"gomokubot-{depth}"
     # one pool of workers for every chunk (a pool per chunk would start them again)
-    with contextlib.ExitStack() as stack:
-        pool = (stack.enter_context(generate_records.WorkerPool(9, 5, "freestyle", bot, bot, workers))
-                if have < games and workers > 1 else None)
+    pooled = have < games and workers > 1
+    with (generate_records.WorkerPool(9, 5, "freestyle", bot, bot, workers) if pooled
+          else contextlib.nullcontext()) as pool:
         while have < games:
             out = records_dir / f"{bot}_s{seed:05d}.jsonl.gz"
             if not out.exists():

@@ -630,7 +630,7 @@ def _defence_replies(sb: AB._SearchBoard, stone: int) -> list[int]:
         return wins
     out: set[int] = set()
     geom, pats = sb.g, sb.p
-    for lid in geom.live_lines:
+    for lid in range(len(geom.lines)):  # every line (short ones have no threats)
         got = pats.threats(geom.line_len[lid], sb.codes[lid])
         if got[6 + stone - 1]:
             out.update(geom.lines[lid][pos] for pos in got[4 + stone - 1])
