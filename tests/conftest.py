@@ -1,9 +1,26 @@
-"""Shared test settings: small games compiled once per session."""
+"""Shared test settings: small games compiled once per session, and one XLA compilation cache.
 
+Many tests (and the notebooks, and the subprocesses some tests start) train the same smoke
+configs, so they compile the same programs. A persistent compilation cache, fresh for each
+session, turns every compile after the first into a load. ``GOMOKU_JAX_TEST_CACHE=<folder>``
+keeps one between sessions instead.
+"""
+
+import atexit
 import os
+import shutil
+import tempfile
 
 # Fake CPU devices for sharding tests; must be set before jax is imported.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+
+# The cache settings go in the environment (before jax is imported) so subprocesses share them.
+if not os.environ.get("GOMOKU_JAX_TEST_CACHE"):
+    os.environ["GOMOKU_JAX_TEST_CACHE"] = tempfile.mkdtemp(prefix="gomoku-jax-test-xla-cache-")
+    atexit.register(shutil.rmtree, os.environ["GOMOKU_JAX_TEST_CACHE"], ignore_errors=True)
+os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["GOMOKU_JAX_TEST_CACHE"]
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.3"
+os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
