@@ -133,7 +133,7 @@ def run(args) -> dict:
     report = {
         "device": device_description(),
         "board": env.id,
-        "config": str(args.config),
+        "config": os.path.relpath(args.config),
         "overrides": overrides,
         "network": {"name": cfg.network.name, "options": dict(cfg.network.options)},
         "data": {"records": pattern, "files": len(summary["files"]),
