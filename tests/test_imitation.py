@@ -93,8 +93,9 @@ def test_malformed_records_are_reported_with_file_and_line_and_skipped(tmp_path,
     broken["moves"][3] = broken["moves"][1]  # a move on an occupied cell
     path.write_text("\n".join(lines[:2] + [json.dumps(broken), "{not json"]) + "\n")
     learner = im.make_learner(_config([path]), devices=jax.devices()[:1])
-    with pytest.warns(UserWarning, match=r"skipped a malformed game record: .*bad.jsonl:3: "):
+    with pytest.warns(UserWarning, match=r"skipped a malformed game record: .*bad.jsonl:") as caught:
         train, _ = learner.load_data()
+    assert [str(w.message).split("bad.jsonl:")[1].split(":")[0] for w in caught] == ["3", "4"]
     assert train.size == len(BLACK_WINS)  # the one good game
     assert [(e.path, e.line) for e in learner.data_errors] == [(str(path), 3), (str(path), 4)]
     assert learner.data_summary["malformed"] == 2
