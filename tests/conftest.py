@@ -18,7 +18,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 if not os.environ.get("GOMOKU_JAX_TEST_CACHE"):
     os.environ["GOMOKU_JAX_TEST_CACHE"] = tempfile.mkdtemp(prefix="gomoku-jax-test-xla-cache-")
     atexit.register(shutil.rmtree, os.environ["GOMOKU_JAX_TEST_CACHE"], ignore_errors=True)
-os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["GOMOKU_JAX_TEST_CACHE"]
+# Absolute, so tests and subprocesses that change directory still find the same folder.
+os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.abspath(
+    os.path.expanduser(os.environ["GOMOKU_JAX_TEST_CACHE"]))
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.3"
 os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
