@@ -9,6 +9,13 @@ Encodings (``ENCODINGS``):
   viewer is black).
 * ``stones-last-colour`` (seeds 002, 003): own, opponent, last move (one-hot), colour.
 * ``stones-empty`` (seed 004): own, opponent, empty cells.
+* ``stones-threats``: own, opponent, colour, then what a stone on each empty cell would
+  make, first for the viewer, then for the opponent (`gomoku_jax.tactics.threat_moves`):
+  a win (0 or 1), the directions in which it makes a four, and those in which it makes
+  a three (counts 0 to 4). Hand-made tactical features, in the spirit of KataGo's ladder
+  planes: the network sees at once where a win, a forced block or a double threat is,
+  which it would otherwise have to learn from the stones. They need the game's ``k``
+  and ``rule``, which `gomoku_jax.game.Gomoku` puts in the spec.
 
 ``positional_bias=sigma`` subtracts seed 001's 2-D Gaussian, centred on the board with
 standard deviation ``sigma`` cells and density normalisation ``1 / (2 pi sigma^2)``, from
@@ -31,15 +38,21 @@ ENCODINGS = {
     "stones-colour": ("own", "opponent", "colour"),
     "stones-last-colour": ("own", "opponent", "last", "colour"),
     "stones-empty": ("own", "opponent", "empty"),
+    "stones-threats": ("own", "opponent", "colour", "own-five", "own-fours", "own-threes",
+                       "opponent-five", "opponent-fours", "opponent-threes"),
 }
+_THREATS = ("five", "fours", "threes")  # the channels of tactics.threat_moves
 
 
 @dataclasses.dataclass(frozen=True)
 class ObservationSpec:
-    """Static choice of observation: encoding name and optional positional-bias sigma."""
+    """Static choice of observation: encoding name and optional positional-bias sigma,
+    with the game's ``k`` and ``rule`` for the encodings that read tactics."""
 
     encoding: str = "stones-colour"
     positional_bias: float | None = None
+    k: int = 5
+    rule: str = "freestyle"
 
     def __post_init__(self):
         if self.encoding not in ENCODINGS:
@@ -89,14 +102,29 @@ def observe_position(board, viewer, last_action, spec: ObservationSpec) -> jax.A
     viewer = jnp.asarray(viewer)
     viewer = jnp.broadcast_to(viewer, board.shape[:-2]).astype(jnp.int32)
     own_stone = (viewer + 1)[..., None, None]
+    names = ENCODINGS[spec.encoding]
+    threats = {}
+    if any(name.endswith(_THREATS) for name in names):
+        from gomoku_jax import tactics  # tactics imports the game, which imports this
+
+        # Both players in one call: a side axis before the board's.
+        sides = jnp.broadcast_to(board[..., None, :, :],
+                                 board.shape[:-2] + (2,) + board.shape[-2:])
+        made = tactics.threat_moves(sides, jnp.stack([viewer, 1 - viewer], axis=-1), spec.k,
+                                    spec.rule)  # [..., 2, 3, N, N]
+        for s, side in enumerate(("own", "opponent")):
+            for i, what in enumerate(_THREATS):
+                threats[f"{side}-{what}"] = made[..., s, i, :, :]
     planes = []
-    for name in ENCODINGS[spec.encoding]:
+    for name in names:
         if name == "own":
             plane = board == own_stone
         elif name == "opponent":
             plane = (board != 0) & (board != own_stone)
         elif name == "empty":
             plane = board == 0
+        elif name in threats:
+            plane = threats[name]
         elif name == "colour":
             plane = jnp.broadcast_to((viewer == 0)[..., None, None], board.shape)
         else:  # "last"

@@ -234,7 +234,8 @@ class Gomoku:
 
     def __post_init__(self):
         GameConfig(self.size, self.k, self.rule)  # validates
-        spec = _features.ObservationSpec(self.observation, self.positional_bias)
+        spec = _features.ObservationSpec(self.observation, self.positional_bias, int(self.k),
+                                         self.rule)
         object.__setattr__(self, "size", int(self.size))
         object.__setattr__(self, "k", int(self.k))
         object.__setattr__(self, "_spec", spec)

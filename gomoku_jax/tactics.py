@@ -36,6 +36,11 @@ usual ones, for other k the lengths scale with k):
   empty cells of all fours are exactly the `winning_moves` under either rule.
   An **open four** is a window ``.X^(k-1).`` (``.XXXX.``) whose two end cells both
   win (under standard: no player stone just beyond either end cell).
+* **Threat moves** (`threat_moves`): per empty cell, what the player's stone there
+  would make in each direction, counted at the direction's best shape: a five, a four
+  (a window of k with k - 1 stones and one empty cell, no opponent stone) or a three
+  (k - 2 stones and two empty cells). The input of the ``stones-threats``
+  observation planes.
 * **Run shapes** (`shape_counts`, `SHAPES`, seed 000 section 3.3): maximal
   consecutive runs of one player's stones along each direction (a stone belongs to
   one run per direction). A run of length ``k-3 / k-2 / k-1`` (2 / 3 / 4 for k = 5)
@@ -84,6 +89,7 @@ __all__ = [
     "open_threes",
     "pattern_score",
     "shape_counts",
+    "threat_moves",
     "winning_moves",
 ]
 
@@ -322,6 +328,63 @@ def four_threats(board, player, k: int, rule: str = "freestyle") -> Fours:
         open_count = open_count + open_four
     counts = _count(jnp.stack([count, open_count], axis=-3))  # [..., 2]
     return Fours(counts[..., 0], moves, counts[..., 1])
+
+
+# --------------------------------------------------------------- threat moves
+@functools.partial(jax.jit, static_argnames=("k", "rule"))
+def threat_moves(board, player, k: int, rule: str = "freestyle") -> jax.Array:
+    """What a stone of ``player`` on each empty cell would make: ``[..., 3, N, N]`` int32.
+
+    Read along each of the four directions, the windows of k cells through the cell
+    that hold no opponent stone and lie on the board give the direction's best shape
+    after the move: a five (k of the player's stones), a four (k - 1 and one empty
+    cell, so one more move wins) or a three (k - 2 and two empty cells, one move from a
+    four). Under standard rules a window also needs no player stone just beyond either
+    end. Channel 0 is 1 where the stone wins at once (`winning_moves`); channel 1 counts
+    the directions (0 to 4) whose best shape is a four, channel 2 those whose best is a
+    three. Occupied cells are 0 in every channel. A cell with two or more in channels 1
+    and 2 together makes a double threat (four-four, four-three, three-three), the shape
+    a defender that blocks one threat at a time cannot answer.
+    """
+    _check(k, rule)
+    own, _, empty = _planes(board, player)
+    n_r, n_c = own.shape[-2:]
+    # One code per cell so that one sum over a window counts the player's stones and
+    # rules out the opponent's and the edge: own 1, empty 0, opponent / off board k + 1.
+    code = jnp.where(own, 1, jnp.where(empty, 0, k + 1)).astype(jnp.int32)
+    # Window sums are taken for window starts up to k - 1 cells off the board (windows
+    # through board cells can start there), so the code is padded by 2 (k - 1) + 1.
+    e, pad = k - 1, 2 * k - 1
+    lead = [(0, 0, 0)] * (code.ndim - 2)
+    code = lax.pad(code, jnp.int32(k + 1), lead + [(pad, pad, 0)] * 2)
+    own_p = lax.pad(own, False, lead + [(pad, pad, 0)] * 2)
+
+    def view(x, offset, margin, dr, dc):  # x[r + dr, c + dc] on a grid `margin` off the board
+        r0, c0 = offset - margin + dr, offset - margin + dc
+        return x[..., r0 : r0 + n_r + 2 * margin, c0 : c0 + n_c + 2 * margin]
+
+    totals = []
+    for dr, dc in DIRECTIONS:
+        total = sum(view(code, pad, e, t * dr, t * dc) for t in range(k))
+        if rule == "standard":  # a stone just beyond either end would make an overline
+            beyond = view(own_p, pad, e, -dr, -dc) | view(own_p, pad, e, k * dr, k * dc)
+            total = jnp.where(beyond, k + 1, total)
+        # The player's stones in each usable window (-1 for the others).
+        totals.append(jnp.where(total < k, total, -1))
+    # The sums are computed once, on the board and e cells around it, and each board
+    # cell then reads the k windows through it as slices: without the barrier XLA
+    # fuses the k-term sums into every slice and redoes them there.
+    totals = lax.optimization_barrier(jnp.stack(totals))
+    best = []  # per direction, the most stones in a usable window through the cell
+    for i, (dr, dc) in enumerate(DIRECTIONS):
+        best.append(functools.reduce(jnp.maximum, [view(totals[i], e, 0, -t * dr, -t * dc)
+                                                   for t in range(k)]))
+    best = jnp.stack(best, axis=-3)  # [..., 4, N, N]; stones before the move
+    five = jnp.any(best == k - 1, axis=-3)
+    fours = jnp.sum(best == k - 2, axis=-3, dtype=jnp.int32)
+    threes = jnp.sum(best == k - 3, axis=-3, dtype=jnp.int32)
+    return jnp.stack([five.astype(jnp.int32), fours, threes], axis=-3) * empty[
+        ..., None, :, :].astype(jnp.int32)
 
 
 # ------------------------------------------------------------------ run shapes

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gomoku_jax import features
+from gomoku_jax import features, tactics
 from gomoku_jax.game import Gomoku
 
 MOVES = [(1, 1), (0, 2), (2, 3)]  # black, white, black: white to move, last move (2, 3)
@@ -46,6 +46,33 @@ def test_stones_empty_is_seed_004_layout():
     np.testing.assert_array_equal(obs[..., 1], board == 1)
     np.testing.assert_array_equal(obs[..., 2], board == 0)
     assert (obs.sum(-1) == 1).all()  # the three planes partition the board
+
+
+@pytest.mark.parametrize("rule", ["freestyle", "standard"])
+def test_stones_threats_reads_the_tactics_of_both_sides(rule):
+    # 7x7, k = 4: black has an open two and a diagonal pair, white a broken two.
+    env = Gomoku(7, 4, rule, observation="stones-threats")
+    s = env.play_moves([(3, 2), (0, 0), (3, 3), (0, 2), (4, 4), (6, 6)])  # black to move
+    obs = np.asarray(s.observation)
+    assert obs.shape == env.observation_shape == (7, 7, 9)
+    assert features.ENCODINGS["stones-threats"][3:] == (
+        "own-five", "own-fours", "own-threes", "opponent-five", "opponent-fours",
+        "opponent-threes")
+    np.testing.assert_array_equal(obs[..., :3], np.asarray(
+        Gomoku(7, 4, rule, observation="stones-colour").play_moves(
+            [(3, 2), (0, 0), (3, 3), (0, 2), (4, 4), (6, 6)]).observation))
+    board = np.asarray(s.board)
+    for side, player in ((0, 0), (1, 1)):  # black is the viewer
+        want = np.asarray(tactics.threat_moves(board, player, 4, rule))
+        np.testing.assert_array_equal(np.moveaxis(obs[..., 3 + 3 * side:6 + 3 * side], -1, 0),
+                                      want)
+    assert obs[..., 4].max() >= 1 and obs[..., 7].max() >= 1  # both sides can make fours
+    # White's view swaps the two triples.
+    white = np.asarray(env.observe(s, 1))
+    np.testing.assert_array_equal(white[..., 3:6], obs[..., 6:9])
+    np.testing.assert_array_equal(white[..., 6:9], obs[..., 3:6])
+    # The spec carries the game's k and rule, which the threat planes need.
+    assert env.observation_spec.k == 4 and env.observation_spec.rule == rule
 
 
 def test_positional_bias_subtracts_the_gaussian_from_every_plane():

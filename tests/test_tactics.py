@@ -160,6 +160,33 @@ def ref_fours(board, player, k, rule):
     return count, moves, open_count
 
 
+def ref_threat_moves(board, player, k, rule):
+    """[3, n, n]: win, four directions, three directions of a stone on each empty cell,
+    found by placing it and reading every window of k cells through it."""
+    n, stone = len(board), player + 1
+    out = np.zeros((3, n, n), np.int64)
+    out[0] = ref_winning_moves(board, player, k, rule)
+    for r, c in itertools.product(range(n), repeat=2):
+        if board[r][c] != 0:
+            continue
+        after = [row[:] for row in board]
+        after[r][c] = stone
+        for d in DIRECTIONS:
+            best = 0  # 3: a five in this direction, 2: a four, 1: a three
+            for t in range(k):  # the window starting t cells before (r, c)
+                r0, c0 = r - t * d[0], c - t * d[1]
+                win = _window(after, r0, c0, d, k)
+                if win is None or win.count(stone) + win.count(0) != k:
+                    continue
+                if rule == "standard" and stone in (_value(after, r0 - d[0], c0 - d[1]),
+                                                    _value(after, r0 + k * d[0], c0 + k * d[1])):
+                    continue
+                best = max(best, win.count(stone) - (k - 3))
+            if best in (1, 2):  # a direction counts once, at its best shape
+                out[3 - best, r, c] += 1
+    return out
+
+
 def ref_runs(board, k, rule):
     """Shape counts [2, 7] and five counts [2] from maximal runs, walked cell by cell."""
     n = len(board)
@@ -601,6 +628,46 @@ def test_winning_moves_and_fours_match_reference(n, k, rule):
         np.testing.assert_array_equal(moves, expected)  # four cells are the wins
 
 
+@pytest.mark.parametrize("n,k,rule", cases())
+def test_threat_moves_match_reference(n, k, rule):
+    boards, players = random_batch(n, k)
+    got = np.asarray(T.threat_moves(boards, players, k, rule))
+    assert got.shape == (len(boards), 3, n, n)
+    assert (got[:, 1] >= 2).any() and (got[:, 2] > 0).any(), "want double fours and threes"
+    for i, (b, p) in enumerate(zip(boards.tolist(), players.tolist())):
+        np.testing.assert_array_equal(got[i], ref_threat_moves(b, p, k, rule),
+                                      err_msg=f"board {i}")
+
+
+def test_threat_moves_by_hand():
+    board = grid("""
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . X . .
+        . . . . . . X . .
+        . . X X X . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+    """)
+    five, fours, threes = np.asarray(T.threat_moves(board, 0, 5))
+    assert not five.any()
+    # XXX. then the cell: a four along the row through (4, 5) and (4, 6) (and at the
+    # far end, (4, 0) and (4, 1)); (4, 6) also makes a three down its column: a
+    # four-three.
+    assert cells(fours > 0) == {(4, 0), (4, 1), (4, 5), (4, 6)}
+    assert fours[4, 6] == 1 and threes[4, 6] == 1
+    assert threes[4, 5] == 0  # its row is a four, counted once, as the better shape
+    assert threes[1, 6] == 1 and threes[5, 6] == 1  # X X above: a three down the column
+    # White sees nothing of its own; the same cells block black.
+    assert not np.asarray(T.threat_moves(board, 1, 5)).any()
+    board[4, 5] = CHAR["O"]  # blocked on the right: (4, 6) keeps only its column three
+    _, fours, threes = np.asarray(T.threat_moves(board, 0, 5))
+    assert fours[4, 6] == 0 and threes[4, 6] == 1
+    assert cells(fours > 0) == {(4, 0), (4, 1)}
+
+
 @pytest.mark.parametrize("n,k", cases(with_rule=False))
 def test_open_threes_match_reference(n, k):
     boards, players = random_batch(n, k)
@@ -650,6 +717,7 @@ def _all_outputs(boards, players, k, rule, names=None):
         "wins": lambda: T.winning_moves(boards, players, k, rule),
         "threes": lambda: T.open_threes(boards, players, k),
         "fours": lambda: T.four_threats(boards, players, k, rule),
+        "threats": lambda: T.threat_moves(boards, players, k, rule),
         "shapes": lambda: T.shape_counts(boards, k),
         "score": lambda: T.pattern_score(boards, players, k, rule),
         "moves": lambda: T.move_scores(boards, players, k, rule),
