@@ -424,7 +424,16 @@ class ResNet(nn.Module):
 
 
 class ResNetQ(nn.Module):
-    """Seed 000's DQN residual Q network; ``dueling`` gives Q = V + A - mean(A)."""
+    """Seed 000's DQN residual Q network; ``dueling`` gives Q = V + A - mean(A).
+
+    ``head="dense"`` (seed 000): the trunk flattened, then two dense layers, one Q per
+    cell. ``head="conv"``: the Q of each cell is read from that cell's features by two
+    1x1 convolutions (``hidden`` channels, then one), plus a board-wide term from a
+    dense layer on the features averaged over the board (with ``dueling``, that term
+    is V and the per-cell part A). The per-cell part is the same function at every
+    cell, so what is learnt about a shape in one place holds everywhere (and the
+    head has far fewer parameters).
+    """
 
     kind = "q"
 
@@ -434,12 +443,15 @@ class ResNetQ(nn.Module):
     hidden: int = 256
     dueling: bool = False
     batch_norm: bool = True
+    head: str = "dense"
     dtype: Any = "float32"
 
     def __post_init__(self):
         _check_common(self)
         _check_positive(self, "blocks", "filters", "hidden")
         _check_bool(self, "dueling", "batch_norm")
+        _require(self.head in ("dense", "conv"),
+                 f"head must be 'dense' or 'conv', got {self.head!r}")
         super().__post_init__()
 
     @nn.compact
@@ -449,6 +461,16 @@ class ResNetQ(nn.Module):
         h = nn.relu(_maybe_bn(h, norm, train, dt, "stem_bn"))
         for i in range(self.blocks):
             h = _ResidualBlock(f, dt, norm, name=f"block{i}")(h, train)
+        if self.head == "conv":
+            a = nn.relu(_conv(self.hidden, 1, dt, use_bias=True, name="cell_conv1")(h))
+            a = _flatten(_conv(1, 1, dt, use_bias=True, name="cell_conv2")(a))
+            a = a.astype(jnp.float32)  # [B, N*N]
+            v = _dense(1, dt, "board_fc")(jnp.mean(h, axis=(1, 2)))[:, 0].astype(jnp.float32)
+            if not self.dueling:
+                return v[:, None] + a
+            self.sow("intermediates", "value", v)
+            self.sow("intermediates", "advantage", a)
+            return _dueling_q(v, a)
         h = _flatten(h)  # [B, N*N*F]
         if not self.dueling:
             h = nn.relu(_dense(self.hidden, dt, "fc1")(h))
@@ -523,7 +545,7 @@ NETWORKS: dict[str, tuple[type[nn.Module], str, str]] = {
                "first_padding (seed 003)"),
     "resnet-q": (ResNetQ, "q",
                  "seed 000 DQN residual Q network (4x64, two dense layers), options dueling, "
-                 "batch_norm"),
+                 "batch_norm, head (dense or conv)"),
     "dueling": (DuelingNet, "q", "seed 001 DuelNet: conv trunk, Q = V + A - mean(A)"),
     "duelnet": (DuelingPolicyValueNet, "policy-value",
                 "seed 001 DuelNet as policy-value net: logits Q, value tanh(V)"),

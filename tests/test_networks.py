@@ -225,6 +225,34 @@ def test_resnet_q_without_batch_norm_reads_the_same_in_train_and_eval():
         nets.ResNetQ(board_size=N, batch_norm=1)  # direct construction too
 
 
+@pytest.mark.parametrize("dueling", [False, True])
+def test_resnet_q_conv_head_is_the_same_function_at_every_cell(dueling):
+    n, f, hidden = 11, 6, 8
+    module, variables = _build("resnet-q", n=n, blocks=1, filters=f, hidden=hidden,
+                               batch_norm=False, head="conv", dueling=dueling)
+    params = variables["params"]
+    assert "fc1" not in params and "fc2" not in params
+    # stem + one block, then the head: 1x1 convs (hidden, 1) and a dense layer (1).
+    trunk = (C * 9 * f + f) + 2 * (f * 9 * f + f)
+    assert nets.param_count(params) == trunk + (f * hidden + hidden) + (hidden + 1) + (f + 1)
+    # An input the same everywhere: cells whose 7x7 receptive field (stem and one block)
+    # stays on the board all read the same features, so get the same Q; a dense head
+    # gives each cell weights of its own.
+    x = jnp.ones((1, n, n, C))
+    q = np.asarray(module.apply(variables, x)).reshape(n, n)
+    inner = q[3:n - 3, 3:n - 3]
+    np.testing.assert_allclose(inner, inner[0, 0], rtol=1e-6)
+    assert not np.allclose(q[0, 0], inner[0, 0])  # the edge is seen
+    dense, dense_vars = _build("resnet-q", n=n, blocks=1, filters=f, hidden=hidden,
+                               batch_norm=False)
+    q_dense = np.asarray(dense.apply(dense_vars, x)).reshape(n, n)[3:n - 3, 3:n - 3]
+    assert not np.allclose(q_dense, q_dense[0, 0])
+    _, inter = module.apply(variables, x, mutable=["intermediates"])
+    assert bool(inter) == dueling  # V and A are recorded for the dueling form only
+    with pytest.raises(ValueError, match="head must be 'dense' or 'conv', got 'both'"):
+        nets.make_network("resnet-q", board_size=N, head="both")
+
+
 def test_duelnet_is_dueling_as_policy_value():
     q_net, variables = _build("dueling")
     pv_net = nets.make_network("duelnet", board_size=N, **TINY["duelnet"])
