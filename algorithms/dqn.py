@@ -138,15 +138,22 @@ class Phase:
     ``heuristic_blocks``: the chance that the heuristic answers a threat in this phase
     (one coin per move; `agents.heuristic_agent`'s ``block_probability``). Below 1 some
     of the learner's fours and open threes go unanswered and win, so a curriculum can
-    raise it phase by phase towards seed 000's heuristic (1).
+    raise it phase by phase towards seed 000's heuristic (1). ``heuristic_top_k``: the
+    number of most central empty cells the heuristic picks its free moves from in this
+    phase (default: the curriculum's ``heuristic_top_k``). A large value (the whole
+    board) makes its free moves random: it still answers every threat, but it no longer
+    crowds the centre, so the learner's preparations for a double threat survive and a
+    curriculum can narrow the choice phase by phase.
     """
 
     opponent: str | dict = "self"
     episodes: int = 1000
     heuristic_blocks: float = 1.0
+    heuristic_top_k: int | None = None
 
     def __hash__(self):
-        return hash((self.weights(), self.episodes, self.heuristic_blocks))
+        return hash((self.weights(), self.episodes, self.heuristic_blocks,
+                     self.heuristic_top_k))
 
     def __post_init__(self):
         known = ", ".join(OPPONENTS)
@@ -165,6 +172,8 @@ class Phase:
                              f"mixture {{name: weight}}, got {self.opponent!r}")
         check_int("curriculum phase", "episodes", self.episodes)
         check_number("curriculum phase", "heuristic_blocks", self.heuristic_blocks, 0.0, 1.0)
+        if self.heuristic_top_k is not None:
+            check_int("curriculum phase", "heuristic_top_k", self.heuristic_top_k)
 
     def weights(self) -> tuple[float, ...]:
         """Probability of each of `OPPONENTS` for a game of this phase."""
@@ -457,8 +466,14 @@ class Learner(ShardedLearner):
         self._phase_cum = cum.astype(np.float32)
         self._phase_has_self = weights[:, OPPONENTS.index("self")] > 0
         self._phase_blocks = np.asarray([p.heuristic_blocks for p in phases], np.float32)
-        self._heuristic = agents_lib.heuristic_agent(
-            self.env, top_k=config.curriculum.heuristic_top_k).policy
+        top_k = config.curriculum.heuristic_top_k
+        phase_top_k = [top_k if p.heuristic_top_k is None else p.heuristic_top_k
+                       for p in phases]
+        # Phases that choose their own top_k pick among that many of the heuristic's
+        # max(top_k) candidates; with none, the heuristic is the curriculum's, unchanged.
+        self._phase_top_k = (np.asarray(phase_top_k, np.int32)
+                             if any(k != top_k for k in phase_top_k) else None)
+        self._heuristic = agents_lib.heuristic_agent(self.env, top_k=max(phase_top_k)).policy
         self.trace_count = 0
         self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
         self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
@@ -555,8 +570,10 @@ class Learner(ShardedLearner):
         def heuristic(key):
             keys = jax.random.split(key, b)
             blocks = jnp.asarray(self._phase_blocks)[phase]
-            return jax.vmap(lambda k, s: self._heuristic(None, k, s, block_probability=blocks))(
-                keys, s1)
+            choices = (None if self._phase_top_k is None
+                       else jnp.asarray(self._phase_top_k)[phase])
+            return jax.vmap(lambda k, s: self._heuristic(None, k, s, block_probability=blocks,
+                                                         choices=choices))(keys, s1)
 
         def selfplay(key):
             obs = s1.observation

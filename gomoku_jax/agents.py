@@ -142,12 +142,13 @@ def random_agent(name: str = "random") -> JaxAgent:
 
 
 def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State,
-                      block_probability=1.0) -> jax.Array:
+                      block_probability=1.0, choices=None) -> jax.Array:
     """Seed 000's heuristic for one game: win, block a four (the killer module's forced
     move), block an open three (the block nearest the centre), else one of the ``top_k``
     empty cells nearest the centre. ``block_probability`` (a float, may be traced): the
     chance that it answers a threat at all (one coin per move, for the four and the open
-    three alike); 1 is seed 000's player."""
+    three alike); 1 is seed 000's player. ``choices`` (an int, may be traced, at most
+    ``top_k``): pick among only that many of the most central cells instead."""
     del params
     board, me = state.board, state.current_player
     n = env.size
@@ -159,7 +160,7 @@ def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State,
     score = jnp.where(empty.reshape(-1), -(distance + jitter), -jnp.inf)
     _, best = jax.lax.top_k(score, min(top_k, n * n))
     pick = jax.random.randint(jax.random.fold_in(key, 1), (), 0, jnp.maximum(
-        jnp.minimum(top_k, empty.sum()), 1))
+        jnp.minimum(top_k if choices is None else choices, empty.sum()), 1))
     answers = jax.random.uniform(jax.random.fold_in(key, 2)) < block_probability
     three = tactics.open_three_blocks(board, 1 - me, env.k) & answers
     action = jnp.where(three.any(), tactics.most_central(three), best[pick])

@@ -438,6 +438,34 @@ def test_the_heuristics_blocking_follows_the_phase():
                                                  "heuristic_blocks": 2}]})
 
 
+def test_the_heuristics_free_moves_follow_the_phase():
+    # top_k 1: always the most central empty cell; the whole board: anywhere.
+    phases = [{"opponent": "heuristic", "episodes": 10, "heuristic_top_k": 1},
+              {"opponent": "heuristic", "episodes": 10, "heuristic_top_k": 81},
+              {"opponent": "heuristic", "episodes": 10}]
+    learner = dqn.make_learner(_config(TINY, **{"curriculum.phases": phases}),
+                               devices=jax.devices()[:1])
+    assert learner.config.curriculum.heuristic_top_k == 3
+    n, b = learner.env.size, 64
+    s1 = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), learner.env.init())
+    kinds = jnp.full((b,), dqn.OPPONENTS.index("heuristic"))
+    state = learner.init()
+
+    def replies(phase):
+        moves = learner._opponent(phase, kinds, s1, jnp.zeros((b,), bool), jax.random.key(3),
+                                  state.variables, state.variables, jnp.bool_(False))
+        return {divmod(int(a), n) for a in np.asarray(moves)}
+
+    centre = n // 2
+    assert replies(0) == {(centre, centre)}
+    assert len(replies(1)) > 20  # 64 free moves spread over the board
+    near = replies(2)  # the curriculum's top_k 3: the centre and its four neighbours
+    assert len(near) > 1 and all(abs(r - centre) + abs(c - centre) <= 1 for r, c in near)
+    with pytest.raises(cfglib.ConfigError, match="heuristic_top_k"):
+        _config(TINY, **{"curriculum.phases": [{"opponent": "heuristic", "episodes": 5,
+                                                 "heuristic_top_k": 0}]})
+
+
 @pytest.mark.parametrize("opponent, message", [
     ({}, "mixture is empty"),
     ({"random": 1, "bogus": 1}, "unknown opponent 'bogus'"),
