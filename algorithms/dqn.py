@@ -39,11 +39,27 @@ from `gomoku_jax.tactics.shape_counts` before and after it:
             + w_blocked_three * (E3(opponent, before) - E3(opponent, after))
             + w_blocked_four  * (E4(opponent, before) - E4(opponent, after))
 
+            + w_double_threat * [T(learner, after) >= 2 > T(learner, before)]
+
 where ``E3 = 2 * open_three + half_three`` and ``E4 = 2 * open_four + half_four`` count
 the empty end cells of the opponent's threes and fours, so a block earns its weight once
 per end cell the move fills (also the second end of a half-blocked four, which the
-tactics ``blocked_four`` count, a run with at least one blocked end, would miss). A move
-that wins gets no pattern term (the win reward replaces it). Shaping ``"none"`` is the
+tactics ``blocked_four`` count, a run with at least one blocked end, would miss), and
+``T = min(winning cells, 2) + open threes`` (`tactics.winning_moves`, `tactics.open_threes`)
+counts the threats a defender must answer: a move that makes two at once (four-four,
+four-three, three-three, an open four) cannot be answered by one block. Seed 000's tables
+give it no weight. A move that wins gets no pattern term (the win reward replaces it).
+All of it is the change ``Phi(after) - Phi(before)`` of one pattern value
+(`pattern_potential`: the weighted own shapes, minus the weighted end cells of the
+opponent's threes and fours, plus the double-threat weight where T >= 2).
+
+This seed-000 form (``rewards.form="difference"``) pays for the learner's move and
+ignores the reply, so a learner can collect it again and again: make a three, see it
+blocked (no charge), make another. ``rewards.form="potential"`` pays ``gamma * Phi(s') -
+Phi(s)`` instead, from the learner's position to its next one (after the reply; ``Phi =
+0`` at the end of the game): shaping of the kind that provably leaves the best policy of
+the plain game unchanged (Ng, Harada and Russell, 1999), since it telescopes over a
+game. Shaping ``"none"`` is the
 plain game reward: +1 win, -1 loss, 0 draw.
 
 **Learning.** Double Q-learning (seed 000 eq. 2): the online network picks the next
@@ -92,22 +108,26 @@ __all__ = [
     "double_q_error",
     "double_q_target",
     "make_learner",
+    "pattern_potential",
     "pattern_reward",
     "symmetric_transitions",
+    "threat_count",
 ]
 
 OPPONENTS = ("random", "heuristic", "self")
 _OWN_SHAPES = ("open_two", "half_three", "open_three", "half_four", "open_four")
-REWARD_KEYS = tactics.SHAPES + ("win", "loss", "draw", "step")
+REWARD_KEYS = tactics.SHAPES + ("win", "loss", "draw", "step", "double_threat")
 
 
 def _table(values) -> dict[str, float]:
-    return dict(zip(REWARD_KEYS, (float(v) for v in values)))
+    """A table from its values in `REWARD_KEYS` order; keys past the values weigh 0."""
+    return {key: 0.0 for key in REWARD_KEYS} | dict(zip(REWARD_KEYS, map(float, values)))
 
 
 # Seed 000 section 3.3. Columns: OPEN_TWO, HALF_THREE, OPEN_THREE, HALF_FOUR, OPEN_FOUR,
 # BLOCK_THREE, BLOCK_FOUR, WIN_REWARD, LOSS_REWARD, DRAW_REWARD, STEP_PENALTY (added at
-# every learner step; 0 in all three tables).
+# every learner step; 0 in all three tables). DOUBLE_THREAT is this project's addition (0
+# in seed 000's tables; see `pattern_reward`).
 REWARD_TABLES: dict[str, dict[str, float]] = {
     "none": _table([0, 0, 0, 0, 0, 0, 0, 1.0, -1.0, 0.0, 0.0]),
     "table1": _table([0.01, 0.02, 0.08, 0.15, 0.6, 0.2, 0.8, 1.0, -2.0, 0.1, 0.0]),
@@ -245,18 +265,25 @@ class CurriculumSettings:
 @dataclasses.dataclass(frozen=True)
 class RewardSettings:
     """A preset of `REWARD_TABLES` (``shaping``) with ``weights`` overriding entries
-    (keys: `REWARD_KEYS`)."""
+    (keys: `REWARD_KEYS`). ``form``: how the pattern weights become a reward (see the
+    module docstring): ``"difference"`` (seed 000: the change made by the learner's own
+    move) or ``"potential"`` (``gamma * Phi(s') - Phi(s)`` between the learner's
+    successive positions, which leaves the best policy of the plain game unchanged)."""
 
     shaping: str = "table3"
     weights: dict = dataclasses.field(default_factory=dict)
+    form: str = "difference"
 
     def __hash__(self):
-        return hash((self.shaping, tuple(sorted(self.weights.items()))))
+        return hash((self.shaping, tuple(sorted(self.weights.items())), self.form))
 
     def __post_init__(self):
         if self.shaping not in REWARD_TABLES:
             raise ValueError(f"rewards.shaping must be one of {', '.join(REWARD_TABLES)}, "
                              f"got {self.shaping!r}")
+        if self.form not in ("difference", "potential"):
+            raise ValueError(f"rewards.form must be 'difference' or 'potential', "
+                             f"got {self.form!r}")
         _check_named_numbers(self.weights, REWARD_KEYS, "unknown rewards.weights key",
                              "rewards.weights", -1e6, 1e6)
 
@@ -391,27 +418,42 @@ def double_q_error(q, action, reward, discount, q_next_target, q_next_online, le
     return jax.lax.stop_gradient(target) - q[action]
 
 
-def pattern_reward(board_before, board_after, player, k: int, table) -> jax.Array:
-    """The pattern part of the reward of ``player``'s move ``board_before ->
-    board_after`` (``[N, N]`` each, or batches ``[..., N, N]`` with ``player: [...]``),
-    with ``table`` a reward table (`REWARD_TABLES` entry); see the module docstring."""
+def pattern_potential(board, player, k: int, table) -> jax.Array:
+    """Phi, the pattern value of ``board [..., N, N]`` for ``player [...]`` under a
+    reward table (see the module docstring): the weighted counts of the player's own
+    shapes, minus the weighted end cells of the opponent's threes and fours, plus the
+    double-threat weight where the player has two threats or more."""
     black = (jnp.asarray(player, jnp.int32) == 0)[..., None]  # [..., 1]
-
-    def sides(board):  # (own, opponent) counts [..., S] float32
-        c = tactics.shape_counts(board, k).astype(jnp.float32)  # [..., 2, S]
-        return (jnp.where(black, c[..., 0, :], c[..., 1, :]),
-                jnp.where(black, c[..., 1, :], c[..., 0, :]))
-
-    own0, opp0 = sides(jnp.asarray(board_before))
-    own1, opp1 = sides(jnp.asarray(board_after))
+    c = tactics.shape_counts(jnp.asarray(board), k).astype(jnp.float32)  # [..., 2, S]
+    own = jnp.where(black, c[..., 0, :], c[..., 1, :])
+    opp = jnp.where(black, c[..., 1, :], c[..., 0, :])
     idx = {s: i for i, s in enumerate(tactics.SHAPES)}
     w_own = jnp.asarray([table[s] for s in _OWN_SHAPES], jnp.float32)
     sel = np.asarray([idx[s] for s in _OWN_SHAPES])
-    gain = jnp.sum((own1[..., sel] - own0[..., sel]) * w_own, axis=-1)
-    ends = lambda c, n: 2 * c[..., idx[f"open_{n}"]] + c[..., idx[f"half_{n}"]]
-    blocks3 = ends(opp0, "three") - ends(opp1, "three")
-    blocks4 = ends(opp0, "four") - ends(opp1, "four")
-    return gain + table["blocked_three"] * blocks3 + table["blocked_four"] * blocks4
+    ends = lambda n: 2 * opp[..., idx[f"open_{n}"]] + opp[..., idx[f"half_{n}"]]  # noqa: E731
+    value = (jnp.sum(own[..., sel] * w_own, axis=-1) - table["blocked_three"] * ends("three")
+             - table["blocked_four"] * ends("four"))
+    if table.get("double_threat"):
+        many = threat_count(board, player, k) >= 2
+        value = value + table["double_threat"] * many.astype(jnp.float32)
+    return value
+
+
+def pattern_reward(board_before, board_after, player, k: int, table) -> jax.Array:
+    """The pattern part of the reward of ``player``'s move ``board_before ->
+    board_after`` (``[N, N]`` each, or batches ``[..., N, N]`` with ``player: [...]``),
+    with ``table`` a reward table (`REWARD_TABLES` entry): the change of
+    `pattern_potential`; see the module docstring."""
+    return (pattern_potential(board_after, player, k, table)
+            - pattern_potential(board_before, player, k, table))
+
+
+def threat_count(board, player, k: int) -> jax.Array:
+    """Threats of ``player`` that the opponent must answer, ``[...]`` int32:
+    ``min(winning cells, 2) + open threes`` (the double-threat shaping's T)."""
+    board = jnp.asarray(board)
+    wins = jnp.sum(tactics.winning_moves(board, player, k), axis=(-2, -1), dtype=jnp.int32)
+    return jnp.minimum(wins, 2) + tactics.open_threes(board, player, k).count
 
 
 def symmetric_transitions(tr: Transition, size: int) -> Transition:
@@ -606,10 +648,13 @@ class Learner(ShardedLearner):
         action = _epsilon_greedy(k_act, q, s.legal_action_mask, eps)
         s1 = select_games(acting, jax.vmap(env.step)(s, action), s)
         wins_now = acting & s1.terminated & (s1.winner == colour)
-        if any(w[name] for name in ("blocked_three", "blocked_four") + _OWN_SHAPES):
+        shaped = any(w[name] for name in ("blocked_three", "blocked_four", "double_threat")
+                     + _OWN_SHAPES)
+        potential = cfg.rewards.form == "potential"
+        if shaped and not potential:
             pattern = pattern_reward(s.board, s1.board, colour, env.k, w)
             pattern = jnp.where(acting & ~wins_now, pattern, 0.0)
-        else:
+        else:  # the potential form needs the reply: below
             pattern = jnp.zeros(colour.shape, jnp.float32)
 
         opp_turn = ~s1.terminated & (s1.current_player != colour)
@@ -623,6 +668,10 @@ class Learner(ShardedLearner):
         drawn = done & (s2.winner < 0)
         outcome = jnp.where(won, w["win"], jnp.where(lost, w["loss"],
                                                      jnp.where(drawn, w["draw"], 0.0)))
+        if shaped and potential:  # gamma Phi(s') - Phi(s), Phi = 0 once the game is over
+            after = jnp.where(done, 0.0, pattern_potential(s2.board, colour, env.k, w))
+            pattern = jnp.where(acting, gamma * after - pattern_potential(
+                s.board, colour, env.k, w), 0.0)
         reward = jnp.where(acting, w["step"] + pattern + outcome, 0.0)
 
         # n-step history: push this step's (s, a, r) where the learner moved.

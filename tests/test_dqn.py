@@ -208,6 +208,32 @@ def test_shaped_rewards_on_hand_made_positions(table, three, four, block3, block
     np.testing.assert_allclose(both, [three, block4], rtol=1e-6)
 
 
+def test_the_double_threat_reward_pays_for_two_threats_made_at_once():
+    table = dqn.RewardSettings("none", {"double_threat": 0.5}).table()
+    far = [(8, 0), (8, 8), (0, 8)]
+
+    def reward(black, move, white=far):
+        before = _board(black, white)
+        after = before.copy()
+        after[move] = 1
+        return float(dqn.pattern_reward(jnp.asarray(before), jnp.asarray(after), 0, 5, table))
+
+    # Open twos on row 4 and column 4 (black (4, 2), (4, 3) and (2, 4), (3, 4)): (4, 4)
+    # makes two open threes, a three-three.
+    assert reward([(4, 2), (4, 3), (2, 4), (3, 4)], (4, 4)) == 0.5
+    # A four (OXXX. becomes OXXXX.) alone is one threat; with an open three down the
+    # column through the same stone it is a four-three.
+    assert reward([(4, 1), (4, 2), (4, 3)], (4, 4), far + [(4, 0)]) == 0.0
+    assert reward([(4, 1), (4, 2), (4, 3), (3, 4), (2, 4)], (4, 4), far + [(4, 0)]) == 0.5
+    # One open three alone, or a second threat when two were there already: nothing.
+    assert reward([(4, 2), (4, 3)], (4, 4)) == 0.0
+    assert reward([(4, 2), (4, 3), (4, 4), (1, 1), (1, 2), (1, 3)], (6, 6)) == 0.0
+    # The seed tables give it no weight; threat_count is its T.
+    assert all(t["double_threat"] == 0.0 for t in dqn.REWARD_TABLES.values())
+    board = _board([(4, 1), (4, 2), (4, 3), (4, 4), (2, 2), (2, 3), (2, 4)], far)
+    assert int(dqn.threat_count(jnp.asarray(board), 0, 5)) == 3  # open four (2) + open three
+
+
 def test_reward_tables_are_seed_000s_and_overridable():
     t3 = dqn.REWARD_TABLES["table3"]
     assert (t3["win"], t3["loss"], t3["draw"], t3["step"]) == (1.0, -1.0, 0.2, 0.0)
@@ -220,8 +246,8 @@ def test_reward_tables_are_seed_000s_and_overridable():
 
 
 # ---------------------------------------------------------------- scripted steps
-def _scripted(n_step):
-    learner = dqn.make_learner(_config(SCRIPTED, **{"train.n_step": n_step}),
+def _scripted(n_step, **overrides):
+    learner = dqn.make_learner(_config(SCRIPTED, **{"train.n_step": n_step, **overrides}),
                                devices=jax.devices()[:1])
     n = 7
     prefs = np.zeros(n * n, np.float32)
@@ -270,6 +296,30 @@ def test_a_scripted_game_gives_the_transitions_and_rewards_by_hand():
     assert int(games.colour[0]) == 1 and int(games.state.current_player[0]) == 1
     assert int(games.state.move_count[0]) == 1 and int(games.state.board[0, 3, 4]) == 1
     assert int(episodes) == 1 and int(env_steps) == 2
+
+
+def test_potential_shaping_pays_gamma_phi_next_minus_phi_and_telescopes():
+    learner, board, _, outs = _scripted(n_step=1, **{"rewards.form": "potential"})
+    table, gamma = learner.rewards, 0.9
+    phi = lambda b: float(dqn.pattern_potential(jnp.asarray(b), 0, 5, table))  # noqa: E731
+    # step 1: black's open four, white's block; the reward is gamma Phi(s1) - Phi(s0),
+    # s1 the position after the block, not the difference made by black's move alone.
+    tr, _, _ = outs[0]
+    s1 = np.asarray(tr.next_board[0, 0])
+    assert float(tr.reward[0, 0]) == pytest.approx(gamma * phi(s1) - phi(board), abs=1e-6)
+    assert float(tr.reward[0, 0]) != pytest.approx(0.3)  # the difference form's figure
+    # step 2: the win ends the game, Phi = 0 there: 1 - Phi(s1).
+    first = float(outs[0][0].reward[0, 0])
+    tr, _, stats = outs[1]
+    assert float(tr.reward[0, 0]) == pytest.approx(1.0 - phi(s1), abs=1e-6)
+    assert float(stats["pattern_return"][0]) == pytest.approx(
+        first - phi(s1), abs=1e-6)  # the metric: the plain sum of the shaping
+    # Discounted over the game the shaping telescopes to -Phi(s0): it cannot be farmed.
+    assert first + gamma * (float(tr.reward[0, 0]) - 1.0) == pytest.approx(-phi(board),
+                                                                           abs=1e-6)
+    with pytest.raises(cfglib.ConfigError, match="rewards.form must be 'difference' or "
+                                                 "'potential', got 'sum'"):
+        _config(TINY, **{"rewards.form": "sum"})
 
 
 def test_n_step_returns_are_emitted_at_the_end_of_the_game():
