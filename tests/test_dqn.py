@@ -70,6 +70,12 @@ def run(learner):
     return state, metrics
 
 
+@pytest.fixture(scope="module")
+def dense_learner():
+    """A learner with seed 000's dense Q head, whose Q can be set per cell by a bias."""
+    return dqn.make_learner(_config(TINY), devices=jax.devices()[:1])
+
+
 def _constant_q(learner, prefs):
     """Variables under which Q(s) = ``prefs`` for every s: all weights zero but the
     last bias (BatchNorm of zeros with zero scale and bias gives zeros)."""
@@ -104,7 +110,8 @@ def test_double_q_target_is_online_choice_among_legal_valued_by_target():
     np.testing.assert_allclose(td, [0.5 + 0.9 * 7.0 - 3.0, 1.0 - 4.0], rtol=1e-6)
 
 
-def test_learner_loss_masks_occupied_cells_inside_the_target(learner):
+def test_learner_loss_masks_occupied_cells_inside_the_target(dense_learner):
+    learner = dense_learner
     n = learner.env.size
     prefs = np.zeros(n * n, np.float32)
     prefs[[0, 1, 2]] = [9.0, 4.0, 1.0]  # online: cell 0 best, then 1
@@ -407,9 +414,52 @@ def test_sharded_and_single_device_iterations_agree(learner):
     for a, b in zip(jax.tree.leaves(s1.variables), jax.tree.leaves(s4.variables)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
     assert learner.trace_count == 1
+    sharded.iteration(s4)  # a second sharded call reuses the program
+    assert sharded.trace_count == 1
 
 
-def test_the_greedy_agent_plays_the_best_legal_move(learner):
+def _trained_iterations(config, count):
+    """(updates, online, target) after each of ``count`` iterations, as host arrays."""
+    learner = dqn.make_learner(config, devices=jax.devices()[:1])
+    state, out = learner.init(), []
+    for _ in range(count):
+        state, _ = learner.iteration(state)
+        online, target = jax.device_get((state.variables, state.target_variables))
+        out.append((int(state.updates), online, target))
+    return out
+
+
+def _same(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def test_the_target_network_is_copied_every_target_period_steps():
+    # 2 gradient steps an iteration, a copy every 4: after 4, 8, ... the target is the
+    # online network; after 6 it is still the copy made at 4.
+    out = _trained_iterations(_config(TINY, **{"train.target_period": 4}), 6)
+    trained = [(u, o, t) for u, o, t in out if u > 0]
+    assert len(trained) >= 3 and {u % 4 for u, _, _ in trained} == {0, 2}
+    for (u, online, target), (_, before, _) in zip(trained[1:], trained):
+        if u % 4 == 0:
+            assert _same(target, online)
+        else:
+            assert _same(target, before) and not _same(target, online)
+
+
+def test_polyak_target_tracks_the_online_network():
+    tau = 0.25
+    out = _trained_iterations(_config(TINY, **{"train.target_tau": tau, "train.updates": 1}),
+                              5)
+    trained = [(u, o, t) for u, o, t in out if u > 0]
+    assert len(trained) >= 2
+    for (_, online, target), (_, _, before) in zip(trained[1:], trained):
+        for t, o, b in zip(jax.tree.leaves(target["params"]), jax.tree.leaves(online["params"]),
+                           jax.tree.leaves(before["params"])):
+            np.testing.assert_allclose(t, (1 - tau) * b + tau * o, rtol=1e-5, atol=1e-6)
+
+
+def test_the_greedy_agent_plays_the_best_legal_move(dense_learner):
+    learner = dense_learner
     n = learner.env.size
     prefs = np.arange(n * n, dtype=np.float32)  # the last cell is the favourite
     agent = learner.agent(_constant_q(learner, prefs), name="q")
@@ -556,7 +606,7 @@ def test_training_run_on_the_smoke_config_end_to_end(learner, tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["algorithm"] == "dqn"
     header = (tmp_path / "metrics.csv").read_text().splitlines()[0].split(",")
     assert {"loss", "epsilon", "buffer_fill", "game_length", "win_rate", "shaped_return",
-            "phase", "moves_per_second", "eval_random"} <= set(header)
+            "outcome", "phase", "moves_per_second", "eval_random"} <= set(header)
     assert report["evaluation"]["random"]["games"] == cfg.eval.final_games
     agent = exported.load_agent(tmp_path / "final.gjx", name="exported")
     result = arena.play_match(Gomoku(9, 5), agent, agents.random_agent(), 2)
