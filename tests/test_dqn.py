@@ -509,6 +509,29 @@ def test_a_mixture_phase_draws_each_games_opponent_at_its_start():
     assert int(state.snapshots) == 0  # no self-play in the phase: no pool snapshots
 
 
+def test_an_old_opponent_plays_the_frozen_pool_member(dense_learner):
+    # Self-play opponents play greedily here; the online network prefers one cell, the
+    # frozen pool member another: a game marked "old" gets the member's move once the
+    # pool holds one (has_old), the current network's otherwise.
+    learner = dqn.make_learner(dataclasses.replace(
+        dense_learner.config, curriculum=dataclasses.replace(
+            dense_learner.config.curriculum, opponent_epsilon=0.0)), devices=jax.devices()[:1])
+    n, b = learner.env.size, 4
+    online_prefs, member_prefs = np.zeros(n * n, np.float32), np.zeros(n * n, np.float32)
+    online_prefs[10], member_prefs[30] = 1.0, 1.0
+    online, member = _constant_q(learner, online_prefs), _constant_q(learner, member_prefs)
+    s1 = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), learner.env.init())
+    kinds = jnp.full((b,), dqn.OPPONENTS.index("self"))
+    old = jnp.asarray([True, False, True, False])
+    self_phase = len(learner.config.curriculum.phases) - 1
+    moves = learner._opponent(self_phase, kinds, s1, old, jax.random.key(0), online, member,
+                              jnp.bool_(True))
+    assert np.asarray(moves).tolist() == [30, 10, 30, 10]
+    moves = learner._opponent(self_phase, kinds, s1, old, jax.random.key(0), online, member,
+                              jnp.bool_(False))  # an empty pool: the current network
+    assert np.asarray(moves).tolist() == [10] * 4
+
+
 def test_the_heuristics_blocking_follows_the_phase():
     phases = [{"opponent": "heuristic", "episodes": 10, "heuristic_blocks": 0.0},
               {"opponent": "heuristic", "episodes": 10}]
