@@ -234,7 +234,9 @@ class EvalSettings:
     of ``opponents`` (names for `gomoku_jax.agents.make`), ``games`` games each with
     colours alternating and ``opening_stones`` random opening stones. The first
     opponent's score picks the best model; ``patience`` evaluations without a better
-    score stop training (seed 002); ``final_games`` per opponent at the end."""
+    score stop training (seed 002), and so does a first-opponent score of at least
+    ``stop_score`` (train until a strength is reached: the time it took is the sum of
+    ``metrics.csv``'s ``seconds``); ``final_games`` per opponent at the end."""
 
     every: int = 0
     opponents: tuple[str, ...] = ("random",)
@@ -243,6 +245,7 @@ class EvalSettings:
     simulations: int = 64
     opening_stones: int = 1
     patience: int | None = None
+    stop_score: float | None = None
 
     def __post_init__(self):
         check_int("eval", "every", self.every, 0)
@@ -252,6 +255,11 @@ class EvalSettings:
         check_int("eval", "opening_stones", self.opening_stones, 0)
         if self.patience is not None:
             check_int("eval", "patience", self.patience)
+        if self.stop_score is not None:
+            check_number("eval", "stop_score", self.stop_score, 0.0, 1.0)
+            if not self.every:
+                raise ValueError(f"eval.stop_score ({self.stop_score}) needs periodic "
+                                 "evaluations: set eval.every above 0")
         if not self.opponents or not all(isinstance(o, str) and o for o in self.opponents):
             raise ValueError(f"eval.opponents must be a non-empty list of agent names, "
                              f"got {self.opponents!r}")

@@ -199,12 +199,13 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 score = result[ev.opponents[0]]["score"]
                 for name, r in result.items():
                     metrics[f"eval_{name}"] = r["score"]
+                reached = ev.stop_score is not None and score >= ev.stop_score
                 if score > float(prog["best_score"]):
                     export(workdir / "best.gjx", state.variables, it)
-                    prog = _progress_tree(score, 0, False, it)
+                    prog = _progress_tree(score, 0, reached, it)
                 else:
                     bad = int(prog["bad_evals"]) + 1
-                    stopped = ev.patience is not None and bad >= ev.patience
+                    stopped = reached or (ev.patience is not None and bad >= ev.patience)
                     prog = _progress_tree(float(prog["best_score"]), bad, stopped,
                                           int(prog["best_iteration"]))
             log.log(it, metrics)

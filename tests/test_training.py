@@ -3,6 +3,7 @@
 import csv
 import json
 import pathlib
+import re
 import shutil
 
 import jax
@@ -158,6 +159,42 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
     assert lines[0] == "OK"
     x, y = map(int, lines[1].split(","))
     assert 0 <= x < 9 and 0 <= y < 9
+
+
+@pytest.mark.parametrize("stop_score", [0.0, 0.5])
+def test_training_stops_once_an_evaluation_reaches_the_stop_score(learner, tmp_path,
+                                                                  stop_score):
+    """`eval.stop_score`: the first evaluation whose first-opponent score reaches it ends
+    training there (0.0: the first evaluation always does), with the final evaluation
+    and exports as usual."""
+    import copy
+    import dataclasses
+
+    target = copy.copy(learner)
+    target.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
+        learner.config.eval, every=1, stop_score=stop_score, opponents=("random",),
+        final_games=2))
+    scores = []
+    report = training.run(target, tmp_path, progress=False,
+                          on_iteration=lambda it, m: scores.append(m["eval_random"])
+                          if "eval_random" in m else None)
+    first = next((i for i, s in enumerate(scores) if s >= stop_score), None)
+    if stop_score == 0.0:
+        assert first == 0
+    assert report["stopped_early"] == (first is not None)
+    assert report["iterations"] == (first + 1 if first is not None
+                                    else target.config.train.iterations)
+    assert report["evaluation"]["random"]["games"] == 2
+    assert (tmp_path / "final.gjx").exists() and (tmp_path / "best.gjx").exists()
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"every": 0, "stop_score": 0.9}, "eval.stop_score (0.9) needs periodic evaluations"),
+    ({"every": 5, "stop_score": 1.5}, "eval.stop_score must be in [0.0, 1.0], got 1.5"),
+])
+def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        az.EvalSettings(**settings)
 
 
 def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp_path):
