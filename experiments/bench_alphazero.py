@@ -133,8 +133,11 @@ def time_search(env, evaluate, params, states, config, repeats: int, seed: int) 
 # --------------------------------------------------------------------------- search
 def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulations,
                      algorithms, repeats: int = 2, opening_stones: int = 4,
-                     max_tree_gb: float = 4.0, seed: int = 0, progress: bool = True) -> dict:
-    """Part 1: every (size, batch, simulations, algorithm), network and uniform."""
+                     max_tree_gb: float = 4.0, seed: int = 0, progress: bool = True,
+                     on_row=None) -> dict:
+    """Part 1: every (size, batch, simulations, algorithm), network and uniform.
+    ``on_row(result)`` gets the result so far after each combination (a run stopped at a
+    time limit keeps what it measured)."""
     jobs = [(n, b, s, a) for n in sizes for b in batches for s in simulations for a in algorithms]
     rows, skipped, params_count = [], [], {}
     bar = tqdm(total=len(jobs), desc="bench alphazero: search", disable=not progress)
@@ -163,6 +166,11 @@ def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulatio
                     rows.append({**where, "network": net, "uniform": ref,
                                  "ratio": net["sims_per_s"] / ref["sims_per_s"],
                                  "network_share": 1.0 - ref["seconds"] / net["seconds"]})
+                    tqdm.write(f"{n}x{n} batch {b} {algo} {sims} sims: "
+                               f"{net['sims_per_s']:,.0f} sims/s (uniform "
+                               f"{ref['sims_per_s']:,.0f})")
+                    if on_row is not None:
+                        on_row({"params": params_count, "rows": rows, "skipped": skipped})
                     bar.update()
     bar.close()
     return {"params": params_count, "rows": rows, "skipped": skipped}
@@ -200,12 +208,15 @@ def _fill_buffer(buffer, key, count: int, size: int):
     return replay.add(buffer, items)
 
 
-def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = True) -> dict:
-    """Part 2: the learner's iteration (moves/s) and its SGD part alone (samples/s)."""
+def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = True,
+                      sgd_reference: bool = True) -> dict:
+    """Part 2: the learner's iteration (moves/s) and its SGD part alone (samples/s);
+    with ``sgd_reference`` also the SGD steps the other way (written out vs a loop),
+    which for a large network and many steps written out takes minutes to compile."""
     from algorithms import alphazero
 
     learner = alphazero.make_learner(cfg)
-    bar = tqdm(total=3 * (repeats + 1), desc="bench alphazero: learner", disable=not progress)
+    bar = tqdm(total=(3 if sgd_reference else 2) * (repeats + 1), desc="bench alphazero: learner", disable=not progress)
     start = time.perf_counter()
     state = learner.init(jax.random.PRNGKey(seed))
     state, metrics = learner.iteration(state)
@@ -235,8 +246,10 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
 
     sgd_s, sgd_compile_s = time_sgd(learner)
     # the reference in the same run: the SGD steps the other way (loop vs written out)
-    other = dataclasses.replace(cfg, train=dataclasses.replace(tcfg, unroll=not tcfg.unroll))
-    other_s, other_compile_s = time_sgd(alphazero.make_learner(other))
+    other_s = other_compile_s = None
+    if sgd_reference:
+        other = dataclasses.replace(cfg, train=dataclasses.replace(tcfg, unroll=not tcfg.unroll))
+        other_s, other_compile_s = time_sgd(alphazero.make_learner(other))
     bar.close()
     loop_s, unrolled_s = (other_s, sgd_s) if tcfg.unroll else (sgd_s, other_s)
     steps, batch_size = cfg.sgd_steps, tcfg.batch_size
@@ -261,7 +274,7 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
         "sgd_unroll": bool(tcfg.unroll),
         "sgd_loop_s": loop_s,
         "sgd_unrolled_s": unrolled_s,
-        "sgd_unrolled_speedup": loop_s / unrolled_s,
+        "sgd_unrolled_speedup": loop_s / unrolled_s if sgd_reference else None,
         "sgd_other_compile_and_first_call_s": other_compile_s,
         "sgd_share": sgd_s / iteration_s,
         "selfplay_moves_per_s": moves_per_iteration / selfplay_s if selfplay_s > 0 else None,
@@ -272,8 +285,10 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
 def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_BATCHES,
         simulations=DEFAULT_SIMULATIONS, algorithms=search_lib.ALGORITHMS, repeats: int = 2,
         opening_stones: int = 4, max_tree_gb: float = 4.0, overrides=(), quick: bool = False,
-        parts=("search", "learner"), seed: int = 0, progress: bool = True) -> dict:
-    """Both parts; returns the report."""
+        parts=("search", "learner"), seed: int = 0, progress: bool = True,
+        partial_path: Path | None = None, sgd_reference: bool = True) -> dict:
+    """Both parts; returns the report. With ``partial_path`` the report so far is
+    written there (``"partial": true``) after each search combination."""
     report = {
         "benchmark": "AlphaZero search and learner",
         "device": device_description(),
@@ -283,10 +298,16 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
                      "k": 5, "repeats": repeats, "opening_stones": opening_stones,
                      "max_tree_gb": max_tree_gb, "quick": quick, "seed": seed},
     }
+    def on_row(result):
+        partial = {**report, "partial": True, "search": result["rows"],
+                   "skipped": result["skipped"]}
+        Path(partial_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(partial_path).write_text(json.dumps(partial, indent=2))
+
     if "search" in parts:
         result = run_search_bench(net_name, net_options, sizes, batches, simulations,
                                   algorithms, repeats, opening_stones, max_tree_gb, seed,
-                                  progress)
+                                  progress, on_row=on_row if partial_path else None)
         report["network"]["params"] = result["params"]
         report["search"] = result["rows"]
         report["skipped"] = result["skipped"]
@@ -294,7 +315,7 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
         cfg = learner_config(net_name, net_options, overrides, quick)
         from gomoku_jax import config as config_lib
 
-        report["learner"] = run_learner_bench(cfg, repeats, seed, progress)
+        report["learner"] = run_learner_bench(cfg, repeats, seed, progress, sgd_reference)
         report["learner"]["config"] = config_lib.to_dict(cfg)
         report["learner"]["overrides"] = list(overrides)
     return report
@@ -337,9 +358,12 @@ def format_report(r: dict) -> str:
             f"(compile and first iteration {le['compile_and_first_iteration_s']:.1f} s)",
             f"  SGD alone : {le['sgd_s']:.2f} s, {le['samples_per_s']:,.0f} samples/s "
             f"({le['sgd_share']:.0%} of the iteration)",
-            f"  SGD steps written out vs as a loop: {le['sgd_unrolled_s']:.2f} s vs "
-            f"{le['sgd_loop_s']:.2f} s ({le['sgd_unrolled_speedup']:.1f}x; this config "
-            f"{'unrolls' if le['sgd_unroll'] else 'loops'})",
+            (f"  SGD steps written out vs as a loop: {le['sgd_unrolled_s']:.2f} s vs "
+             f"{le['sgd_loop_s']:.2f} s ({le['sgd_unrolled_speedup']:.1f}x; this config "
+             f"{'unrolls' if le['sgd_unroll'] else 'loops'})")
+            if le["sgd_unrolled_speedup"] is not None
+            else f"  SGD steps {'written out' if le['sgd_unroll'] else 'as a loop'} "
+                 "(the other way not measured: --no-sgd-reference)",
             f"  self-play : {selfplay:,.0f} moves/s (iteration less SGD)" if selfplay
             else "  self-play : (SGD time not below the iteration's)",
         ]
@@ -375,6 +399,10 @@ def main(argv=None) -> dict:
                                "timed calls after the warm-up (default 2)",
                                "experiments/results/bench_alphazero_cpu.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--sgd-reference", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time the learner's SGD steps the other way (written out "
+                             "vs a loop; default on; off for large networks, whose written-out "
+                             "steps take minutes to compile)")
     args = parser.parse_args(argv)
 
     defaults = QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
@@ -406,7 +434,8 @@ def main(argv=None) -> dict:
     del cfg  # checked here; `run` builds it again
     report = run(net_name, net_options, sizes, batches, simulations, tuple(args.algorithms),
                  args.repeats, args.opening_stones, args.max_tree_gb, tuple(args.set),
-                 args.quick, tuple(args.parts), args.seed, progress=not args.no_progress)
+                 args.quick, tuple(args.parts), args.seed, progress=not args.no_progress,
+                 partial_path=args.out, sgd_reference=args.sgd_reference)
     return publish(report, format_report(report), args.out)
 
 

@@ -145,3 +145,29 @@ def test_fill_buffer_makes_legal_uniform_targets():
     assert (data.policy[~empty] == 0).all()
     assert set(np.unique(data.value)) <= {-1.0, 1.0}
     assert replay.sample(filled, jax.random.key(1), 4).board.shape == (4, 9, 9)
+
+
+def test_a_run_writes_its_search_rows_as_they_come(tmp_path):
+    """With ``partial_path`` the report so far is on disk after every combination, so a
+    run stopped at a time limit keeps what it measured."""
+    path = tmp_path / "partial.json"
+    name, options = bench.choose_network()
+    report = bench.run(name, options, sizes=(5,), batches=(2,), simulations=(2, 3),
+                       algorithms=("gumbel",), repeats=1, opening_stones=1,
+                       parts=("search",), progress=False, partial_path=path)
+    partial = json.loads(path.read_text())
+    assert partial["partial"] is True and "partial" not in report
+    assert partial["search"] == json.loads(json.dumps(report["search"]))
+    assert [r["simulations"] for r in partial["search"]] == [2, 3]
+
+
+def test_the_learner_bench_without_the_sgd_reference(tmp_path):
+    cfg = bench.learner_config(*bench.choose_network(), ["tactical=null",
+                                                         "train.augment=false"], quick=True)
+    result = bench.run_learner_bench(cfg, repeats=1, progress=False, sgd_reference=False)
+    assert result["sgd_s"] > 0 and result["sgd_unrolled_speedup"] is None
+    measured, missing = (("sgd_unrolled_s", "sgd_loop_s") if cfg.train.unroll
+                         else ("sgd_loop_s", "sgd_unrolled_s"))
+    assert result[measured] == result["sgd_s"] and result[missing] is None
+    assert "--no-sgd-reference" in bench.format_report(
+        {"network": {"name": "x", "options": {}}, "device": "cpu", "learner": result})
