@@ -45,7 +45,7 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
-                                device_description, publish, time_calls)
+                                device_description, publish, time_calls, write_report)
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.game import Gomoku, sample_legal_action
@@ -216,7 +216,8 @@ def run_learner_bench(cfg, repeats: int = 2, seed: int = 0, progress: bool = Tru
     from algorithms import alphazero
 
     learner = alphazero.make_learner(cfg)
-    bar = tqdm(total=(3 if sgd_reference else 2) * (repeats + 1), desc="bench alphazero: learner", disable=not progress)
+    bar = tqdm(total=(3 if sgd_reference else 2) * (repeats + 1),
+               desc="bench alphazero: learner", disable=not progress)
     start = time.perf_counter()
     state = learner.init(jax.random.PRNGKey(seed))
     state, metrics = learner.iteration(state)
@@ -298,11 +299,10 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
                      "k": 5, "repeats": repeats, "opening_stones": opening_stones,
                      "max_tree_gb": max_tree_gb, "quick": quick, "seed": seed},
     }
+
     def on_row(result):
-        partial = {**report, "partial": True, "search": result["rows"],
-                   "skipped": result["skipped"]}
-        Path(partial_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(partial_path).write_text(json.dumps(partial, indent=2))
+        write_report({**report, "partial": True, "search": result["rows"],
+                      "skipped": result["skipped"]}, partial_path)
 
     if "search" in parts:
         result = run_search_bench(net_name, net_options, sizes, batches, simulations,

@@ -68,13 +68,18 @@ def check_search_bench_arguments(parser, args, **lists) -> None:
                      f"got {args.opening_stones}")
 
 
+def write_report(report: dict, json_path: Path) -> None:
+    """Write ``report`` as JSON to ``json_path``, making its folder."""
+    json_path = Path(json_path)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report, indent=2))
+
+
 def publish(report: dict, text: str, json_path: Path | None) -> dict:
     """Print a report's text and, when asked, write the report as JSON."""
     print(text)
     if json_path:
-        json_path = Path(json_path)
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2))
+        write_report(report, json_path)
         print(f"report written to {json_path}")
     return report
 

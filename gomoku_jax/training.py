@@ -199,15 +199,14 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 score = result[ev.opponents[0]]["score"]
                 for name, r in result.items():
                     metrics[f"eval_{name}"] = r["score"]
-                reached = ev.stop_score is not None and score >= ev.stop_score
-                if score > float(prog["best_score"]):
+                best, bad, best_it = (float(prog["best_score"]), int(prog["bad_evals"]) + 1,
+                                      int(prog["best_iteration"]))
+                if score > best:
                     export(workdir / "best.gjx", state.variables, it)
-                    prog = _progress_tree(score, 0, reached, it)
-                else:
-                    bad = int(prog["bad_evals"]) + 1
-                    stopped = reached or (ev.patience is not None and bad >= ev.patience)
-                    prog = _progress_tree(float(prog["best_score"]), bad, stopped,
-                                          int(prog["best_iteration"]))
+                    best, bad, best_it = score, 0, it
+                stopped = ((ev.stop_score is not None and score >= ev.stop_score)
+                           or (ev.patience is not None and bad >= ev.patience))
+                prog = _progress_tree(best, bad, stopped, best_it)
             log.log(it, metrics)
             if on_iteration is not None:
                 on_iteration(it, metrics)

@@ -161,23 +161,32 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
     assert 0 <= x < 9 and 0 <= y < 9
 
 
+def _run_evaluating_each_iteration(learner, workdir, **settings):
+    """``(learner', report, scores)``: a run of ``learner`` whose config evaluates against
+    random after every iteration, with ``settings`` (eval keys) on top, and the scores
+    of those evaluations. The evaluation settings do not enter the compiled iteration,
+    so the same compiled learner serves."""
+    import copy
+    import dataclasses
+
+    changed = copy.copy(learner)
+    changed.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
+        learner.config.eval, every=1, opponents=("random",), **settings))
+    scores = []
+    report = training.run(changed, workdir, progress=False,
+                          on_iteration=lambda it, m: scores.append(m["eval_random"])
+                          if "eval_random" in m else None)
+    return changed, report, scores
+
+
 @pytest.mark.parametrize("stop_score", [0.0, 0.5])
 def test_training_stops_once_an_evaluation_reaches_the_stop_score(learner, tmp_path,
                                                                   stop_score):
     """`eval.stop_score`: the first evaluation whose first-opponent score reaches it ends
     training there (0.0: the first evaluation always does), with the final evaluation
     and exports as usual."""
-    import copy
-    import dataclasses
-
-    target = copy.copy(learner)
-    target.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
-        learner.config.eval, every=1, stop_score=stop_score, opponents=("random",),
-        final_games=2))
-    scores = []
-    report = training.run(target, tmp_path, progress=False,
-                          on_iteration=lambda it, m: scores.append(m["eval_random"])
-                          if "eval_random" in m else None)
+    target, report, scores = _run_evaluating_each_iteration(
+        learner, tmp_path, stop_score=stop_score, final_games=2)
     first = next((i for i, s in enumerate(scores) if s >= stop_score), None)
     if stop_score == 0.0:
         assert first == 0
@@ -199,18 +208,10 @@ def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, m
 
 def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp_path):
     """The driver stops once `patience` evaluations in a row fail to beat the best score
-    (seed 002). The evaluation settings do not enter the compiled iteration, so the same
-    learner runs with its config's evaluation part replaced."""
-    import copy
-    import dataclasses
-
-    patient = copy.copy(learner)
-    patient.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
-        learner.config.eval, every=1, patience=1, opponents=("random",), final_games=0))
-    scores = []  # every iteration but the last is evaluated (the last gets the final one)
-    report = training.run(patient, tmp_path, progress=False,
-                          on_iteration=lambda it, m: scores.append(m["eval_random"])
-                          if "eval_random" in m else None)
+    (seed 002)."""
+    # every iteration but the last is evaluated (the last gets the final one)
+    patient, report, scores = _run_evaluating_each_iteration(
+        learner, tmp_path, patience=1, final_games=0)
     # iteration 1 always improves on "nothing yet"; the first later score that is not
     # better stops the run at once
     stop = next((i for i in range(1, len(scores)) if scores[i] <= max(scores[:i])), None)
