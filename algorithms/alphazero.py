@@ -133,7 +133,9 @@ class SelfPlaySettings:
     move replaces the search's (which still runs for the whole batch). Its moves are not
     training targets; the learner's moves in those games are, with the result against
     it as their value target. The game metrics (wins by colour, draws, length) count
-    those games too. None (default) is pure self-play.
+    those games too. None (default) is pure self-play. ``opponent_greedy``: in those
+    games the learner plays its search's best move (the argmax of the policy target's
+    weights, as at play time) instead of sampling; its own self-play games still sample.
     """
 
     batch: int = 64
@@ -145,6 +147,7 @@ class SelfPlaySettings:
     fast_simulations: int = 8
     opponent: str | None = None
     opponent_fraction: float = 0.25
+    opponent_greedy: bool = False
 
     def __post_init__(self):
         check_int("selfplay", "batch", self.batch)
@@ -166,6 +169,8 @@ class SelfPlaySettings:
                 raise ValueError(
                     f"selfplay.opponent_fraction ({self.opponent_fraction}) of "
                     f"selfplay.batch ({self.batch}) games is no game; raise either")
+        if self.opponent_greedy and self.opponent is None:
+            raise ValueError("selfplay.opponent_greedy needs a selfplay.opponent")
 
     def opponent_slots(self) -> int:
         """How many game slots (the first ones) the opponent plays in."""
@@ -492,6 +497,10 @@ class Learner(SearchPlayer, ShardedLearner):
         if self._opponent is not None:  # run only on the slots it plays in
             theirs = self._opponent_turn(games)
             n = sp.opponent_slots()
+            if sp.opponent_greedy:  # the learner's best move against the opponent
+                best = _sample_by_temperature(k_act, weights, games.legal_action_mask,
+                                              jnp.zeros(action.shape, jnp.float32))
+                action = action.at[:n].set(best[:n])
             keys = jax.random.split(k_opp, theirs.shape[0])[:n]
             replies = self._opponent.batch_policy()(
                 self._opponent.params, keys, jax.tree.map(lambda x: x[:n], games))

@@ -293,6 +293,34 @@ def test_gumbel_self_play_turns_greedy_after_gumbel_moves(smoke_config, gumbel_m
         assert not agree.all()
 
 
+def test_opponent_greedy_plays_the_best_move_against_the_opponent_only(smoke_config):
+    """With ``selfplay.opponent_greedy`` the learner's moves in the sparring slots are
+    the argmax of the improved policy it trains on; in its own self-play games it
+    still plays Gumbel's noisy choice."""
+    cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(smoke_config), {"selfplay.opponent": "heuristic",
+                                       "selfplay.opponent_fraction": 0.5,
+                                       "selfplay.opponent_greedy": True,
+                                       "search.gumbel_scale": 3.0}))
+    learner = az.make_learner(cfg, devices=jax.devices()[:1])
+    state = learner.init()
+    _, rec = jax.jit(learner._selfplay)(state.variables, state.games, jax.random.key(1))
+    rec = jax.device_get(rec)
+    b = cfg.selfplay.batch
+    slot = np.arange(b)[None, :]
+    played = rec.last_action[1:]
+    follows = ~rec.done[:-1]
+    greedy = np.argmax(np.where(rec.board[:-1].reshape(*played.shape, -1) == 0,
+                                rec.policy[:-1], -1.0), -1)
+    agree = played == greedy
+    sparring = slot < b // 2
+    learners = (follows & sparring & rec.train[:-1])  # the learner's moves there
+    assert learners.sum() > 20
+    assert agree[learners].all()
+    own = follows & ~sparring
+    assert own.sum() > 20 and not agree[own].all()
+
+
 def test_sgd_steps_written_out_equal_the_loop(smoke_config, learner, two_iterations):
     """``train.unroll`` only changes how the SGD steps are compiled, not what they do."""
     state, _ = two_iterations
@@ -372,6 +400,9 @@ def test_opponent_metrics_count_the_learners_results(opponent_learner):
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_fraction": 0.01},
      r"selfplay.opponent_fraction \(0.01\) of selfplay.batch \(8\) games is no game"),
     ({"selfplay.opponent_fraction": 0.0}, r"selfplay.opponent_fraction must be in \(0.0"),
+    ({"selfplay.opponent_greedy": True}, "selfplay.opponent_greedy needs a selfplay.opponent"),
+    ({"selfplay.opponent": "heuristic", "selfplay.opponent_greedy": 1},
+     "selfplay.opponent_greedy: expected true or false, got 1"),
 ])
 def test_bad_selfplay_opponents_are_named(smoke_config, override, message):
     with pytest.raises(cfglib.ConfigError, match=message):
