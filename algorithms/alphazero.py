@@ -488,9 +488,8 @@ class Learner(SearchPlayer, ShardedLearner):
         if cfg.search.algorithm == "gumbel":
             action = chosen
             if sp.gumbel_moves is not None:
-                greedy = _sample_by_temperature(k_act, weights, games.legal_action_mask,
-                                                jnp.zeros(chosen.shape, jnp.float32))
-                action = jnp.where(games.move_count < sp.gumbel_moves, chosen, greedy)
+                action = jnp.where(games.move_count < sp.gumbel_moves, chosen,
+                                   _best_move(weights, games.legal_action_mask))
         else:
             temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
             action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)
@@ -498,9 +497,8 @@ class Learner(SearchPlayer, ShardedLearner):
             theirs = self._opponent_turn(games)
             n = sp.opponent_slots()
             if sp.opponent_greedy:  # the learner's best move against the opponent
-                best = _sample_by_temperature(k_act, weights, games.legal_action_mask,
-                                              jnp.zeros(action.shape, jnp.float32))
-                action = action.at[:n].set(best[:n])
+                best = _best_move(weights[:n], games.legal_action_mask[:n])
+                action = action.at[:n].set(best)
             keys = jax.random.split(k_opp, theirs.shape[0])[:n]
             replies = self._opponent.batch_policy()(
                 self._opponent.params, keys, jax.tree.map(lambda x: x[:n], games))
@@ -692,10 +690,15 @@ def _selfplay_opponent(sp: SelfPlaySettings, env: Gomoku):
     return agent
 
 
+def _best_move(weights, legal):
+    """Per game: the legal move of highest weight, ``[B]`` int32."""
+    return jnp.argmax(jnp.where(legal, weights, -1.0), axis=-1).astype(jnp.int32)
+
+
 def _sample_by_temperature(key, weights, legal, temperature):
     """Per game: sample from ``weights ** (1 / T)`` over legal moves; T = 0 is argmax."""
     logw = jnp.where(legal & (weights > 0), jnp.log(jnp.maximum(weights, 1e-30)), -jnp.inf)
-    greedy = jnp.argmax(jnp.where(legal, weights, -1.0), axis=-1)
+    greedy = _best_move(weights, legal)
     safe_t = jnp.maximum(temperature, 1e-6)[:, None]
     sampled = jax.random.categorical(key, logw / safe_t, axis=-1)
     ok = jnp.isfinite(jnp.max(logw, -1))

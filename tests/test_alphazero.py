@@ -270,6 +270,18 @@ def test_puct_with_playout_cap_and_adaptive_rate(smoke_config):
     np.testing.assert_allclose(lr, [base, base, base * 0.1, base * 0.01], rtol=1e-6)
 
 
+def _moves_played_as_the_targets_argmax(rec):
+    """``(follows, agree)`` over steps ``[T - 1, B]`` of a self-play record: whether step
+    t's game goes on into step t + 1 (a finished game restarts there), and whether the
+    move played at step t (the next record's last action) is the argmax of step t's
+    policy target over the empty cells."""
+    rec = jax.device_get(rec)
+    played = rec.last_action[1:]
+    greedy = np.argmax(np.where(rec.board[:-1].reshape(*played.shape, -1) == 0,
+                                rec.policy[:-1], -1.0), -1)
+    return ~rec.done[:-1], played == greedy
+
+
 @pytest.mark.parametrize("gumbel_moves", [None, 0])
 def test_gumbel_self_play_turns_greedy_after_gumbel_moves(smoke_config, gumbel_moves):
     """After ``gumbel_moves`` moves a game plays the argmax of the improved policy it
@@ -280,12 +292,8 @@ def test_gumbel_self_play_turns_greedy_after_gumbel_moves(smoke_config, gumbel_m
     learner = az.make_learner(cfg, devices=jax.devices()[:1])
     state = learner.init()
     _, rec = jax.jit(learner._selfplay)(state.variables, state.games, jax.random.key(1))
-    rec = jax.device_get(rec)
-    played = rec.last_action[1:]  # the move of step t is the next record's last action
-    follows = ~rec.done[:-1]  # (a finished game restarts in the next record)
-    greedy = np.argmax(np.where(rec.board[:-1].reshape(*played.shape, -1) == 0,
-                                rec.policy[:-1], -1.0), -1)
-    agree = (played == greedy)[follows]
+    follows, agree = _moves_played_as_the_targets_argmax(rec)
+    agree = agree[follows]
     assert follows.sum() > 50
     if gumbel_moves == 0:
         assert agree.all()
@@ -305,14 +313,10 @@ def test_opponent_greedy_plays_the_best_move_against_the_opponent_only(smoke_con
     learner = az.make_learner(cfg, devices=jax.devices()[:1])
     state = learner.init()
     _, rec = jax.jit(learner._selfplay)(state.variables, state.games, jax.random.key(1))
+    follows, agree = _moves_played_as_the_targets_argmax(rec)
     rec = jax.device_get(rec)
     b = cfg.selfplay.batch
     slot = np.arange(b)[None, :]
-    played = rec.last_action[1:]
-    follows = ~rec.done[:-1]
-    greedy = np.argmax(np.where(rec.board[:-1].reshape(*played.shape, -1) == 0,
-                                rec.policy[:-1], -1.0), -1)
-    agree = played == greedy
     sparring = slot < b // 2
     learners = (follows & sparring & rec.train[:-1])  # the learner's moves there
     assert learners.sum() > 20
