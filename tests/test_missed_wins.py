@@ -1,0 +1,106 @@
+"""Forcing moves against the heuristic (`experiments.missed_wins`)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments.missed_wins import analyse, forcing_moves
+from gomoku_jax import arena
+from gomoku_jax.game import Gomoku
+from gomoku_jax.io import CheckpointError
+
+ENV = Gomoku(9, 5)
+
+
+def _cell(r, c):
+    return r * 9 + c
+
+
+def _four_three_position():
+    """Black to move. A closed three on row 4 (white at its left end) and a vertical two
+    over (4, 5): black (4, 5) makes a four and an open three at once, the heuristic must
+    block the four at (4, 6), and black makes an open four on column 5."""
+    board = np.zeros((9, 9), np.int8)
+    for r, c in [(4, 2), (4, 3), (4, 4), (2, 5), (3, 5)]:
+        board[r, c] = 1
+    for r, c in [(4, 1), (0, 0), (0, 8), (8, 0), (8, 8)]:
+        board[r, c] = 2
+    return board
+
+
+def test_a_four_three_is_forcing_and_single_threats_are_not():
+    forcing = np.asarray(forcing_moves(ENV, ENV.from_board(_four_three_position())))
+    assert forcing[_cell(4, 5)]
+    # (4, 6) makes a four whose block at (4, 5) also cuts the column; (1, 5) makes an
+    # open three the heuristic blocks at (4, 5); (6, 6) threatens nothing.
+    for r, c in [(4, 6), (1, 5), (6, 6)]:
+        assert not forcing[_cell(r, c)], (r, c)
+    # Occupied cells are never forcing.
+    assert not forcing[_cell(4, 2)] and not forcing[_cell(4, 1)]
+
+
+def test_a_quiet_board_has_no_forcing_move():
+    board = np.zeros((9, 9), np.int8)
+    board[4, 4], board[4, 5] = 1, 2
+    assert not np.asarray(forcing_moves(ENV, ENV.from_board(board))).any()
+
+
+def _record(prefix_black, prefix_white, last_black, winner):
+    """Black and white alternate through the stones of `_four_three_position`, then black
+    plays ``last_black``."""
+    moves = []
+    for b, w in zip(prefix_black, prefix_white):
+        moves += [_cell(*b), _cell(*w)]
+    moves.append(_cell(*last_black))
+    return arena.GameRecord("agent", "heuristic", tuple(moves), 0, winner)
+
+
+BLACK = [(4, 2), (4, 3), (4, 4), (2, 5), (3, 5)]
+WHITE = [(4, 1), (0, 0), (0, 8), (8, 0), (8, 8)]
+
+
+def test_analyse_counts_the_forcing_move_played_or_missed():
+    played = analyse(ENV, [_record(BLACK, WHITE, (4, 5), 0)], "agent")
+    assert played["with_forcing_move"] >= 1
+    assert played["forcing_move_played"] == 1
+    assert played["by_result"]["won"] == {"games": 1, "offered": 1}
+    missed = analyse(ENV, [_record(BLACK, WHITE, (6, 6), -1)], "agent")
+    assert missed["with_forcing_move"] == played["with_forcing_move"]
+    assert missed["forcing_move_played"] == 0
+    assert missed["by_result"]["drawn"] == {"games": 1, "offered": 1}
+    # From white's side of the same game: white was never offered one.
+    white = analyse(ENV, [_record(BLACK, WHITE, (6, 6), -1)], "heuristic")
+    assert white["forcing_move_played"] == 0 and white["by_result"]["drawn"]["games"] == 1
+
+
+def test_analyse_refuses_a_name_that_did_not_play():
+    with pytest.raises(ValueError, match="'nobody' played neither side"):
+        analyse(ENV, [_record(BLACK, WHITE, (6, 6), -1)], "nobody")
+
+
+RECORDED = "experiments/results/az_9x9_cpu/final.gjx"
+
+
+def test_main_writes_a_report_of_every_game(tmp_path):
+    from experiments.missed_wins import main
+
+    out = tmp_path / "report.json"
+    report = main(["--agent", RECORDED, "--games", "2", "--simulations", "4", "--json", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["games"] == 2 and saved["board"] == "gomoku-9x9-k5-freestyle"
+    assert sum(row["games"] for row in saved["by_result"].values()) == 2
+    score = saved["score"]
+    assert [score["wins"], score["draws"], score["losses"]] == [
+        saved["by_result"][r]["games"] for r in ("won", "drawn", "lost")]
+    assert saved["positions"] >= 2
+    assert 0 <= saved["forcing_move_played"] <= saved["with_forcing_move"] <= saved["positions"]
+    assert report["positions"] == saved["positions"]
+
+
+def test_main_names_a_missing_agent_file(tmp_path):
+    from experiments.missed_wins import main
+
+    missing = tmp_path / "nothing.gjx"
+    with pytest.raises(CheckpointError, match="nothing.gjx: no such params file"):
+        main(["--agent", str(missing), "--games", "2"])
