@@ -48,6 +48,7 @@ def forcing_moves(env: Gomoku, state: State) -> jax.Array:
     within the player's next two moves (see the module docstring)."""
     me, k, rule = state.current_player, env.k, env.rule
     actions = jnp.arange(env.num_actions)
+    heuristic = agents.heuristic_agent(env)
 
     def beats_heuristic(action):
         after = env.step(state, action)
@@ -55,7 +56,7 @@ def forcing_moves(env: Gomoku, state: State) -> jax.Array:
                   | tactics.open_three_blocks(after.board, me, k).any())
         # The heuristic answers a threat the same way whatever its key (the key only
         # picks among central cells when nothing is to be answered).
-        answer = agents._heuristic_policy(env, 3, None, jax.random.key(0), after)
+        answer = heuristic.policy(heuristic.params, jax.random.key(0), after)
         reply = env.step(after, answer)
         five = tactics.winning_moves(reply.board, me, k, rule).any()
         its_five = tactics.winning_moves(reply.board, 1 - me, k, rule).any()
