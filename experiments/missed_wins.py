@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.common import device_description, publish
-from gomoku_jax import agents, arena, tactics
+from gomoku_jax import agents, arena, exported, tactics
 from gomoku_jax.game import Gomoku, State
 
 __all__ = ["analyse", "forcing_moves", "main", "run"]
@@ -107,8 +107,6 @@ def analyse(env: Gomoku, records: Sequence[arena.GameRecord], name: str) -> dict
 
 def run(agent_path: str, games: int = 40, seed: int = 11, opening_stones: int = 1,
         simulations: int | None = None) -> dict:
-    from gomoku_jax import exported
-
     loaded = exported.load(agent_path, simulations=simulations, name="agent")
     env = loaded.env
     match = arena.play_match(env, loaded.agent, agents.heuristic_agent(env), games, seed=seed,

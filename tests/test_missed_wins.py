@@ -17,15 +17,18 @@ def _cell(r, c):
     return r * 9 + c
 
 
+BLACK = [(4, 2), (4, 3), (4, 4), (2, 5), (3, 5)]
+WHITE = [(4, 1), (0, 0), (0, 8), (8, 0), (8, 8)]
+
+
 def _four_three_position():
     """Black to move. A closed three on row 4 (white at its left end) and a vertical two
     over (4, 5): black (4, 5) makes a four and an open three at once, the heuristic must
     block the four at (4, 6), and black makes an open four on column 5."""
     board = np.zeros((9, 9), np.int8)
-    for r, c in [(4, 2), (4, 3), (4, 4), (2, 5), (3, 5)]:
-        board[r, c] = 1
-    for r, c in [(4, 1), (0, 0), (0, 8), (8, 0), (8, 8)]:
-        board[r, c] = 2
+    for colour, stones in ((1, BLACK), (2, WHITE)):
+        for r, c in stones:
+            board[r, c] = colour
     return board
 
 
@@ -47,17 +50,13 @@ def test_a_quiet_board_has_no_forcing_move():
 
 
 def _record(prefix_black, prefix_white, last_black, winner):
-    """Black and white alternate through the stones of `_four_three_position`, then black
+    """Black and white alternate through ``prefix_black`` and ``prefix_white``, then black
     plays ``last_black``."""
     moves = []
     for b, w in zip(prefix_black, prefix_white):
         moves += [_cell(*b), _cell(*w)]
     moves.append(_cell(*last_black))
     return arena.GameRecord("agent", "heuristic", tuple(moves), 0, winner)
-
-
-BLACK = [(4, 2), (4, 3), (4, 4), (2, 5), (3, 5)]
-WHITE = [(4, 1), (0, 0), (0, 8), (8, 0), (8, 8)]
 
 
 def test_analyse_counts_the_forcing_move_played_or_missed():
