@@ -136,6 +136,12 @@ class SelfPlaySettings:
     those games too. None (default) is pure self-play. ``opponent_greedy``: in those
     games the learner plays its search's best move (the argmax of the policy target's
     weights, as at play time) instead of sampling; its own self-play games still sample.
+    ``opponent_final`` (an agent name as for ``opponent``, which it needs) turns the
+    sparring partner into another over the run: each of the partner's moves is
+    ``opponent_final``'s with probability ``i / (n - 1)`` at iteration ``i`` of ``n``
+    (``train.iterations``), else ``opponent``'s; both see the same keys. From
+    ``heuristic@0.4`` to ``heuristic`` this is a heuristic whose chance of answering a
+    threat rises linearly from 0.4 to 1.
     """
 
     batch: int = 64
@@ -148,6 +154,7 @@ class SelfPlaySettings:
     opponent: str | None = None
     opponent_fraction: float = 0.25
     opponent_greedy: bool = False
+    opponent_final: str | None = None
 
     def __post_init__(self):
         check_int("selfplay", "batch", self.batch)
@@ -171,6 +178,12 @@ class SelfPlaySettings:
                     f"selfplay.batch ({self.batch}) games is no game; raise either")
         if self.opponent_greedy and self.opponent is None:
             raise ValueError("selfplay.opponent_greedy needs a selfplay.opponent")
+        if self.opponent_final is not None:
+            if not isinstance(self.opponent_final, str) or not self.opponent_final:
+                raise ValueError(f"selfplay.opponent_final must be an agent name or null, "
+                                 f"got {self.opponent_final!r}")
+            if self.opponent is None:
+                raise ValueError("selfplay.opponent_final needs a selfplay.opponent")
 
     def opponent_slots(self) -> int:
         """How many game slots (the first ones) the opponent plays in."""
@@ -295,7 +308,9 @@ class AlphaZeroConfig:
             raise ValueError(
                 f"search.reuse_tree cannot be combined with selfplay.playout_cap ({pc}): a "
                 "kept tree cannot serve two searches of different sizes; unset one of them")
-        _selfplay_opponent(self.selfplay, self.game.env())  # refuses what cannot play compiled
+        env = self.game.env()  # refuses what cannot play compiled
+        _selfplay_agent(self.selfplay.opponent, "opponent", env)
+        _selfplay_agent(self.selfplay.opponent_final, "opponent_final", env)
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:
@@ -368,7 +383,9 @@ class Learner(SearchPlayer, ShardedLearner):
                                    "train.batch_size": config.train.batch_size})
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
         self.tx = make_optimizer(config.train)
-        self._opponent = _selfplay_opponent(config.selfplay, self.env)
+        self._opponent = _selfplay_agent(config.selfplay.opponent, "opponent", self.env)
+        self._opponent_final = _selfplay_agent(config.selfplay.opponent_final,
+                                               "opponent_final", self.env)
         self.trace_count = 0
         self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
         self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
@@ -432,24 +449,27 @@ class Learner(SearchPlayer, ShardedLearner):
         return search_lib.run_search(self.env, self.evaluate, variables, games, key,
                                      search_cfg, tactical=cfg.tactical)
 
-    def _selfplay(self, variables, games: State, key) -> tuple[State, Record]:
+    def _selfplay(self, variables, games: State, key, progress=0.0) -> tuple[State, Record]:
         """``selfplay.steps`` moves of every game (a ``lax.scan``). With
         ``search.reuse_tree`` the search trees ride along the scan (`_selfplay_move`);
-        each iteration starts from empty trees, so the `TrainState` keeps no tree."""
+        each iteration starts from empty trees, so the `TrainState` keeps no tree.
+        ``progress`` (may be traced): the share of the sparring partner's moves that
+        ``selfplay.opponent_final`` plays."""
         cfg = self.config
         tree = (search_lib.empty_tree(self.env, games, cfg.search) if cfg.search.reuse_tree
                 else None)
 
         def move(carry, key):
             games, tree = carry
-            games, tree, record, _ = self._selfplay_move(variables, games, tree, key)
+            games, tree, record, _ = self._selfplay_move(variables, games, tree, key,
+                                                         progress)
             return (games, tree), record
 
         keys = jax.random.split(key, cfg.selfplay.steps)
         (games, _), records = jax.lax.scan(move, (games, tree), keys)
         return games, records
 
-    def _selfplay_move(self, variables, games: State, tree, key):
+    def _selfplay_move(self, variables, games: State, tree, key, progress=0.0):
         """One move of every game: ``(games, tree, record, search output)``.
 
         ``tree`` (None without ``search.reuse_tree``) is the kept tree per game; the
@@ -500,8 +520,13 @@ class Learner(SearchPlayer, ShardedLearner):
                 best = _best_move(weights[:n], games.legal_action_mask[:n])
                 action = action.at[:n].set(best)
             keys = jax.random.split(k_opp, theirs.shape[0])[:n]
-            replies = self._opponent.batch_policy()(
-                self._opponent.params, keys, jax.tree.map(lambda x: x[:n], games))
+            mine = jax.tree.map(lambda x: x[:n], games)
+            replies = self._opponent.batch_policy()(self._opponent.params, keys, mine)
+            if self._opponent_final is not None:
+                final = self._opponent_final.batch_policy()(self._opponent_final.params,
+                                                            keys, mine)
+                later = jax.random.uniform(jax.random.fold_in(k_opp, 1), (n,)) < progress
+                replies = jnp.where(later, final, replies)
             action = action.at[:n].set(jnp.where(theirs[:n], replies, action[:n]))
             full = full & ~theirs
         stepped = jax.vmap(env.step)(games, action)
@@ -610,6 +635,12 @@ class Learner(SearchPlayer, ShardedLearner):
         legal = (batch.board == 0).reshape(batch.board.shape[0], -1)
         return _masked_log_softmax(logits.astype(jnp.float32), legal), legal
 
+    def opponent_progress(self, iteration):
+        """The share of the sparring partner's moves that ``selfplay.opponent_final``
+        plays at ``iteration``: 0 at the first, 1 at the last of ``train.iterations``."""
+        last = max(self.config.train.iterations - 1, 1)
+        return jnp.clip(iteration / last, 0.0, 1.0).astype(jnp.float32)
+
     def learning_rate(self, iteration, multiplier):
         cfg = self.config.train
         lr = cfg.learning_rate * multiplier
@@ -623,7 +654,8 @@ class Learner(SearchPlayer, ShardedLearner):
         self.trace_count += 1  # Python side effect: counts traces, not calls
         cfg = self.config
         key, k_play, k_train, k_probe = jax.random.split(state.key, 4)
-        games, moves = self._selfplay(state.variables, state.games, k_play)
+        progress = self.opponent_progress(state.iteration)
+        games, moves = self._selfplay(state.variables, state.games, k_play, progress)
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), state.pending, moves)
         z, known = self._value_targets(window, cfg.train.search_value_weight)
         insert = known & ~window.inserted & window.train
@@ -665,6 +697,7 @@ class Learner(SearchPlayer, ShardedLearner):
             game_length=length, black_wins=jnp.sum(black_won), white_wins=jnp.sum(white_won),
             draws=jnp.sum(done & (moves.reward == 0)), positions_added=jnp.sum(insert),
             **self._opponent_metrics(done, black_won, white_won),
+            **({} if self._opponent_final is None else {"opponent_final_share": progress}),
             dropped=dropped, buffer_fill=buffer.size / buffer.capacity,
             moves=jnp.int32(t * b))
         new_state = TrainState(
@@ -674,17 +707,17 @@ class Learner(SearchPlayer, ShardedLearner):
         return new_state, metrics
 
 
-def _selfplay_opponent(sp: SelfPlaySettings, env: Gomoku):
-    """The compiled agent of ``selfplay.opponent`` (None without one)."""
-    if sp.opponent is None:
+def _selfplay_agent(spec: str | None, field: str, env: Gomoku):
+    """The compiled agent of ``selfplay.<field>`` (None without one)."""
+    if spec is None:
         return None
     try:
-        agent = agents_lib.make(sp.opponent, env)
+        agent = agents_lib.make(spec, env)
     except ValueError as error:
-        raise ValueError(f"selfplay.opponent: {error}") from None
+        raise ValueError(f"selfplay.{field}: {error}") from None
     if not isinstance(agent, agents_lib.JaxAgent):
         raise ValueError(
-            f"selfplay.opponent {sp.opponent!r} is not a compiled (JAX) agent and cannot play "
+            f"selfplay.{field} {spec!r} is not a compiled (JAX) agent and cannot play "
             "inside the compiled self-play; use one that is (random, heuristic, heuristic-K, "
             "pure-mcts-N, an exported .gjx, any of them +killer)")
     return agent

@@ -384,6 +384,34 @@ def test_a_selfplay_opponent_plays_its_side_of_the_first_slots(opponent_learner)
     assert learner_moves.sum() > 50 and heuristic_could[learner_moves].mean() < 0.5
 
 
+def test_the_final_opponent_takes_over_the_partners_moves_with_progress(smoke_config):
+    """With ``selfplay.opponent_final`` the partner's moves are the first opponent's at
+    progress 0 and the final one's at progress 1, move for move (both see the same
+    keys); in between they are a mixture of the two. Progress runs from 0 at the first
+    iteration to 1 at the last."""
+    def learner_for(overrides):
+        cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+            cfglib.to_dict(smoke_config), {"selfplay.opponent_fraction": 0.5, **overrides}))
+        return az.make_learner(cfg, devices=jax.devices()[:1])
+
+    ramp = learner_for({"selfplay.opponent": "random", "selfplay.opponent_final": "heuristic"})
+    alone = {name: learner_for({"selfplay.opponent": name}) for name in ("random", "heuristic")}
+    state = ramp.init()
+    key = jax.random.key(7)
+    played = lambda learner, progress: np.asarray(jax.jit(learner._selfplay)(
+        state.variables, state.games, key, progress)[1].last_action)
+    np.testing.assert_array_equal(played(ramp, 0.0), played(alone["random"], 0.0))
+    np.testing.assert_array_equal(played(ramp, 1.0), played(alone["heuristic"], 0.0))
+    halfway = played(ramp, 0.5)
+    assert (halfway != played(alone["random"], 0.0)).any()
+    assert (halfway != played(alone["heuristic"], 0.0)).any()
+    last = ramp.config.train.iterations - 1
+    assert [float(ramp.opponent_progress(jnp.int32(i))) for i in (0, last, last + 3)] == [
+        0.0, 1.0, 1.0]
+    assert float(ramp.opponent_progress(jnp.int32(last // 2))) == pytest.approx(
+        (last // 2) / last)
+
+
 def test_opponent_metrics_count_the_learners_results(opponent_learner):
     # slots 0 (heuristic black, learner white), 1 (learner black), 4 (pure self-play)
     done = np.zeros((2, 8), bool)
@@ -407,6 +435,12 @@ def test_opponent_metrics_count_the_learners_results(opponent_learner):
     ({"selfplay.opponent_greedy": True}, "selfplay.opponent_greedy needs a selfplay.opponent"),
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_greedy": 1},
      "selfplay.opponent_greedy: expected true or false, got 1"),
+    ({"selfplay.opponent_final": "heuristic"},
+     "selfplay.opponent_final needs a selfplay.opponent"),
+    ({"selfplay.opponent": "heuristic", "selfplay.opponent_final": "gomokubot"},
+     "selfplay.opponent_final 'gomokubot' is not a compiled"),
+    ({"selfplay.opponent": "heuristic", "selfplay.opponent_final": "heuristic@2"},
+     "selfplay.opponent_final: "),
 ])
 def test_bad_selfplay_opponents_are_named(smoke_config, override, message):
     with pytest.raises(cfglib.ConfigError, match=message):
