@@ -126,7 +126,7 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
     ax.grid(alpha=0.3)
 
     suffix = f" ({device})" if device else ""
-    fig.suptitle(f"AlphaZero, 9x9 five-in-a-row, az_9x9_cpu.json: the recorded run{suffix}")
+    fig.suptitle(f"AlphaZero, 9x9 five-in-a-row: the run in {run.name}/{suffix}")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
