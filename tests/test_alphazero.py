@@ -288,6 +288,7 @@ def test_gumbel_self_play_turns_greedy_after_gumbel_moves(smoke_config, gumbel_m
     trains on; without the setting Gumbel's own noisy choice is played every move."""
     cfg = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
         cfglib.to_dict(smoke_config), {"selfplay.gumbel_moves": gumbel_moves,
+                                       "selfplay.opponent": None,  # every move the learner's
                                        "search.gumbel_scale": 3.0}))
     learner = az.make_learner(cfg, devices=jax.devices()[:1])
     state = learner.init()
@@ -432,10 +433,11 @@ def test_opponent_metrics_count_the_learners_results(opponent_learner):
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_fraction": 0.01},
      r"selfplay.opponent_fraction \(0.01\) of selfplay.batch \(8\) games is no game"),
     ({"selfplay.opponent_fraction": 0.0}, r"selfplay.opponent_fraction must be in \(0.0"),
-    ({"selfplay.opponent_greedy": True}, "selfplay.opponent_greedy needs a selfplay.opponent"),
+    ({"selfplay.opponent": None, "selfplay.opponent_greedy": True},
+     "selfplay.opponent_greedy needs a selfplay.opponent"),
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_greedy": 1},
      "selfplay.opponent_greedy: expected true or false, got 1"),
-    ({"selfplay.opponent_final": "heuristic"},
+    ({"selfplay.opponent": None, "selfplay.opponent_final": "heuristic"},
      "selfplay.opponent_final needs a selfplay.opponent"),
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_final": "gomokubot"},
      "selfplay.opponent_final 'gomokubot' is not a compiled"),
