@@ -21,8 +21,13 @@ or ``--preset gpu`` (seed 000's 10 x 128 ResNet in bfloat16), or ``--network`` /
 mctx ``Tree`` shapes with ``jax.eval_shape``) exceeds ``--max-tree-gb`` is skipped, with a
 note and an entry under ``"skipped"`` in the report.
 
+The search part's game has the stone planes (``SEARCH_OBSERVATION``), the planes of every
+recorded search figure, whatever the CPU default's are.
+
 Part 2, learner. `algorithms.alphazero.make_learner` on the CPU default config (the
-network chosen above, then ``--set key=value`` overrides): one ``iteration`` as a warm-up,
+network chosen above, then ``--set key=value`` overrides; the recorded figures predate the
+default's threat planes and sparring partner: ``--set game.observation=stones-colour --set
+selfplay.opponent=null`` repeats them): one ``iteration`` as a warm-up,
 then ``--repeats`` timed iterations, moves/s from ``metrics["moves"]``; and the learner's
 SGD part alone (its ``_train``, jitted, on a buffer filled with random positions):
 samples/s = sgd_steps * batch_size / seconds. Self-play moves/s is estimated as the moves
@@ -84,9 +89,16 @@ def choose_network(preset: str = "cpu", name: str | None = None, options: dict |
     return net_name, net_options
 
 
-def game_env(size: int) -> Gomoku:
-    """The CPU default's game (rule, observation planes) on a ``size`` x ``size`` board."""
-    return Gomoku(**{**cpu_default()["game"], "size": size})
+# The search benchmarks' input planes: the stone planes (3), which every recorded search
+# figure used. The CPU default has since gained threat planes, whose features cost more to
+# compute at every expanded node; a fixed choice keeps the search figures comparable.
+SEARCH_OBSERVATION = "stones-colour"
+
+
+def game_env(size: int, observation: str = SEARCH_OBSERVATION) -> Gomoku:
+    """The CPU default's game (its rule) on a ``size`` x ``size`` board, with the
+    ``observation`` planes (the search benchmarks' fixed choice unless given)."""
+    return Gomoku(**{**cpu_default()["game"], "size": size, "observation": observation})
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
@@ -297,7 +309,8 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
         "settings": {"sizes": list(sizes), "batches": list(batches),
                      "simulations": list(simulations), "algorithms": list(algorithms),
                      "k": 5, "repeats": repeats, "opening_stones": opening_stones,
-                     "max_tree_gb": max_tree_gb, "quick": quick, "seed": seed},
+                     "max_tree_gb": max_tree_gb, "quick": quick, "seed": seed,
+                     "observation": SEARCH_OBSERVATION},
     }
 
     def on_row(result):

@@ -41,7 +41,7 @@ import argparse
 import jax
 import numpy as np
 
-from experiments.bench_alphazero import choose_network, game_env, openings
+from experiments.bench_alphazero import SEARCH_OBSERVATION, choose_network, game_env, openings
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
                                 device_description, publish, time_calls)
 from gomoku_jax import networks
@@ -263,7 +263,8 @@ def main(argv=None) -> dict:
     report = {"benchmark": "search", "device": device_description(), "size": args.size,
               "preset": args.preset, "repeats": args.repeats, "warmup": args.warmup,
               "min_seconds": args.min_seconds,
-              "opening_stones": args.opening_stones, **result,
+              "opening_stones": args.opening_stones, "observation": SEARCH_OBSERVATION,
+              **result,
               "targets": {"linear_growth_800_vs_16": "<= 1.5", f"speedup_at_{SPEEDUP_AT}": ">= 8"}}
     return publish(report, report_text(report), args.out)
 

@@ -42,6 +42,15 @@ def test_openings_have_the_stones_near_the_centre():
     assert (np.asarray(states.current_player) == 0).all()
 
 
+def test_the_search_game_keeps_the_stone_planes_whatever_the_default_has():
+    default = json.loads(bench.CPU_CONFIG.read_text())["game"]
+    env = bench.game_env(9)
+    assert env.rule == default["rule"] and env.observation == "stones-colour"
+    assert env.observation_shape == (9, 9, 3)
+    threats = bench.game_env(9, "stones-threats")
+    assert threats.observation == "stones-threats" and threats.observation_shape[-1] > 3
+
+
 def test_choose_network_presets_and_overrides():
     cpu = json.loads(bench.CPU_CONFIG.read_text())["network"]
     assert bench.choose_network() == (cpu["name"], cpu["options"])
@@ -96,6 +105,7 @@ def test_quick_run_reports_search_learner_and_skipped(tmp_path, capsys):
     assert report["device"] and report["network"] == {
         "name": name, "options": options, "params": {"9": networks.param_count(variables)}}
     assert report["settings"]["sizes"] == [9] and report["settings"]["batches"] == [8]
+    assert report["settings"]["observation"] == "stones-colour"
     [row] = report["search"]
     assert (row["size"], row["batch"], row["simulations"], row["algorithm"]) == (9, 8, 4, "puct")
     assert row["tree_gb"] * bench.GIB == pytest.approx(sizes[0])
