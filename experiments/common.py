@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
-
-def device_description() -> str:
-    """The device the figures were measured on, in words."""
-    dev = jax.devices()[0]
-    if dev.platform == "cpu":
-        model = platform.processor() or "CPU"
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
-        cores = f"{os.cpu_count()} cores"
-        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        if usable is not None and usable != os.cpu_count():
-            cores += f", this process pinned to {usable}"
-        return f"cpu: {model}, {cores} (jax {jax.__version__})"
-    return f"{dev.platform}: {dev.device_kind} x{jax.device_count()} (jax {jax.__version__})"
+from gomoku_jax.arena import device_description  # noqa: F401  (the entry points import it from here)
 
 
 def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: int,

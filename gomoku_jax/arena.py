@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import platform
 import time
+from pathlib import Path
 from typing import Sequence
 
 import jax
@@ -32,10 +35,34 @@ from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent
 from gomoku_jax.game import Gomoku, State
 
+
+def device_description() -> str:
+    """The device this process computes on, in words: the CPU's model and cores, or the
+    accelerator's kind and count, with the jax version. Runs and reports record it beside
+    their figures."""
+    dev = jax.devices()[0]
+    if dev.platform == "cpu":
+        model = platform.processor() or "CPU"
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        cores = f"{os.cpu_count()} cores"
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if usable is not None and usable != os.cpu_count():
+            cores += f", this process pinned to {usable}"
+        return f"cpu: {model}, {cores} (jax {jax.__version__})"
+    return f"{dev.platform}: {dev.device_kind} x{jax.device_count()} (jax {jax.__version__})"
+
+
 __all__ = [
     "GameRecord",
     "MatchResult",
     "Tournament",
+    "device_description",
     "heatmap",
     "ladder",
     "opening_moves",

@@ -10,7 +10,7 @@ and ``variables``. The driver adds what lives on the host:
   ``tensorboard/`` the same scalars for TensorBoard; ``checkpoints/`` orbax checkpoints
   of the whole learner state plus the driver's own progress (best score, patience);
   ``eval/iter_XXXXXX.json`` each evaluation; ``best.gjx`` and ``final.gjx`` exported
-  agents; ``report.json`` / ``report.md`` the final evaluation.
+  agents; ``report.json`` / ``report.md`` the final evaluation (the json also names the device).
 * Resuming: run the same command again. The run continues from the last checkpoint,
   rows logged after it are dropped, and everything that follows is what an
   uninterrupted run would have produced (all randomness comes from the state's key
@@ -220,7 +220,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
-              "best_iteration": int(prog["best_iteration"]), "evaluation": {}}
+              "best_iteration": int(prog["best_iteration"]),
+              "device": arena.device_description(), "evaluation": {}}
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,

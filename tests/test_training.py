@@ -61,6 +61,8 @@ def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupte
     games = learner.config.eval.final_games
     assert report["evaluation"]["random"]["games"] == games
     assert json.loads((workdir / "report.json").read_text()) == report
+    assert report["device"] == arena.device_description()  # where the run trained
+    assert f"(jax {jax.__version__})" in report["device"]
     assert "| random |" in (workdir / "report.md").read_text()
 
 
