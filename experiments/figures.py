@@ -85,9 +85,19 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
 
     ax = axes[0, 1]
     ax.plot(it, m["explained_variance"], color="#8a3ffc", alpha=0.3, lw=1)
-    ax.plot(it, smooth(m["explained_variance"]), color="#8a3ffc", lw=1.8)
+    ax.plot(it, smooth(m["explained_variance"]), color="#8a3ffc", lw=1.8,
+            label="explained variance of the value head")
     ax.axhline(0, color="#888888", lw=0.8)
-    ax.set_title("explained variance of the value head")
+    title = "explained variance of the value head"
+    sparring = np.asarray(m.get("opponent_games", [0.0]), float)
+    if np.nansum(sparring) > 0:  # a run with a sparring partner (selfplay.opponent)
+        won = np.asarray(m["opponent_wins"], float)
+        # the share over 5 iterations' finished sparring games, not a mean of shares
+        share = smooth(won) / np.maximum(smooth(sparring), 1e-9)
+        ax.plot(it, share, color="#007d79", lw=1.8, label="sparring games won by the learner")
+        ax.legend(loc="lower right")
+        title = "value head and sparring games (5-iteration means)"
+    ax.set_title(title)
     ax.set_xlabel("iteration")
     ax.grid(alpha=0.3)
 
@@ -140,7 +150,7 @@ def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: 
     from experiments.common import device_description
 
     run = Path(run)
-    loaded = exported.load(run / "final.gjx", name="az_9x9_cpu final")
+    loaded = exported.load(run / "final.gjx", name=f"{run.name} final")
     env = loaded.env
     players = [loaded.agent] + [agents.make(name, env) for name in opponents]
     start = time.perf_counter()
@@ -157,7 +167,7 @@ def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: 
     markdown = result.to_markdown(report)
     (run / "tournament.json").write_text(json.dumps(report, indent=2) + "\n")
     (run / "tournament.md").write_text(
-        f"# Round robin: the recorded az_9x9_cpu run's final.gjx and the baselines\n\n"
+        f"# Round robin: the final.gjx of {run.name}/ and the baselines\n\n"
         f"`python -m experiments.figures` on {report['device']}: {games} games per pairing, "
         f"colours alternating, {opening_stones} random opening stones, seed {seed}; "
         f"{report['wall_seconds']} s.\n\n{markdown}\n")
@@ -179,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from experiments.common import device_description
 
-    path = training_curves(args.run, device=device_description())
+    # the training machine, which a run's report records; older reports do not
+    trained_on = json.loads((args.run / "report.json").read_text()).get("device")
+    path = training_curves(args.run, device=trained_on or f"drawn on {device_description()}")
     print(f"training curves written to {path}")
     if not args.skip_tournament:
         tournament(args.run, args.games, args.opening_stones, args.seed)
