@@ -9,7 +9,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from gomoku_jax.arena import device_description  # noqa: F401  (the entry points import it from here)
+from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
 
 
 def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: int,

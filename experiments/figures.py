@@ -53,7 +53,9 @@ def _read_metrics(path: Path) -> dict[str, list[float]]:
 
 
 def training_curves(run: Path = RUN, out: Path | None = None, device: str | None = None) -> Path:
-    """Draw the run's training curves into ``out`` (default ``run/training_curves.png``)."""
+    """Draw the run's training curves into ``out`` (default ``run/training_curves.png``),
+    titled with ``device`` (default: the training machine the run's report names, else this
+    machine, as "drawn on ...")."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,6 +66,10 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
     out = Path(out) if out is not None else run / "training_curves.png"
     m = _read_metrics(run / "metrics.csv")
     report = json.loads((run / "report.json").read_text())
+    if device is None:  # the training machine, which a run's report records; older ones do not
+        from experiments.common import device_description
+
+        device = report.get("device") or f"drawn on {device_description()}"
     it = np.asarray(m["iteration"])
 
     def smooth(values, width=5):
@@ -187,11 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--skip-tournament", action="store_true", help="only draw the curves")
     args = parser.parse_args(argv)
-    from experiments.common import device_description
-
-    # the training machine, which a run's report records; older reports do not
-    trained_on = json.loads((args.run / "report.json").read_text()).get("device")
-    path = training_curves(args.run, device=trained_on or f"drawn on {device_description()}")
+    path = training_curves(args.run)
     print(f"training curves written to {path}")
     if not args.skip_tournament:
         tournament(args.run, args.games, args.opening_stones, args.seed)
