@@ -30,7 +30,7 @@ from pathlib import Path
 RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
 OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
 
-__all__ = ["OPPONENTS", "RUN", "main", "tournament", "training_curves"]
+__all__ = ["OPPONENTS", "RUN", "evaluation_points", "main", "tournament", "training_curves"]
 
 
 def _read_metrics(path: Path) -> dict[str, list[float]]:
@@ -50,6 +50,27 @@ def _read_metrics(path: Path) -> dict[str, list[float]]:
                 values.append(float("nan"))
         columns[name] = values
     return columns
+
+
+def evaluation_points(metrics: dict, report: dict) -> dict[str, list[tuple[int, float]]]:
+    """Each opponent's evaluation scores as ``(iteration, score)``: the periodic ones
+    (``metrics.csv``'s ``eval_<name>`` columns), then the final one of ``report.json``,
+    which a run without periodic evaluations has alone. Opponents with neither are left out."""
+    final_it = int(report["iterations"])
+    names = list(report.get("evaluation", {}))
+    names += [c[len("eval_"):] for c in metrics
+              if c.startswith("eval_") and c[len("eval_"):] not in names]
+    out = {}
+    for name in names:
+        column = metrics.get(f"eval_{name}")
+        points = [] if column is None else [
+            (int(i), float(s)) for i, s in zip(metrics["iteration"], column) if s == s]
+        final = report.get("evaluation", {}).get(name)
+        if final is not None:
+            points.append((final_it, float(final["score"])))
+        if points:
+            out[name] = points
+    return out
 
 
 def training_curves(run: Path = RUN, out: Path | None = None, device: str | None = None) -> Path:
@@ -121,24 +142,31 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
 
     ax = axes[1, 1]
     final_it = int(report["iterations"])
-    for name, colour in (("heuristic", "#e0352b"), ("pure-mcts-1000", "#1f5fd6")):
-        column = m.get(f"eval_{name}")
-        if column is None:
-            continue
-        points = [(i, s) for i, s in zip(it, column) if np.isfinite(s)]
-        final = report["evaluation"].get(name)
-        if final is not None:
-            points.append((final_it, final["score"]))
-        xs, ys = zip(*points) if points else ((), ())
+    colours = ("#e0352b", "#1f5fd6", "#198038", "#8a3ffc")
+    scores = evaluation_points(m, report)
+    for (name, points), colour in zip(scores.items(), colours):
+        xs, ys = zip(*points)
         ax.plot(xs, ys, marker="o", color=colour, label=f"vs {name}")
+        final = report.get("evaluation", {}).get(name)
         if final is not None:
             low, high = final["interval"]
             ax.errorbar([final_it], [final["score"]], yerr=[[final["score"] - low],
                         [high - final["score"]]], color=colour, capsize=4)
     ax.set_ylim(-0.03, 1.03)
-    ax.set_title("evaluation score (win 1, draw 1/2)\n20 games each; the final: 100 games, 95% CI")
+    ax.set_xlim(0, final_it * 1.05 + 1)
+    finals = {v.get("games") for v in report.get("evaluation", {}).values()}
+    final_games = f"{finals.pop()} games" if len(finals) == 1 and None not in finals \
+        else "its games"
+    periodic = ""
+    if any(c.startswith("eval_") for c in m):
+        config = run / "config.json"
+        games = json.loads(config.read_text())["eval"]["games"] if config.is_file() else None
+        periodic = f"periodic: {games} games each; " if games else "periodic and final; "
+    ax.set_title(f"evaluation score (win 1, draw 1/2)\n{periodic}the final: {final_games}, "
+                 "95% CI")
     ax.set_xlabel("iteration")
-    ax.legend(loc="lower right")
+    if scores:
+        ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
 
     suffix = f" ({device})" if device else ""

@@ -38,3 +38,19 @@ def test_metrics_without_rows_are_refused(tmp_path):
     (tmp_path / "report.json").write_text("{}")
     with pytest.raises(ValueError, match="metrics.csv holds no rows"):
         figures.training_curves(tmp_path)
+
+
+def test_evaluation_points_join_periodic_and_final_scores(tmp_path):
+    metrics = figures._read_metrics(_run(tmp_path, sparring=False) / "metrics.csv")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert figures.evaluation_points(metrics, report) == {"heuristic": [(6, 0.5), (12, 0.75)]}
+
+
+def test_a_run_without_periodic_evaluations_still_shows_its_final_one():
+    metrics = {"iteration": [1.0, 2.0, 3.0]}
+    report = {"iterations": 3, "evaluation": {
+        "heuristic": {"score": 0.975, "interval": [0.92, 0.99], "games": 100},
+        "pure-mcts-1000": {"score": 1.0, "interval": [0.96, 1.0], "games": 100}}}
+    assert figures.evaluation_points(metrics, report) == {
+        "heuristic": [(3, 0.975)], "pure-mcts-1000": [(3, 1.0)]}
+    assert figures.evaluation_points(metrics, {"iterations": 3}) == {}
