@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
+import math
 import time
 from pathlib import Path
 
@@ -57,15 +59,14 @@ def evaluation_points(metrics: dict, report: dict) -> dict[str, list[tuple[int, 
     (``metrics.csv``'s ``eval_<name>`` columns), then the final one of ``report.json``,
     which a run without periodic evaluations has alone. Opponents with neither are left out."""
     final_it = int(report["iterations"])
-    names = list(report.get("evaluation", {}))
-    names += [c[len("eval_"):] for c in metrics
-              if c.startswith("eval_") and c[len("eval_"):] not in names]
+    finals = report.get("evaluation", {})
+    periodic = [c.removeprefix("eval_") for c in metrics if c.startswith("eval_")]
     out = {}
-    for name in names:
+    for name in dict.fromkeys([*finals, *periodic]):
         column = metrics.get(f"eval_{name}")
         points = [] if column is None else [
-            (int(i), float(s)) for i, s in zip(metrics["iteration"], column) if s == s]
-        final = report.get("evaluation", {}).get(name)
+            (int(i), float(s)) for i, s in zip(metrics["iteration"], column) if math.isfinite(s)]
+        final = finals.get(name)
         if final is not None:
             points.append((final_it, float(final["score"])))
         if points:
@@ -142,20 +143,21 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
 
     ax = axes[1, 1]
     final_it = int(report["iterations"])
-    colours = ("#e0352b", "#1f5fd6", "#198038", "#8a3ffc")
+    colours = itertools.cycle(("#e0352b", "#1f5fd6", "#198038", "#8a3ffc"))
+    finals = report.get("evaluation", {})
     scores = evaluation_points(m, report)
     for (name, points), colour in zip(scores.items(), colours):
         xs, ys = zip(*points)
         ax.plot(xs, ys, marker="o", color=colour, label=f"vs {name}")
-        final = report.get("evaluation", {}).get(name)
+        final = finals.get(name)
         if final is not None:
             low, high = final["interval"]
             ax.errorbar([final_it], [final["score"]], yerr=[[final["score"] - low],
                         [high - final["score"]]], color=colour, capsize=4)
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlim(0, final_it * 1.05 + 1)
-    finals = {v.get("games") for v in report.get("evaluation", {}).values()}
-    final_games = f"{finals.pop()} games" if len(finals) == 1 and None not in finals \
+    counts = {v.get("games") for v in finals.values()}
+    final_games = f"{counts.pop()} games" if len(counts) == 1 and None not in counts \
         else "its games"
     periodic = ""
     if any(c.startswith("eval_") for c in m):
