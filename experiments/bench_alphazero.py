@@ -3,13 +3,17 @@
 Commands (the full sweep takes long on a 2-core CPU; ``--quick`` about a minute)::
 
     gomoku-jax bench alphazero --out experiments/results/bench_alphazero_cpu.json
+    gomoku-jax bench alphazero --parts search --backend linear \
+        --out experiments/results/bench_alphazero_cpu_linear.json
     gomoku-jax bench alphazero --preset gpu --out experiments/results/bench_alphazero_gpu.json
     gomoku-jax bench alphazero --quick
 
 Part 1, search. For each board (``--sizes``, k=5), batch (``--batches``), number of
 simulations (``--simulations``) and algorithm (``--algorithms``), one jitted
 `gomoku_jax.search.run_search` (``mctx.muzero_policy`` for ``puct``,
-``mctx.gumbel_muzero_policy`` for ``gumbel``) searches a batch of openings of
+``mctx.gumbel_muzero_policy`` for ``gumbel``; ``--backend linear``: the same policies from
+`gomoku_jax.tree_search`, whose cost per simulation does not grow with the simulations, as
+the CPU default trains with) searches a batch of openings of
 ``--opening-stones`` random stones near the centre. After a warm-up call (which compiles)
 ``--repeats`` calls are timed: simulations/s = batch * simulations / seconds, and ms per
 simulation step (one step advances every game of the batch by one simulation). The
@@ -18,7 +22,7 @@ reference, timed in the same run, is the same search with `search.uniform_evalua
 The network is the CPU default's (``network`` of ``experiments/configs/az_9x9_cpu.json``),
 or ``--preset gpu`` (seed 000's 10 x 128 ResNet in bfloat16), or ``--network`` /
 ``--options`` / ``--dtype``. A combination whose search tree (its bytes computed from the
-mctx ``Tree`` shapes with ``jax.eval_shape``) exceeds ``--max-tree-gb`` is skipped, with a
+``Tree`` shapes with ``jax.eval_shape``) exceeds ``--max-tree-gb`` is skipped, with a
 note and an entry under ``"skipped"`` in the report.
 
 The search part's game has the stone planes (``SEARCH_OBSERVATION``), the planes of every
@@ -124,7 +128,7 @@ def search_fn(env: Gomoku, evaluate, config: search_lib.SearchConfig):
 
 
 def tree_bytes(env: Gomoku, evaluate, params, batch: int, config: search_lib.SearchConfig) -> int:
-    """Bytes of the mctx ``Tree`` a search of ``batch`` games builds (from its shapes)."""
+    """Bytes of the ``Tree`` a search of ``batch`` games builds (from its shapes)."""
     states = jax.eval_shape(lambda: jax.vmap(lambda _: env.init())(jnp.arange(batch)))
     out = jax.eval_shape(search_fn(env, evaluate, config), params, states, jax.random.key(0))
     return int(sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
@@ -146,7 +150,7 @@ def time_search(env, evaluate, params, states, config, repeats: int, seed: int) 
 def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulations,
                      algorithms, repeats: int = 2, opening_stones: int = 4,
                      max_tree_gb: float = 4.0, seed: int = 0, progress: bool = True,
-                     on_row=None) -> dict:
+                     on_row=None, backend: str = "mctx") -> dict:
     """Part 1: every (size, batch, simulations, algorithm), network and uniform.
     ``on_row(result)`` gets the result so far after each combination (a run stopped at a
     time limit keeps what it measured)."""
@@ -163,7 +167,8 @@ def run_search_bench(net_name: str, net_options: dict, sizes, batches, simulatio
             states = openings(env, jax.random.key(seed + 1), b, opening_stones)
             for sims in simulations:
                 for algo in algorithms:
-                    config = search_lib.SearchConfig(algorithm=algo, num_simulations=sims)
+                    config = search_lib.SearchConfig(algorithm=algo, num_simulations=sims,
+                                                     backend=backend)
                     gb = tree_bytes(env, evaluate, variables, b, config) / GIB
                     where = dict(size=n, batch=b, simulations=sims, algorithm=algo, tree_gb=gb)
                     bar.set_postfix_str(f"{n}x{n} B={b} {algo} {sims}")
@@ -299,7 +304,8 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
         simulations=DEFAULT_SIMULATIONS, algorithms=search_lib.ALGORITHMS, repeats: int = 2,
         opening_stones: int = 4, max_tree_gb: float = 4.0, overrides=(), quick: bool = False,
         parts=("search", "learner"), seed: int = 0, progress: bool = True,
-        partial_path: Path | None = None, sgd_reference: bool = True) -> dict:
+        partial_path: Path | None = None, sgd_reference: bool = True,
+        backend: str = "mctx") -> dict:
     """Both parts; returns the report. With ``partial_path`` the report so far is
     written there (``"partial": true``) after each search combination."""
     report = {
@@ -310,7 +316,7 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
                      "simulations": list(simulations), "algorithms": list(algorithms),
                      "k": 5, "repeats": repeats, "opening_stones": opening_stones,
                      "max_tree_gb": max_tree_gb, "quick": quick, "seed": seed,
-                     "observation": SEARCH_OBSERVATION},
+                     "observation": SEARCH_OBSERVATION, "backend": backend},
     }
 
     def on_row(result):
@@ -320,7 +326,8 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
     if "search" in parts:
         result = run_search_bench(net_name, net_options, sizes, batches, simulations,
                                   algorithms, repeats, opening_stones, max_tree_gb, seed,
-                                  progress, on_row=on_row if partial_path else None)
+                                  progress, on_row=on_row if partial_path else None,
+                                  backend=backend)
         report["network"]["params"] = result["params"]
         report["search"] = result["rows"]
         report["skipped"] = result["skipped"]
@@ -340,9 +347,10 @@ def format_report(r: dict) -> str:
     lines = [f"AlphaZero benchmark, network {net['name']}({options}), device: {r['device']}"]
     if "search" in r:
         params = ", ".join(f"{n}x{n}: {c:,}" for n, c in net.get("params", {}).items())
+        backend = r["settings"].get("backend", "mctx")
         lines += [
-            f"Search: sims/s = batch x simulations / s; reference = the same search with a "
-            f"uniform evaluate (no network); params {params}",
+            f"Search ({backend} backend): sims/s = batch x simulations / s; reference = the "
+            f"same search with a uniform evaluate (no network); params {params}",
             f"{'board':>7} {'batch':>6} {'algo':>6} {'sims':>5} {'tree MiB':>9} {'sims/s':>11} "
             f"{'ms/step':>9} {'uniform sims/s':>15} {'ratio':>6} {'net share':>9} {'compile s':>9}",
         ]
@@ -411,6 +419,9 @@ def main(argv=None) -> dict:
                                "simulations a search (default 16 64 200 400 800)", 2,
                                "timed calls after the warm-up (default 2)",
                                "experiments/results/bench_alphazero_cpu.json")
+    parser.add_argument("--backend", choices=search_lib.BACKENDS, default="mctx",
+                        help="search implementation: mctx's policies or the linear-time "
+                             "gomoku_jax.tree_search (default mctx)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--sgd-reference", action=argparse.BooleanOptionalAction, default=True,
                         help="also time the learner's SGD steps the other way (written out "
@@ -448,7 +459,8 @@ def main(argv=None) -> dict:
     report = run(net_name, net_options, sizes, batches, simulations, tuple(args.algorithms),
                  args.repeats, args.opening_stones, args.max_tree_gb, tuple(args.set),
                  args.quick, tuple(args.parts), args.seed, progress=not args.no_progress,
-                 partial_path=args.out, sgd_reference=args.sgd_reference)
+                 partial_path=args.out, sgd_reference=args.sgd_reference,
+                 backend=args.backend)
     return publish(report, format_report(report), args.out)
 
 

@@ -157,6 +157,28 @@ def test_fill_buffer_makes_legal_uniform_targets():
     assert replay.sample(filled, jax.random.key(1), 4).board.shape == (4, 9, 9)
 
 
+@pytest.mark.parametrize("backend", ["mctx", "linear"])
+def test_the_backend_option_chooses_the_search_it_times(backend, monkeypatch, capsys):
+    """``--backend linear`` times `gomoku_jax.tree_search`'s policy, the default mctx's;
+    the report and its table say which."""
+    from gomoku_jax import tree_search
+
+    calls = []
+    real = tree_search.gumbel_muzero_policy
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tree_search, "gumbel_muzero_policy", counted)
+    assert cli.main(["bench", "alphazero", "--parts", "search", "--sizes", "5",
+                     "--batches", "2", "--simulations", "2", "--algorithms", "gumbel",
+                     "--repeats", "1", "--opening-stones", "1", "--no-progress",
+                     "--backend", backend]) == 0
+    assert bool(calls) == (backend == "linear")
+    assert f"Search ({backend} backend)" in capsys.readouterr().out
+
+
 def test_a_run_writes_its_search_rows_as_they_come(tmp_path):
     """With ``partial_path`` the report so far is on disk after every combination, so a
     run stopped at a time limit keeps what it measured."""
