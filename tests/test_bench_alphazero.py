@@ -158,7 +158,8 @@ def test_fill_buffer_makes_legal_uniform_targets():
 
 
 @pytest.mark.parametrize("backend", ["mctx", "linear"])
-def test_the_backend_option_chooses_the_search_it_times(backend, monkeypatch, capsys):
+def test_the_backend_option_chooses_the_search_it_times(backend, monkeypatch, capsys,
+                                                        tmp_path):
     """``--backend linear`` times `gomoku_jax.tree_search`'s policy, the default mctx's;
     the report and its table say which."""
     from gomoku_jax import tree_search
@@ -174,8 +175,9 @@ def test_the_backend_option_chooses_the_search_it_times(backend, monkeypatch, ca
     assert cli.main(["bench", "alphazero", "--parts", "search", "--sizes", "5",
                      "--batches", "2", "--simulations", "2", "--algorithms", "gumbel",
                      "--repeats", "1", "--opening-stones", "1", "--no-progress",
-                     "--backend", backend]) == 0
+                     "--backend", backend, "--out", str(tmp_path / "bench.json")]) == 0
     assert bool(calls) == (backend == "linear")
+    assert json.loads((tmp_path / "bench.json").read_text())["settings"]["backend"] == backend
     assert f"Search ({backend} backend)" in capsys.readouterr().out
 
 
