@@ -2,8 +2,10 @@
 
 Many tests (and the notebooks, and the subprocesses some tests start) train the same smoke
 configs, so they compile the same programs. A persistent compilation cache, fresh for each
-session, turns every compile after the first into a load. ``GOMOKU_JAX_TEST_CACHE=<folder>``
-keeps one between sessions instead.
+session, turns every compile after the first into a load; the worker processes of
+``pytest -n 2`` share it (pytest-xdist's controller loads this file first and the workers
+inherit its environment). ``GOMOKU_JAX_TEST_CACHE=<folder>`` keeps one between sessions
+instead.
 """
 
 import atexit
@@ -13,6 +15,9 @@ import tempfile
 
 # Fake CPU devices for sharding tests; must be set before jax is imported.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+# The suite runs in several processes (`pytest -n 2`); on a GPU machine they share the GPU,
+# so none of them takes most of its memory up front.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 # The cache settings go in the environment (before jax is imported) so subprocesses share them.
 if not os.environ.get("GOMOKU_JAX_TEST_CACHE"):
