@@ -26,6 +26,11 @@ costs O(depth), so part of the growth of ours from 16 to 800 simulations is the 
 tree. The control separates the two: ours at the fewest and the most simulations with
 ``max_depth=1`` (every simulation stops at a child of the root; rows with backend
 ``linear-depth1``), whose growth is the tree's size alone (summary ``depth1_growth``).
+And one selection step is timed alone (`time_selection`, rows under ``selection``): the
+root's and an interior node's, for the whole batch, on the tree of ours' largest search.
+A level of a path costs one interior step, so the extra depth of the largest search times
+that step, over a simulation at the fewest, is the growth the deeper paths bring whatever
+the rest of the search costs (summary ``selection_growth``).
 
 Presets. ``cpu`` (default): 9x9 (the CPU default config's rules), batch 64, the uniform
 network (`search.uniform_evaluate`, no parameters), ours at 16 64 200 400 800 and mctx
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from experiments.bench_alphazero import SEARCH_OBSERVATION, choose_network, game_env, openings
@@ -46,6 +52,7 @@ from experiments.common import (add_search_bench_arguments, check_search_bench_a
                                 device_description, publish, time_calls)
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
+from gomoku_jax import tree_search
 
 PRESETS = {
     "cpu": {"batches": (64,), "simulations": (16, 64, 200, 400, 800),
@@ -53,8 +60,11 @@ PRESETS = {
     "gpu": {"batches": (256, 1024), "simulations": (16, 800),
             "mctx_simulations": (16, 800), "network": "gpu"},
 }
-QUICK = {"batches": (8,), "simulations": (8, 16), "mctx_simulations": (8, 16)}
+QUICK = {"batches": (8,), "simulations": (8, 16), "mctx_simulations": (8, 16),
+         "selection_iterations": 20}
 SPEEDUP_AT = 400
+# Selection steps per timed loop of `time_selection` (about 0.1 s on a 2-core CPU).
+SELECTION_ITERATIONS = 1000
 
 
 def _depths(parents: np.ndarray) -> np.ndarray:
@@ -104,9 +114,61 @@ def time_search(env, evaluate, params, states, algorithm: str, sims: int, backen
             "mean_depth": mean_depth(parents)}
 
 
-def summarize(rows: list[dict]) -> dict:
+def time_selection(env, evaluate, params, states, algorithm: str, sims: int, seed: int,
+                   repeats: int, warmup: int = 0, min_seconds: float = 0.0,
+                   iterations: int = SELECTION_ITERATIONS) -> dict:
+    """Seconds of one selection step for the whole batch, alone: the root's and an interior
+    node's (`search.selection_functions`), on the tree of ours' search of ``sims``
+    simulations.
+
+    Each is a jitted loop of ``iterations`` steps; step ``i`` selects at a node of every
+    game's tree that depends on step ``i - 1``'s action (so no step can be hoisted out of
+    the loop), with fresh keys per step as the search splits them. A simulation makes one
+    root step and, per level below the root, one interior step for the batch.
+    """
+    config = search_lib.SearchConfig(algorithm=algorithm, num_simulations=sims,
+                                     backend="linear")
+    tree = jax.jit(lambda p, s, k: search_lib.run_search(env, evaluate, p, s, k, config)
+                   .search_tree)(params, states, jax.random.key(seed))
+    root_fn, interior_fn = search_lib.selection_functions(config)
+    batch = tree.node_visits.shape[0]
+    used = jnp.maximum(tree_search.num_nodes(tree), 1)  # [B] nodes in use
+    depth = jnp.ones((batch,), tree.node_values.dtype)  # interior: below the root
+
+    def loop_of(select):
+        @jax.jit
+        def loop(tree, key):
+            def body(_, carry):
+                node, key = carry
+                key, sub = jax.random.split(key)
+                action = select(jax.random.split(sub, batch), tree, node)
+                return (node + action + 1) % used, key
+
+            return jax.lax.fori_loop(0, iterations, body,
+                                     (jnp.zeros((batch,), jnp.int32), key))[0]
+
+        return loop
+
+    out = {"iterations": iterations}
+    for name, select in (
+            ("root", lambda keys, tree, node: jax.vmap(root_fn)(keys, tree, node)),
+            ("interior", lambda keys, tree, node: jax.vmap(interior_fn)(keys, tree, node,
+                                                                         depth))):
+        timed = time_calls(loop_of(select), lambda r: (tree, jax.random.key(seed + r)),
+                           repeats, warmup, min_seconds)
+        out[f"{name}_s"] = timed["seconds"] / iterations
+        out[f"{name}_us"] = 1e6 * timed["seconds"] / iterations
+    return out
+
+
+def summarize(rows: list[dict], selection: list[dict] = ()) -> dict:
     """Per algorithm: ours' per-simulation cost at the most simulations over the fewest,
-    and the speedup over mctx at every count both measured."""
+    and the speedup over mctx at every count both measured. With ``selection`` (rows of
+    `time_selection`): ``selection_growth``, the growth that the interior selection steps
+    alone bring, ``1 + (depth_most - depth_fewest) * interior_s / s_per_sim_fewest``: the
+    extra levels a simulation descends at the most simulations, each one interior step for
+    the batch, against a whole simulation at the fewest (a lower estimate: games that stop
+    earlier still wait for the deepest one)."""
     out = {}
     for algo in sorted({r["algorithm"] for r in rows}):
         for batch in sorted({r["batch"] for r in rows}):
@@ -129,6 +191,13 @@ def summarize(rows: list[dict]) -> dict:
             if lo in flat and hi in flat and lo != hi:
                 entry["depth1_growth"] = {"from": lo, "to": hi,
                                           "ratio": flat[hi]["s_per_sim"] / flat[lo]["s_per_sim"]}
+            sel = [s for s in selection if (s["algorithm"], s["batch"]) == (algo, batch)]
+            if sel and lo != hi:
+                extra = mine[hi]["mean_depth"] - mine[lo]["mean_depth"]
+                entry["selection_growth"] = {
+                    "from": lo, "to": hi, "extra_levels": extra,
+                    "interior_us": sel[0]["interior_us"], "root_us": sel[0]["root_us"],
+                    "ratio": 1.0 + extra * sel[0]["interior_s"] / mine[lo]["s_per_sim"]}
             if ref:
                 rlo, rhi = min(ref), max(ref)
                 entry["mctx_growth"] = {"from": rlo, "to": rhi,
@@ -139,7 +208,8 @@ def summarize(rows: list[dict]) -> dict:
 
 def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, network: str,
               repeats: int, opening_stones: int, mctx_budget_s: float, seed: int,
-              warmup: int = 0, min_seconds: float = 0.0) -> dict:
+              warmup: int = 0, min_seconds: float = 0.0,
+              selection_iterations: int = SELECTION_ITERATIONS) -> dict:
     env = game_env(size)
     if network == "uniform":
         evaluate, params, net = search_lib.uniform_evaluate(env), None, "uniform"
@@ -148,7 +218,7 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
         module = networks.make_network(name, board_size=size, **options)
         params = networks.init_network(module, jax.random.key(seed), env.observation_shape)
         evaluate, net = search_lib.network_evaluate(module), {"name": name, "options": options}
-    rows, skipped = [], []
+    rows, skipped, selection = [], [], []
     for batch in batches:
         states = openings(env, jax.random.key(seed + 1), batch, opening_stones)
         for algo in algorithms:
@@ -185,7 +255,16 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                              "backend": "linear-depth1", **result})
                 print(f"{algo:6s} batch {batch:5d} depth 1 {sims:4d} sims: "
                       f"{result['ms_per_sim']:7.3f} ms/sim", flush=True)
-    return {"network": net, "rows": rows, "skipped": skipped, "summary": summarize(rows)}
+            # One selection step alone, on the largest tree: what a level of a path costs.
+            result = time_selection(env, evaluate, params, states, algo, max(simulations),
+                                    seed, repeats, warmup, min_seconds, selection_iterations)
+            selection.append({"algorithm": algo, "batch": batch,
+                              "simulations": max(simulations), **result})
+            print(f"{algo:6s} batch {batch:5d} one selection step: root "
+                  f"{result['root_us']:.1f} us, interior {result['interior_us']:.1f} us",
+                  flush=True)
+    return {"network": net, "rows": rows, "skipped": skipped, "selection": selection,
+            "summary": summarize(rows, selection)}
 
 
 def report_text(report: dict) -> str:
@@ -213,6 +292,11 @@ def report_text(report: dict) -> str:
                 f"(mean depth {g['mean_depth'][0]:.2f} -> {g['mean_depth'][1]:.2f})")
         if "depth1_growth" in entry:
             text += f"; all at depth 1: {entry['depth1_growth']['ratio']:.2f}x"
+        if "selection_growth" in entry:
+            s = entry["selection_growth"]
+            text += (f"; one interior selection step {s['interior_us']:.0f} us (root "
+                     f"{s['root_us']:.0f} us), so the {s['extra_levels']:.2f} more levels "
+                     f"alone give {s['ratio']:.2f}x")
         if "mctx_growth" in entry:
             m = entry["mctx_growth"]
             text += f"; mctx {m['to']} vs {m['from']}: {m['ratio']:.2f}x"
@@ -259,7 +343,8 @@ def main(argv=None) -> dict:
         parser.error(f"--size must be in 5..19, got {args.size}")
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
                        preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
-                       args.seed, args.warmup, args.min_seconds)
+                       args.seed, args.warmup, args.min_seconds,
+                       preset.get("selection_iterations", SELECTION_ITERATIONS))
     report = {"benchmark": "search", "device": device_description(), "size": args.size,
               "preset": args.preset, "repeats": args.repeats, "warmup": args.warmup,
               "min_seconds": args.min_seconds,

@@ -85,6 +85,7 @@ __all__ = [
     "search_agent",
     "search_policy",
     "select_action",
+    "selection_functions",
     "tree_capacity",
     "tree_matches",
     "uniform_evaluate",
@@ -454,6 +455,26 @@ def make_recurrent_fn(env: Gomoku, evaluate: Evaluate,
     return recurrent_fn
 
 
+def _gumbel_qtransform(config: SearchConfig):
+    """Gumbel's completed Q-values with ``config``'s ``value_scale`` and ``maxvisit_init``."""
+    return functools.partial(mctx.qtransform_completed_by_mix_value,
+                             value_scale=config.value_scale,
+                             maxvisit_init=config.maxvisit_init)
+
+
+def selection_functions(config: SearchConfig):
+    """``(root_fn, interior_fn)``: the action selections `run_search` uses with ``config``
+    (mctx's signatures: ``root_fn(key, tree, node)``, ``interior_fn(key, tree, node,
+    depth)`` on one unbatched tree), e.g. to time one step of a search alone."""
+    if not isinstance(config, SearchConfig):
+        raise ValueError(f"config must be a SearchConfig, got {config!r}")
+    if config.algorithm == "puct":
+        return tree_search.puct_selection(pb_c_init=config.c_puct, pb_c_base=config.pb_c_base)
+    return tree_search.gumbel_selection(
+        config.num_simulations, max_num_considered_actions=config.max_num_considered_actions,
+        qtransform=_gumbel_qtransform(config))
+
+
 def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.Array,
                config: SearchConfig,
                tactical: TacticalPrior | None = None) -> mctx.PolicyOutput:
@@ -485,17 +506,12 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
             pb_c_init=config.c_puct,
             pb_c_base=config.pb_c_base,
         )
-    qtransform = functools.partial(
-        mctx.qtransform_completed_by_mix_value,
-        value_scale=config.value_scale,
-        maxvisit_init=config.maxvisit_init,
-    )
     return policies.gumbel_muzero_policy(
         params, search_key, root, recurrent_fn,
         num_simulations=config.num_simulations,
         invalid_actions=invalid,
         max_depth=config.max_depth,
-        qtransform=qtransform,
+        qtransform=_gumbel_qtransform(config),
         max_num_considered_actions=config.max_num_considered_actions,
         gumbel_scale=config.gumbel_scale,
     )

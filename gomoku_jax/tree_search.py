@@ -66,8 +66,10 @@ __all__ = [
     "EDGE_BYTES",
     "check_search_memory",
     "gumbel_muzero_policy",
+    "gumbel_selection",
     "muzero_policy",
     "num_nodes",
+    "puct_selection",
     "reuse_subtree",
     "search",
     "search_memory_bytes",
@@ -445,6 +447,28 @@ def _masked_argmax(scores, invalid_actions):
     return jnp.argmax(scores, axis=-1).astype(jnp.int32)
 
 
+def puct_selection(*, pb_c_init=1.25, pb_c_base=19652,
+                   qtransform: Callable = mctx.qtransform_by_parent_and_siblings):
+    """``(root_fn, interior_fn)`` of `muzero_policy`: mctx's PUCT selection
+    (``mctx.muzero_action_selection``), the root's at depth 0 (where the root's invalid
+    actions are masked)."""
+    interior = functools.partial(mctx.muzero_action_selection, pb_c_base=pb_c_base,
+                                 pb_c_init=pb_c_init, qtransform=qtransform)
+    return functools.partial(interior, depth=0), interior
+
+
+def gumbel_selection(num_simulations: int, *, max_num_considered_actions: int = 16,
+                     qtransform: Callable = mctx.qtransform_completed_by_mix_value):
+    """``(root_fn, interior_fn)`` of `gumbel_muzero_policy`: mctx's sequential halving
+    over the Gumbel top-k at the root, its deterministic selection below."""
+    root = functools.partial(
+        mctx.gumbel_muzero_root_action_selection, num_simulations=num_simulations,
+        max_num_considered_actions=max_num_considered_actions, qtransform=qtransform)
+    interior = functools.partial(mctx.gumbel_muzero_interior_action_selection,
+                                 qtransform=qtransform)
+    return root, interior
+
+
 def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent_fn: Callable,
                   num_simulations: int, invalid_actions=None, max_depth: int | None = None,
                   loop_fn: Callable = jax.lax.fori_loop, *,
@@ -466,12 +490,12 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
         noise_key, alpha=jnp.full([num_actions], fill_value=dirichlet_alpha), shape=(batch,))
     noisy = (1 - dirichlet_fraction) * probs + dirichlet_fraction * noise
     root = root.replace(prior_logits=_mask_invalid(_log_probs(noisy), invalid_actions))
-    interior = functools.partial(mctx.muzero_action_selection, pb_c_base=pb_c_base,
-                                 pb_c_init=pb_c_init, qtransform=qtransform)
+    root_fn, interior_fn = puct_selection(pb_c_init=pb_c_init, pb_c_base=pb_c_base,
+                                          qtransform=qtransform)
     search_tree = search(
         params, search_key, root=root, recurrent_fn=recurrent_fn,
-        root_action_selection_fn=functools.partial(interior, depth=0),
-        interior_action_selection_fn=interior, num_simulations=num_simulations,
+        root_action_selection_fn=root_fn,
+        interior_action_selection_fn=interior_fn, num_simulations=num_simulations,
         max_depth=max_depth, invalid_actions=invalid_actions, loop_fn=loop_fn, tree=tree,
         capacity=capacity, memory_limit=memory_limit)
     weights = search_tree.summary().visit_probs
@@ -503,13 +527,12 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(
         gumbel_key, shape=root.prior_logits.shape, dtype=root.prior_logits.dtype)
+    root_fn, interior_fn = gumbel_selection(
+        num_simulations, max_num_considered_actions=max_num_considered_actions,
+        qtransform=qtransform)
     search_tree = search(
         params, rng_key, root=root, recurrent_fn=recurrent_fn,
-        root_action_selection_fn=functools.partial(
-            mctx.gumbel_muzero_root_action_selection, num_simulations=num_simulations,
-            max_num_considered_actions=max_num_considered_actions, qtransform=qtransform),
-        interior_action_selection_fn=functools.partial(
-            mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform),
+        root_action_selection_fn=root_fn, interior_action_selection_fn=interior_fn,
         num_simulations=num_simulations, max_depth=max_depth,
         invalid_actions=invalid_actions,
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel), loop_fn=loop_fn,

@@ -53,6 +53,19 @@ def test_summary_divides_the_right_rows():
     assert entry["linear_growth"]["ratio"] == pytest.approx(1.5)
     assert entry["mctx_growth"]["ratio"] == pytest.approx(15.0)
     assert entry["speedup_vs_mctx"] == {"16": pytest.approx(2.0), "400": pytest.approx(20.0)}
+    assert "selection_growth" not in entry  # no selection timed
+
+    # 400 simulations go 1.5 levels deeper than 16; an interior step costs 0.4 of a whole
+    # 16-simulation step, so the extra levels alone make 1 + 1.5 * 0.4 = 1.6x
+    rows[1]["mean_depth"] = 2.5
+    selection = [{"algorithm": "puct", "batch": 8, "interior_s": 0.4, "interior_us": 4e5,
+                  "root_s": 0.3, "root_us": 3e5},
+                 {"algorithm": "gumbel", "batch": 8, "interior_s": 9.0, "interior_us": 9e6,
+                  "root_s": 9.0, "root_us": 9e6}]
+    growth = bench.summarize(rows, selection)["puct batch 8"]["selection_growth"]
+    assert growth["ratio"] == pytest.approx(1.6)
+    assert growth["extra_levels"] == pytest.approx(1.5)
+    assert (growth["from"], growth["to"], growth["interior_us"]) == (16, 400, 4e5)
 
 
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--warmup", "-1"],
@@ -90,3 +103,11 @@ def test_tiny_run_times_ours_and_mctx_in_the_same_report(tmp_path):
         rows["mctx", 40]["s_per_sim"] / rows["linear", 40]["s_per_sim"])
     assert summary["depth1_growth"]["ratio"] == pytest.approx(
         rows["linear-depth1", 40]["s_per_sim"] / rows["linear-depth1", 4]["s_per_sim"])
+    # one selection step alone, timed on the tree of the 40-simulation search
+    [sel] = report["selection"]
+    assert (sel["algorithm"], sel["batch"], sel["simulations"]) == ("puct", 8, 40)
+    assert sel["root_s"] > 0 and sel["interior_s"] > 0
+    assert sel["interior_us"] == pytest.approx(1e6 * sel["interior_s"])
+    assert summary["selection_growth"]["ratio"] == pytest.approx(
+        1 + (rows["linear", 40]["mean_depth"] - rows["linear", 4]["mean_depth"])
+        * sel["interior_s"] / rows["linear", 4]["s_per_sim"])
