@@ -4,8 +4,9 @@ Many tests (and the notebooks, and the subprocesses some tests start) train the 
 configs, so they compile the same programs. A persistent compilation cache, fresh for each
 session, turns every compile after the first into a load; the worker processes of
 ``pytest -n 2`` share it (pytest-xdist's controller loads this file first and the workers
-inherit its environment). ``GOMOKU_JAX_TEST_CACHE=<folder>`` keeps one between sessions
-instead.
+inherit its environment). JAX writes an entry without a lock; a worker that reads one the
+other is still writing gets a warning and compiles the program itself.
+``GOMOKU_JAX_TEST_CACHE=<folder>`` keeps one between sessions instead.
 """
 
 import atexit

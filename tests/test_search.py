@@ -1,6 +1,7 @@
 """mctx glue: tree semantics on the real game, PUCT and Gumbel search, the tactical prior."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +149,39 @@ def test_selection_functions_are_the_configs_selections():
 
     with pytest.raises(ValueError, match="SearchConfig"):
         search.selection_functions({"algorithm": "puct"})
+
+
+def _same_partial(a, b) -> bool:
+    """Two (nested) functools.partial objects of the same function and arguments."""
+    if isinstance(a, functools.partial) and isinstance(b, functools.partial):
+        return (a.func is b.func and a.args == b.args and a.keywords.keys() == b.keywords.keys()
+                and all(_same_partial(a.keywords[k], b.keywords[k]) for k in a.keywords))
+    return a is b or a == b
+
+
+def test_run_search_selects_with_the_configs_selection_functions(monkeypatch, puzzles):
+    from gomoku_jax import tree_search
+
+    seen, original = [], tree_search.search
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["root_action_selection_fn"], kwargs["interior_action_selection_fn"]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tree_search, "search", spy)
+    for config in (
+            search.SearchConfig("puct", 4, c_puct=2.0, pb_c_base=100.0, backend="linear"),
+            search.SearchConfig("gumbel", 4, max_num_considered_actions=4, value_scale=0.2,
+                                maxvisit_init=10.0, backend="linear")):
+        seen.clear()
+        search.run_search(SMALL, UNIFORM, None, puzzles, jax.random.key(0), config)
+        [(root, interior)] = seen
+        want_root, want_interior = search.selection_functions(config)
+        assert _same_partial(root, want_root) and _same_partial(interior, want_interior)
+        # and a different config's would not pass for them
+        other = search.selection_functions(dataclasses.replace(config, value_scale=0.3,
+                                                               c_puct=3.0))
+        assert not _same_partial(interior, other[1])
 
 
 def test_hyperparameters_are_traced_and_shapes_static(searched, puzzles):
