@@ -186,14 +186,11 @@ class _StartFrom:
 
     def __init__(self, learner, variables):
         self._learner = learner
-        expected = jax.eval_shape(learner.init).variables
-        got = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype),
-                           variables)
-        if jax.tree.structure(expected) != jax.tree.structure(got) or any(
-                (a.shape, a.dtype) != (b.shape, b.dtype)
-                for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got))):
+        mismatch = networks.variables_mismatch(learner.module, variables,
+                                               learner.env.observation_shape)
+        if mismatch:
             raise ValueError("the starting params do not fit this stage's network: "
-                             f"expected {expected}, got {got}")
+                             + "; ".join(mismatch))
         self._variables = jax.tree.map(np.asarray, jax.device_get(variables))  # own copy
 
     def __getattr__(self, name):

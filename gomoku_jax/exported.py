@@ -52,6 +52,14 @@ def load_network(path):
     except (KeyError, TypeError, ValueError) as error:
         raise gio.CheckpointError(
             f"{path}: the exported file's settings cannot rebuild an agent ({error})") from None
+    mismatch = networks.variables_mismatch(module, variables, env.observation_shape)
+    if mismatch:
+        shown = "; ".join(mismatch[:4]) + (f"; and {len(mismatch) - 4} more"
+                                            if len(mismatch) > 4 else "")
+        raise gio.CheckpointError(
+            f"{path}: the params do not fit the network its header describes ({net['name']} "
+            f"{net['options']} on {env.size}x{env.size}, {env.observation_shape[-1]} input "
+            f"planes): {shown}")
     variables = jax.tree.map(jnp.asarray, variables)
     return meta, env, module, variables
 
@@ -71,7 +79,12 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     if kind != "search":
         raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
 
-    config = search_lib.SearchConfig.from_dict(meta["search"])
+    try:
+        config = search_lib.SearchConfig.from_dict(meta["search"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise gio.CheckpointError(
+            f"{path}: the exported file's play-time search is missing or invalid "
+            f"({type(error).__name__}: {error})") from None
     if simulations is not None:
         config = dataclasses.replace(config, num_simulations=simulations)
     agent = search_lib.search_agent(name, env, search_lib.network_evaluate(module), variables,

@@ -75,6 +75,7 @@ __all__ = [
     "EXPORT_VERSION",
     "CheckpointError",
     "Checkpointer",
+    "config_differences",
     "read_exported",
     "write_exported",
 ]
@@ -92,6 +93,10 @@ _LENGTH = struct.Struct("<I")  # header length, unsigned 32-bit little-endian
 _HEADER_START = len(EXPORT_MAGIC) + _LENGTH.size  # 12
 _CONFIG_FILE = "config.json"
 _METADATA_KEY = "gomoku_jax"  # our entry in an orbax step's custom metadata
+
+
+# How much of a storage library's error message a CheckpointError quotes.
+_ERROR_WIDTH = 300
 
 
 class CheckpointError(ValueError):
@@ -161,6 +166,22 @@ def _config_diff(stored, given, prefix: str = "") -> list[str]:
         elif not _json_equal(stored[key], given[key]):
             lines.append(f"{path}: stored {_json(stored[key])}, given {_json(given[key])}")
     return lines
+
+
+def config_differences(stored: Mapping, given: Mapping,
+                       upgrade: Callable[[dict], dict] | None = None) -> list[str]:
+    """Lines ``key.path: stored X, given Y`` for every setting in which a stored config
+    (read back from JSON) differs from ``given``; empty when they agree. ``upgrade`` maps
+    the stored config to today's form first (settings added since it was written take
+    their defaults); when it raises ``ValueError``/``TypeError`` the stored config is
+    compared as it is, so the lines name what differs."""
+    stored = dict(stored)
+    if upgrade is not None:
+        try:
+            stored = _normalise_json(upgrade(stored), "stored config")
+        except (TypeError, ValueError):
+            pass
+    return _config_diff(stored, _normalise_json(dict(given), "config"))
 
 
 def _is_typed_key(x) -> bool:
@@ -341,12 +362,7 @@ class Checkpointer:
         return stored
 
     def _check_config(self, stored: dict) -> None:
-        if self._upgrade is not None:
-            try:  # settings added since the run started take their defaults
-                stored = _normalise_json(self._upgrade(stored), "stored config")
-            except (TypeError, ValueError):
-                pass  # not upgradable: the plain comparison below names the differences
-        diff = _config_diff(stored, self.config)
+        diff = config_differences(stored, self.config, self._upgrade)
         if diff:
             raise CheckpointError(
                 f"the config differs from the one stored in {self._config_path}:\n  "
@@ -399,12 +415,16 @@ class Checkpointer:
     def _corrupt(self, step: int, what: str) -> CheckpointError:
         step_dir = self.directory / str(step)
         older = [s for s in self.steps() if s < step]
-        fallback = (
-            f", restore(target, step={older[-1]}) for the previous checkpoint" if older else ""
-        )
+        # orbax / tensorstore errors can run to pages (a whole storage spec): the first
+        # line says what failed
+        lines = what.strip().splitlines() or [""]
+        what = lines[0] if len(lines[0]) <= _ERROR_WIDTH else lines[0][:_ERROR_WIDTH] + "..."
+        fallback = (f"Delete that directory to go back to the previous checkpoint (step "
+                    f"{older[-1]}, which a run resumes from)" if older
+                    else "Delete that directory to start afresh")
         return CheckpointError(
-            f"checkpoint {step_dir} is unreadable or corrupt: {what}. Delete that "
-            f"directory{fallback}, or choose another workdir"
+            f"checkpoint {step_dir} is unreadable or corrupt: {what}. {fallback}, or choose "
+            "another workdir"
         )
 
     def restore(self, target, step: int | None = None):

@@ -100,6 +100,7 @@ __all__ = [
     "network_summary",
     "param_count",
     "split_params",
+    "variables_mismatch",
 ]
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -719,6 +720,29 @@ def _jit_init(module: nn.Module, key: jax.Array, shape: tuple[int, ...]) -> dict
     """Compiled once per (module, shape): init is many small random ops."""
     variables = module.init(key, jnp.zeros((1, *shape), jnp.float32), train=False)
     return {k: v for k, v in variables.items() if k != "intermediates"}
+
+
+def variables_mismatch(module: nn.Module, variables, observation_shape) -> list[str]:
+    """How ``variables`` (a nested dict of arrays) fail to fit ``module`` on planes of
+    ``observation_shape``: one line per missing or extra leaf and per leaf of another
+    shape or dtype (``params.policy_fc.kernel: float32 (162, 81), expected float32 (450,
+    225)``); empty when they fit. Nothing is initialised: the expected leaves come from
+    ``jax.eval_shape``."""
+    shape = tuple(int(s) for s in observation_shape)
+    expected = jax.eval_shape(functools.partial(_jit_init, module, shape=shape),
+                              jax.random.PRNGKey(0))
+
+    def flat(tree):
+        leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+        return {jax.tree_util.keystr(path, simple=True, separator="."):
+                f"{np.dtype(leaf.dtype).name} {tuple(np.shape(leaf))}" for path, leaf in leaves}
+
+    want, have = flat(expected), flat(variables)
+    lines = [f"{name}: missing" for name in want if name not in have]
+    lines += [f"{name}: not in this network" for name in have if name not in want]
+    lines += [f"{name}: {have[name]}, expected {want[name]}"
+              for name in want if name in have and have[name] != want[name]]
+    return lines
 
 
 def split_params(variables: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:

@@ -67,6 +67,7 @@ import json
 import os
 import re
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
@@ -325,16 +326,14 @@ def _as_game(game: Any, env: Gomoku, index: int) -> Game:
 # ------------------------------------------------------------------ JSON Lines files
 
 
-def _open_text(path: Path, mode: str, gz: bool):
-    """A text file to read (``"r"``) or write (``"w"``), gzip-compressed when ``gz``."""
+def _open_for_writing(path: Path, gz: bool):
+    """A UTF-8 text file to write, gzip-compressed when ``gz``."""
     if gz:
-        if mode == "r":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
         raw = open(path, "wb")
         # mtime=0 and no file name: the same games give the same bytes.
         zipped = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
         return _ClosingText(zipped, raw)
-    return open(path, mode, encoding="utf-8", newline="\n" if mode == "w" else None)
+    return open(path, "w", encoding="utf-8", newline="\n")
 
 
 def _gz(path: Path) -> bool:
@@ -394,7 +393,7 @@ def write_records(path, games: Iterable[Any], env: Gomoku, *, metadata: Mapping 
     tmp = path.with_name(path.name + ".tmp")
     dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
     try:
-        with _open_text(tmp, "w", _gz(path)) as f:
+        with _open_for_writing(tmp, _gz(path)) as f:
             f.write(dumps(head) + "\n")
             for g in checked:
                 f.write(dumps(_game_json(g)) + "\n")
@@ -477,18 +476,41 @@ def _check_on_error(on_error: str) -> None:
         raise ValueError(f'on_error must be "skip" or "raise", got {on_error!r}')
 
 
+def _numbered_lines(path: Path):
+    """``(line number, text)`` of a records file. A file that is not UTF-8 text, or not
+    gzip-compressed where its name ends in ``.gz``, raises a `RecordError` naming it."""
+    number = 0
+    try:
+        with (gzip.open(path, "rb") if _gz(path) else open(path, "rb")) as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise RecordError(str(path), number, f"not UTF-8 text ({err.reason}); "
+                                      "records files are JSON Lines (.jsonl, or .jsonl.gz "
+                                      "compressed)") from None
+                yield number, text
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise RecordError(str(path), number + 1, "not a complete gzip file, as its .gz name "
+                          f"says ({type(err).__name__}: {err})") from None
+
+
+def _header_json(path: Path, number: int, text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RecordError(str(path), number, f"bad JSON in the header ({err}); records files "
+                          "are JSON Lines (.jsonl, or .jsonl.gz compressed)") from None
+
+
 def read_header(path) -> dict:
     """The header object of a records file (raises `RecordError` if it has none)."""
     path = Path(path)
-    with _open_text(path, "r", _gz(path)) as f:
-        for number, text in enumerate(f, start=1):
-            if text.strip():
-                try:
-                    head = json.loads(text)
-                except json.JSONDecodeError as err:
-                    raise RecordError(str(path), number, f"bad JSON in the header: {err}") from None
-                _check_header(path, number, head, None)
-                return head
+    for number, text in _numbered_lines(path):
+        if text.strip():
+            head = _header_json(path, number, text)
+            _check_header(path, number, head, None)
+            return head
     raise RecordError(str(path), 0, f"not a {FORMAT} file: it is empty")
 
 
@@ -506,24 +528,21 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
         raise ValueError(f"env must be a Gomoku or None, got {env!r}")
     path = Path(path)
     config, found, problems = None, [], []  # found: (line, Game)
-    with _open_text(path, "r", _gz(path)) as f:
-        for number, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as err:
-                if config is None:
-                    raise RecordError(str(path), number, f"bad JSON in the header: {err}") from None
-                problems.append(RecordError(str(path), number, f"bad JSON: {err}"))
-                continue
-            if config is None:
-                config = _check_header(path, number, obj, env)
-                continue
-            try:
-                found.append((number, _parse_game(obj, config)))
-            except ValueError as err:
-                problems.append(RecordError(str(path), number, str(err)))
+    for number, text in _numbered_lines(path):
+        if not text.strip():
+            continue
+        if config is None:
+            config = _check_header(path, number, _header_json(path, number, text), env)
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            problems.append(RecordError(str(path), number, f"bad JSON: {err}"))
+            continue
+        try:
+            found.append((number, _parse_game(obj, config)))
+        except ValueError as err:
+            problems.append(RecordError(str(path), number, str(err)))
     if config is None:
         raise RecordError(str(path), 0, f"not a {FORMAT} file: it is empty")
     games = []

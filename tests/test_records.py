@@ -175,6 +175,27 @@ def test_a_file_without_a_proper_header_raises(tmp_path):
         records.read_records(path, Gomoku(9, 5))
 
 
+def test_a_file_that_is_not_records_text_is_named(tmp_path):
+    binary = tmp_path / "x.jsonl"
+    binary.write_bytes(HEADER.encode() + b"\n\xff\xfe\x00junk\n")
+    with pytest.raises(RecordError, match=r"x.jsonl:2: not UTF-8 text"):
+        records.read_records(binary)
+    not_gzip = tmp_path / "y.jsonl.gz"
+    not_gzip.write_text(HEADER + "\n")
+    for read in (records.read_records, records.read_header):
+        with pytest.raises(RecordError, match=r"y.jsonl.gz:1: not a complete gzip file"):
+            read(not_gzip)
+    cut = tmp_path / "z.jsonl.gz"
+    text = HEADER + "\n" + line(rc(BLACK_WIN), "black") + "\n"
+    cut.write_bytes(gzip.compress(text.encode())[:-12])
+    with pytest.raises(RecordError, match=r"z.jsonl.gz:\d+: not a complete gzip file"):
+        records.read_records(cut)
+    psq = tmp_path / "game.psq"
+    psq.write_text("Piskvorky 5x5, 11:11, 0\n3,3,0\n")
+    with pytest.raises(RecordError, match=r"bad JSON in the header .* JSON Lines"):
+        records.read_header(psq)
+
+
 # ------------------------------------------------------------------ .psq
 
 
