@@ -37,6 +37,7 @@ __all__ = [
     "Agent",
     "JaxAgent",
     "PythonAgent",
+    "exported_path",
     "heuristic_agent",
     "greedy_q_agent",
     "make",
@@ -264,6 +265,18 @@ def make(spec: str, env: Gomoku) -> Agent:
         "alphabeta-D, negamax-D, gomokubot, gomokubot-D, an exported FILE.gjx[@N], "
         "each optionally with +killer"
     )
+
+
+def exported_path(spec: str) -> str | None:
+    """The params file an agent name plays from (``FILE.gjx``, ``FILE.gjx@N``, either
+    with ``+killer``), or None for the other agents."""
+    while spec.endswith("+killer"):
+        spec = spec[: -len("+killer")]
+    if spec.endswith(".gjx"):
+        return spec
+    if ".gjx@" in spec:
+        return spec.rpartition("@")[0]
+    return None
 
 
 def _exported(spec: str, env: Gomoku) -> Agent:

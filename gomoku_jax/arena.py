@@ -284,6 +284,22 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
     return MatchResult(names, records, seconds, decisions)
 
 
+def forfeit_lines(reasons: Sequence[str], width: int = 300) -> list[str]:
+    """Markdown lines naming why games were forfeited (an agent that raised or played an
+    illegal move), each distinct reason once with its count; empty when none was."""
+    if not reasons:
+        return []
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        counts[reason] = counts.get(reason, 0) + 1
+    lines = [f"**{len(reasons)} game{'s' if len(reasons) > 1 else ''} forfeited** (the "
+             "named agent lost it):", ""]
+    for reason, n in counts.items():
+        short = reason if len(reason) <= width else reason[: width - 3] + "..."
+        lines.append(f"- {n} x {short}")
+    return lines + [""]
+
+
 def _colour_split(records: Sequence[GameRecord]) -> dict:
     """Black wins, white wins and draws among ``records``."""
     return {
@@ -363,7 +379,8 @@ class Tournament:
     def to_markdown(self, report: dict | None = None) -> str:
         report = report or self.report()
         names = report["agents"]
-        lines = ["### Win rate (row agent's wins against the column agent)", "",
+        lines = forfeit_lines(report["forfeits"]) + [
+                 "### Win rate (row agent's wins against the column agent)", "",
                  "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for n, row in zip(names, report["win_rate_matrix"]):
             cells = ["—" if x is None else f"{100 * x:.0f}%" for x in row]

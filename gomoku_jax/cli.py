@@ -86,7 +86,25 @@ def _tournament_config(args: argparse.Namespace) -> dict:
             config[key] = getattr(args, key)
     if not config.get("agents"):
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
+    if "size" not in game:  # an exported agent brings its game (else 15x15 five in a row)
+        for key, value in _exported_game(config["agents"]).items():
+            game.setdefault(key, value)
     return config
+
+
+def _exported_game(names) -> dict:
+    """``size``, ``k`` and ``rule`` of the first exported agent (``FILE.gjx``) among
+    ``names`` whose settings were not given; empty when there is none."""
+    from gomoku_jax import agents
+    from gomoku_jax import io as gio
+
+    for name in names:
+        path = agents.exported_path(name) if isinstance(name, str) else None
+        if path is not None and Path(path).is_file():
+            game = gio.read_exported(path)[0].get("game")
+            if isinstance(game, dict):
+                return {key: game[key] for key in ("size", "k", "rule") if key in game}
+    return {}
 
 
 def _tournament(args: argparse.Namespace) -> int:
@@ -144,7 +162,12 @@ def _train(args: argparse.Namespace) -> int:
     # a learner with its own driver (algorithms.pipeline: stages in subdirectories) runs itself
     run = getattr(learner, "run", None) or (lambda *a, **k: training.run(learner, *a, **k))
     workdir = Path(args.workdir).resolve()  # orbax refuses relative checkpoint paths
-    report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
+    try:
+        report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"\ngomoku-jax: interrupted; the checkpoints in {args.workdir}/checkpoints are "
+              "kept: run the same command to resume from the last one", file=sys.stderr)
+        return 130
     print((Path(args.workdir) / "report.md").read_text())
     print(f"exported agent: {Path(args.workdir) / 'final.gjx'}")
     return 0 if report["iterations"] > 0 else 1
@@ -167,13 +190,21 @@ def _export(args: argparse.Namespace) -> int:
 
     import algorithms
     from gomoku_jax import config as config_lib, exported, training
+    from gomoku_jax import io as gio
 
     workdir = Path(args.workdir)
+    if args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a directory; give the file to write, e.g. "
+                         f"{args.out / 'agent.gjx'}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.which == "best":
         source = workdir / "best.gjx"
         if not source.exists():
             raise ValueError(f"{workdir} has no best.gjx (it is written by evaluations during "
                              "training: set eval.every)")
+        if args.out.exists() and args.out.samefile(source):
+            raise ValueError(f"--out {args.out} is {source} itself")
+        gio.read_exported(source)  # a damaged file is refused, not copied
         shutil.copyfile(source, args.out)
         print(f"wrote {args.out} (best model, copied from {source})")
         return 0
@@ -190,6 +221,16 @@ def _export(args: argparse.Namespace) -> int:
                           extra={"iteration": int(state.iteration)})
     print(f"wrote {args.out} (iteration {int(state.iteration)})")
     return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="JSON with game, agents, games_per_pair, opening_stones, seed")
     tour.add_argument("--agents", nargs="+", default=None,
                       help="agent names, e.g. random heuristic random+killer alphabeta-2")
-    tour.add_argument("--size", type=int, default=None, help="board side (config or 15)")
+    tour.add_argument("--size", type=int, default=None,
+                      help="board side (config, else an exported agent's game, else 15)")
     tour.add_argument("--k", type=int, default=None, help="stones in a row to win (config or 5)")
     tour.add_argument("--rule", default=None, choices=["freestyle", "standard"])
     tour.add_argument("--games-per-pair", type=int, default=None,
@@ -260,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the config's tiny smoke variant (after any --variant)")
     train.add_argument("--workdir", type=Path, required=True,
                        help="folder for checkpoints, logs, reports and exported params")
-    train.add_argument("--iterations", type=int, default=None,
+    train.add_argument("--iterations", type=_positive_int, default=None,
                        help="stop after this many iterations (the schedule still follows "
                             "the config)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -282,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
+    if argv[:1] == ["records"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
+        print("usage: gomoku-jax records generate [options]\n\n"
+              "  generate  play games between two agents from random openings and write them\n"
+              "            as game records (JSON lines)\n\n"
+              "Options: gomoku-jax records generate --help")
+        return 0 if len(argv) > 1 else 2
     if argv[:1] == ["bench"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
         print("usage: gomoku-jax bench {" + ",".join(BENCHMARKS) + "} [options]\n\n"
               "Benchmarks (each prints its figures next to a reference timed in the same run):\n"
@@ -317,9 +365,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export":
             return _export(args)
         return _random_game(args)
-    except ValueError as err:  # bad settings: one clear line, no traceback
+    except (ValueError, OSError) as err:  # bad settings or files: one clear line
         print(f"gomoku-jax: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\ngomoku-jax: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

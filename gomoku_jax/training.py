@@ -106,7 +106,8 @@ def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
         low, high = ratings.score_interval(points, s["games"])
         out[name] = dict(s, score=points / s["games"], interval=[low, high],
                          seconds_per_move=result.seconds_per_move(agent.name),
-                         mean_length=float(np.mean([r.length for r in result.records])))
+                         mean_length=float(np.mean([r.length for r in result.records])),
+                         forfeits=[r.forfeit for r in result.records if r.forfeit])
     return out
 
 
@@ -141,6 +142,42 @@ def restore(learner, workdir):
     return jax.device_put(restored["state"], learner.state_sharding()), restored["progress"]
 
 
+# What a finished run leaves in its workdir besides checkpoints.
+_RUN_RESULTS = ("final.gjx", "report.json", "report.md")
+
+
+def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None:
+    """A run starting from scratch in ``workdir`` (no checkpoint to resume from) would
+    overwrite what is there: refuse when that is another experiment's (a ``config.json``
+    that differs) or a finished run's results whose checkpoints are gone."""
+    stored_path = workdir / "config.json"
+    if stored_path.exists():
+        try:
+            stored = json.loads(stored_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{stored_path} is unreadable ({error}); it belongs to an earlier "
+                             "run: choose another --workdir or move it away") from None
+        if not isinstance(stored, dict):
+            raise ValueError(f"{stored_path} must hold a JSON object; it belongs to an "
+                             "earlier run: choose another --workdir or move it away")
+        stored_algorithm = stored.pop("algorithm", None)
+        diff = gio.config_differences(stored, to_dict(learner.config), _upgrade(learner))
+        if stored_algorithm != algorithm:
+            diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
+                           f"given {json.dumps(algorithm)}")
+        if diff:
+            raise ValueError(
+                f"{workdir} holds another experiment (its config.json differs:\n  "
+                + "\n  ".join(diff) + "\n) and no checkpoint to resume from, so this run "
+                "would overwrite its files; choose another --workdir")
+    finished = [name for name in _RUN_RESULTS if (workdir / name).exists()]
+    if finished:
+        raise ValueError(
+            f"{workdir} holds a finished run's results ({', '.join(finished)}) but no "
+            "checkpoint to resume from, so starting again would overwrite them; choose "
+            "another --workdir, or move those files away to train this config afresh")
+
+
 def _summary(metrics: Mapping[str, float]) -> str:
     keys = ("loss", "policy_loss", "value_loss", "game_length")
     return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)
@@ -163,9 +200,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     workdir.mkdir(parents=True, exist_ok=True)
     restored, prog = restore(learner, workdir)
     config_dict = to_dict(config)
+    algorithm = getattr(learner, "algorithm", "alphazero")
+    if restored is None:
+        _check_fresh_workdir(workdir, learner, algorithm)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner))
-    algorithm = getattr(learner, "algorithm", "alphazero")
     (workdir / "config.json").write_text(
         json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
@@ -240,4 +279,7 @@ def _report_markdown(report: dict, how: str) -> str:
         lo, hi = r["interval"]
         lines.append(f"| {name} | {r['games']} | {r['wins']} | {r['losses']} | {r['draws']} "
                      f"| {r['score']:.3f} | [{lo:.3f}, {hi:.3f}] | {r['seconds_per_move']:.4f} |")
+    forfeits = [f for r in report["evaluation"].values() for f in r.get("forfeits", [])]
+    if forfeits:
+        lines += [""] + arena.forfeit_lines(forfeits)
     return "\n".join(lines) + "\n"

@@ -90,11 +90,56 @@ def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
 
 def test_bench_mcts_reports_ratio_against_numpy(tmp_path):
     out = tmp_path / "mcts.json"
-    assert cli.main(["bench", "mcts", "--size", "5", "--k", "4", "--simulations", "20", "--batch", "2",
-                     "--positions", "2", "--numpy-simulations", "10", "--no-progress",
-                     "--json", str(out)]) == 0
+    # --quick fills what is not given (positions 2); explicit options win over it
+    assert cli.main(["bench", "mcts", "--quick", "--size", "5", "--k", "4", "--simulations", "20",
+                     "--batch", "2", "--numpy-simulations", "10", "--no-progress",
+                     "--out", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["simulations"] == 20 and r["batch"]["games"] == 2 and r["device"].startswith("cpu")
+    assert r["positions"] == 2
     numpy_rate = r["numpy_reference"]["simulations_per_s"]
     assert r["ratio_batch"] == pytest.approx(r["batch"]["simulations_per_s"] / numpy_rate)
     assert r["ratio_single"] == pytest.approx(r["single_game"]["simulations_per_s"] / numpy_rate)
+
+
+def test_bench_game_quick_is_one_small_batch(tmp_path):
+    out = tmp_path / "game.json"
+    assert cli.main(["bench", "game", "--quick", "--sizes", "5", "--k", "4", "--numpy-seconds",
+                     "0.05", "--no-progress", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [(row["size"], row["batch"]) for row in report["jax"]] == [(5, 256)]
+
+
+def test_records_help_is_help(capsys):
+    assert cli.main(["records", "--help"]) == 0
+    assert "gomoku-jax records generate --help" in capsys.readouterr().out
+    assert cli.main(["records"]) == 2
+
+
+@pytest.mark.parametrize("make, text", [
+    (lambda tmp: ["--config", str(tmp)], "is a directory, not a JSON file"),
+    (lambda tmp: ["--config", str(_binary(tmp))], "is not UTF-8 text"),
+])
+def test_train_names_an_unreadable_config(tmp_path, make, text, capsys):
+    argv = ["train", *make(tmp_path), "--workdir", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def _binary(tmp):
+    path = tmp / "config.json"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    return path
+
+
+def test_train_refuses_a_workdir_that_is_a_file_and_bad_iterations(tmp_path, capsys):
+    config = "experiments/configs/az_9x9_cpu.json"
+    afile = tmp_path / "taken"
+    afile.write_text("mine")
+    assert cli.main(["train", "--config", config, "--smoke", "--workdir", str(afile)]) == 2
+    assert str(afile) in capsys.readouterr().err and afile.read_text() == "mine"
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--config", config, "--workdir", str(tmp_path), "--iterations", "0"])
+    assert "must be an integer >= 1, got 0" in capsys.readouterr().err

@@ -208,6 +208,22 @@ def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, m
         az.EvalSettings(**settings)
 
 
+@pytest.mark.parametrize("config, overrides, message", [
+    (CONFIG, {"eval.opponents": ["heuristic", "nosuch"]},
+     "eval.opponents[1]: unknown agent 'nosuch'"),
+    (CONFIG, {"eval.opponents": ["pure-mcts-abc"]}, "eval.opponents[0]: unknown agent"),
+    (CONFIG, {"eval.opening_stones": 100}, "eval.opening_stones must be at most 2*(k-1) = 8"),
+    (CONFIG.with_name("dqn_9x9_cpu.json"), {"eval.opponents": ["nosuch"]},
+     "eval.opponents[0]: unknown agent 'nosuch'"),
+])
+def test_evaluation_settings_are_checked_when_the_config_loads(config, overrides, message):
+    import algorithms
+
+    cls, _ = algorithms.learner_entry(cfglib.algorithm_of(config))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cfglib.load_file(cls, config, overrides=overrides)
+
+
 def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp_path):
     """The driver stops once `patience` evaluations in a row fail to beat the best score
     (seed 002)."""
@@ -221,3 +237,115 @@ def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp
     assert report["iterations"] == (stop + 1 if stop is not None
                                     else patient.config.train.iterations)
     assert report["best_iteration"] == 1 + int(np.argmax(scores))
+
+
+def _digests(workdir):
+    import hashlib
+
+    return {p.relative_to(workdir): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(pathlib.Path(workdir).rglob("*")) if p.is_file()}
+
+
+def test_a_finished_run_whose_checkpoints_are_gone_is_not_overwritten(learner, uninterrupted,
+                                                                       tmp_path):
+    straight, _ = uninterrupted
+    results = tmp_path / "results"
+    shutil.copytree(straight, results, ignore=shutil.ignore_patterns("checkpoints"))
+    before = _digests(results)
+    with pytest.raises(ValueError, match=r"finished run's results \(final.gjx, report.json"):
+        training.run(learner, results, progress=False)
+    # another experiment's config in a workdir without checkpoints: named, not overwritten
+    other = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), {"train.learning_rate": 0.5}))
+    with pytest.raises(ValueError, match=r"(?s)another experiment.*train.learning_rate: stored "
+                                         r"0.002, given 0.5"):
+        training.run(az.make_learner(other, devices=jax.devices()[:1]), results, progress=False)
+    assert _digests(results) == before
+    # the same experiment interrupted before its first checkpoint starts again
+    started = tmp_path / "started"
+    started.mkdir()
+    shutil.copy(straight / "config.json", started / "config.json")
+    shutil.copy(straight / "metrics.csv", started / "metrics.csv")
+    training._check_fresh_workdir(started, learner, "alphazero")
+
+
+def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path, capsys):
+    straight, _ = uninterrupted
+    out = tmp_path / "t"
+    assert cli.main(["tournament", "--agents", f"{straight / 'final.gjx'}@2", "random",
+                     "--games-per-pair", "2", "--out", str(out)]) == 0
+    report = json.loads((out / "tournament.json").read_text())
+    assert report["config"]["game"] == {"size": 9, "k": 5, "rule": "freestyle"}
+    assert "forfeited" not in capsys.readouterr().out
+
+
+def _rewrite_header(src, dst, **changes):
+    meta, variables = gio.read_exported(src)
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = meta
+        for key in path:
+            node = node[key]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+    gio.write_exported(dst, meta, variables)
+    return dst
+
+
+@pytest.mark.parametrize("changes, text", [
+    ({"game__size": 15}, r"do not fit the network its header describes \(resnet .* on 15x15"),
+    ({"network__options__filters": 16},
+     r"do not fit .*'filters': 16.*: float32 \(8,\), expected float32 \(16,\)"),
+    ({"search": None}, r"play-time search is missing or invalid \(KeyError"),
+    ({"search__num_simulations": -5}, r"play-time search is missing or invalid"),
+])
+def test_an_exported_file_whose_header_does_not_fit_its_params_is_refused(
+        uninterrupted, tmp_path, changes, text):
+    straight, _ = uninterrupted
+    path = _rewrite_header(straight / "final.gjx", tmp_path / "edited.gjx", **changes)
+    with pytest.raises(gio.CheckpointError, match=text) as err:
+        exported.load(path)
+    assert str(path) in str(err.value)
+
+
+def test_forfeits_are_named_in_reports(uninterrupted, tmp_path):
+    from gomoku_jax import Gomoku, agents
+
+    class Crashing(agents.Agent):
+        name = "crashing"
+
+        def act(self, state, key, deadline=None):
+            raise RuntimeError("out of ideas")
+
+    env = Gomoku(9, 5)
+    result = arena.round_robin(env, [agents.random_agent(), Crashing()], 2)
+    markdown = result.to_markdown()
+    assert "**2 games forfeited**" in markdown
+    assert "2 x crashing raised RuntimeError: out of ideas" in markdown
+    evaluation = training.evaluate(env, agents.random_agent(), ["heuristic"], 2, 0, 0)
+    assert evaluation["heuristic"]["forfeits"] == []
+    report = {"iterations": 1, "evaluation": {
+        "heuristic": evaluation["heuristic"],
+        "crashing": dict(evaluation["heuristic"], forfeits=["crashing raised RuntimeError: x"])}}
+    text = training._report_markdown(report, "how")
+    assert "**1 game forfeited**" in text and "1 x crashing raised RuntimeError: x" in text
+    assert "forfeited" not in training._report_markdown(
+        {"iterations": 1, "evaluation": {"heuristic": evaluation["heuristic"]}}, "how")
+
+
+def test_export_refuses_a_damaged_best_and_its_own_file(uninterrupted, tmp_path, capsys):
+    straight, _ = uninterrupted
+    run = tmp_path / "run"
+    shutil.copytree(straight, run)
+    assert cli.main(["export", "--workdir", str(run), "--which", "best",
+                     "--out", str(run / "best.gjx")]) == 2
+    assert f"is {run / 'best.gjx'} itself" in capsys.readouterr().err
+    (run / "best.gjx").write_bytes(b"\x00" * 100)
+    out = tmp_path / "deep" / "dir" / "copy.gjx"
+    assert cli.main(["export", "--workdir", str(run), "--which", "best", "--out", str(out)]) == 2
+    assert "not a gomoku-jax params file" in capsys.readouterr().err and not out.exists()
+    assert cli.main(["export", "--workdir", str(run), "--out", str(out)]) == 0  # dirs made
+    assert cli.main(["export", "--workdir", str(run), "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
