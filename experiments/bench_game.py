@@ -3,7 +3,8 @@
 Command (about 1 to 2 minutes on a 2-core CPU)::
 
     gomoku-jax bench game                      # 9x9 and 15x15, B = 256, 1024, 4096
-    gomoku-jax bench game --json runs/bench_game.json
+    gomoku-jax bench game --out runs/bench_game.json
+    gomoku-jax bench game --quick               # a few seconds: 9x9, B = 256
 
 Each JAX measurement plays B complete games of uniformly random legal moves in one
 jitted call (`gomoku_jax.game.random_games`): every ply draws the random move from the
@@ -33,6 +34,7 @@ from gomoku_jax.reference import NumpyGomoku
 
 DEFAULT_SIZES = (9, 15)
 DEFAULT_BATCHES = (256, 1024, 4096)
+QUICK = {"sizes": [9], "batches": [256], "repeats": 1, "numpy_seconds": 0.5}
 ACCELERATOR_BATCH = 65536
 
 
@@ -128,25 +130,37 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(
         prog="gomoku-jax bench game", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="board sides (default 9 15; --quick: 9)")
     parser.add_argument("--batches", type=int, nargs="+", default=None,
                         help="batch sizes (default 256 1024 4096, plus 65536 on GPU/TPU)")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per batch size")
-    parser.add_argument("--numpy-seconds", type=float, default=3.0,
-                        help="seconds of NumPy reference games per board size")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed calls per batch size (default 3; --quick: 1)")
+    parser.add_argument("--numpy-seconds", type=float, default=None,
+                        help="seconds of NumPy reference games per board size (default 3; "
+                             "--quick: 0.5)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
+                        help="also write the report here (JSON)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few seconds: 9x9, batch 256, one timed call (options given "
+                             "explicitly still apply)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else {"sizes": list(DEFAULT_SIZES), "batches": None,
+                                         "repeats": 3, "numpy_seconds": 3.0}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     for n in args.sizes:
         Gomoku(n, args.k, args.rule)  # a clear error before any timing
     if args.repeats < 1 or any(b < 1 for b in args.batches or [1]) or args.numpy_seconds <= 0:
         parser.error("--repeats and --batches must be positive, --numpy-seconds above 0")
     report = run(args.sizes, tuple(args.batches) if args.batches else None, args.k, args.rule,
                  args.repeats, args.numpy_seconds, args.seed, progress=not args.no_progress)
-    return publish(report, format_report(report), args.json)
+    return publish(report, format_report(report), args.out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Command (about a minute on a 2-core CPU)::
 
     gomoku-jax bench mcts                       # 9x9, 1000 simulations, batch 64
-    gomoku-jax bench mcts --json experiments/results/bench_mcts_cpu.json
+    gomoku-jax bench mcts --out experiments/results/bench_mcts_cpu.json
+    gomoku-jax bench mcts --quick               # a few seconds
 
 Measures, on positions from the opening (the empty board and a few random stones):
 
@@ -123,26 +124,41 @@ def format_report(r: dict) -> str:
     ])
 
 
+DEFAULTS = {"simulations": 1000, "batch": 64, "positions": 4, "numpy_simulations": 200}
+QUICK = {"simulations": 100, "batch": 8, "positions": 2, "numpy_simulations": 50}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="gomoku-jax bench mcts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=9, help="board side (default 9)")
     parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
-    parser.add_argument("--simulations", type=int, default=1000, help="simulations a move (default 1000)")
-    parser.add_argument("--batch", type=int, default=64, help="games searching in lockstep (default 64)")
-    parser.add_argument("--positions", type=int, default=4,
-                        help="opening positions timed: the empty board and random stones (default 4)")
-    parser.add_argument("--numpy-simulations", type=int, default=200,
-                        help="simulations a move for the slower NumPy reference (default 200)")
+    parser.add_argument("--simulations", type=int, default=None,
+                        help="simulations a move (default 1000; --quick: 100)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="games searching in lockstep (default 64; --quick: 8)")
+    parser.add_argument("--positions", type=int, default=None,
+                        help="opening positions timed: the empty board and random stones "
+                             "(default 4; --quick: 2)")
+    parser.add_argument("--numpy-simulations", type=int, default=None,
+                        help="simulations a move for the slower NumPy reference (default 200; "
+                             "--quick: 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
+                        help="also write the report here (JSON)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few seconds: smaller search, batch and reference (options given "
+                             "explicitly still apply)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     Gomoku(args.size, args.k)  # a clear error before any timing
     if min(args.simulations, args.batch, args.positions, args.numpy_simulations) < 1:
         parser.error("--simulations, --batch, --positions and --numpy-simulations must be positive")
     report = run(args.size, args.k, args.simulations, args.batch, args.positions,
                  args.numpy_simulations, args.seed, progress=not args.no_progress)
-    return publish(report, format_report(report), args.json)
+    return publish(report, format_report(report), args.out)
 
 
 if __name__ == "__main__":
