@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
 from tqdm import tqdm
 
-from experiments.common import device_description, publish
+from experiments.common import add_out_argument, device_description, fill_unset, publish
 from gomoku_jax.game import Gomoku, random_games
 from gomoku_jax.reference import NumpyGomoku
 
@@ -142,18 +141,14 @@ def main(argv=None) -> dict:
                         help="seconds of NumPy reference games per board size (default 3; "
                              "--quick: 0.5)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
-                        help="also write the report here (JSON)")
+    add_out_argument(parser, "runs/bench_game.json")
     parser.add_argument("--quick", action="store_true",
                         help="a few seconds: 9x9, batch 256, one timed call (options given "
                              "explicitly still apply)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else {"sizes": list(DEFAULT_SIZES), "batches": None,
-                                         "repeats": 3, "numpy_seconds": 3.0}
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    fill_unset(args, QUICK if args.quick else {"sizes": list(DEFAULT_SIZES), "repeats": 3,
+                                               "numpy_seconds": 3.0})
     for n in args.sizes:
         Gomoku(n, args.k, args.rule)  # a clear error before any timing
     if args.repeats < 1 or any(b < 1 for b in args.batches or [1]) or args.numpy_seconds <= 0:

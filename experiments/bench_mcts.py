@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from algorithms import pure_mcts
-from experiments.common import device_description, publish
+from experiments.common import add_out_argument, device_description, fill_unset, publish
 from gomoku_jax.game import Gomoku
 from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
 
@@ -143,16 +142,13 @@ def main(argv=None) -> dict:
                         help="simulations a move for the slower NumPy reference (default 200; "
                              "--quick: 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
-                        help="also write the report here (JSON)")
+    add_out_argument(parser, "experiments/results/bench_mcts_cpu.json")
     parser.add_argument("--quick", action="store_true",
                         help="a few seconds: smaller search, batch and reference (options given "
                              "explicitly still apply)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    fill_unset(args, QUICK if args.quick else DEFAULTS)
     Gomoku(args.size, args.k)  # a clear error before any timing
     if min(args.simulations, args.batch, args.positions, args.numpy_simulations) < 1:
         parser.error("--simulations, --batch, --positions and --numpy-simulations must be positive")

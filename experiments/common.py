@@ -31,8 +31,21 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
                         help="random stones near the centre of the searched positions "
                              "(default 4)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_out_argument(parser, report_example)
+
+
+def add_out_argument(parser, report_example: str) -> None:
+    """``--out`` (alias ``--json``): where every benchmark writes its report as JSON."""
     parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
                         help=f"also write the report here as JSON, e.g. {report_example}")
+
+
+def fill_unset(args, values: dict) -> None:
+    """Options the command line left unset (None) take ``values`` (option name with
+    underscores -> value): a benchmark's defaults, or its ``--quick`` ones."""
+    for name, value in values.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 def check_search_bench_arguments(parser, args, **lists) -> None:
