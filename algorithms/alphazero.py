@@ -40,7 +40,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
                                select_games, sgd_step)
 from gomoku_jax import agents as agents_lib
-from gomoku_jax import features, networks, replay, symmetry
+from gomoku_jax import features, networks, replay, symmetry, training
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number
 from gomoku_jax.game import Gomoku, State
@@ -112,22 +112,8 @@ def check_run(config, kind: str, learner: str) -> None:
     check_int("config", "seed", config.seed, 0)
     check_int("config", "checkpoint_every", config.checkpoint_every)
     config.network.check(config.game.size, kind, learner)
-    check_eval(config.eval, config.game.env())
-
-
-def check_eval(settings: EvalSettings, env: Gomoku) -> None:
-    """What the evaluations need from the game, checked before training rather than at
-    the first evaluation: openings that fit it and opponents that can play it."""
-    limit = 2 * (env.k - 1)
-    if settings.opening_stones > limit:
-        raise ValueError(f"eval.opening_stones must be at most 2*(k-1) = {limit} for k = "
-                         f"{env.k} (so that no opening is already won), got "
-                         f"{settings.opening_stones}")
-    for i, name in enumerate(settings.opponents):
-        try:
-            agents_lib.make(name, env)
-        except ValueError as error:
-            raise ValueError(f"eval.opponents[{i}]: {error}") from None
+    ev = config.eval
+    training.check_evaluation(config.game.env(), ev.opponents, ev.opening_stones)
 
 
 @dataclasses.dataclass(frozen=True)

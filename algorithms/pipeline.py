@@ -146,6 +146,14 @@ class PipelineConfig:
                              f"stage), got {self.checkpoint_every}")
         for stage in range(len(STAGES)):  # every stage's config builds
             self.stage_config(stage)
+        env = self.game.env()
+        training.check_evaluation(env, self.eval.opponents, self.eval.opening_stones)
+        arena.check_opening_stones(env, self.master.opening_stones, "master.opening_stones")
+        try:
+            if agents_lib.exported_path(self.master.agent) is None:
+                agents_lib.make(self.master.agent, env)
+        except ValueError as error:
+            raise ValueError(f"master.agent: {error}") from None
 
     @property
     def train(self):

@@ -54,7 +54,8 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
-                                device_description, publish, time_calls, write_report)
+                                device_description, fill_unset, publish, time_calls,
+                                write_report)
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.game import Gomoku, sample_legal_action
@@ -429,11 +430,9 @@ def main(argv=None) -> dict:
                              "steps take minutes to compile)")
     args = parser.parse_args(argv)
 
-    defaults = QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
-                                         "simulations": DEFAULT_SIMULATIONS}
-    sizes = tuple(args.sizes or defaults["sizes"])
-    batches = tuple(args.batches or defaults["batches"])
-    simulations = tuple(args.simulations or defaults["simulations"])
+    fill_unset(args, QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
+                                               "simulations": DEFAULT_SIMULATIONS})
+    sizes, batches, simulations = tuple(args.sizes), tuple(args.batches), tuple(args.simulations)
     check_search_bench_arguments(parser, args, batches=batches, simulations=simulations)
     if args.max_tree_gb <= 0:
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")

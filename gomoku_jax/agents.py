@@ -38,6 +38,7 @@ __all__ = [
     "JaxAgent",
     "PythonAgent",
     "exported_path",
+    "parse_exported",
     "heuristic_agent",
     "greedy_q_agent",
     "make",
@@ -231,10 +232,11 @@ def make(spec: str, env: Gomoku) -> Agent:
     """
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"an agent name must be a non-empty string, got {spec!r}")
-    if spec.endswith(".gjx") or ".gjx@" in spec:
-        return _exported(spec, env)
     if spec.endswith("+killer"):
         return with_killer(make(spec[: -len("+killer")], env), env, name=spec)
+    exported = parse_exported(spec)
+    if exported is not None:
+        return _exported(spec, *exported, env)
     if spec == "random":
         return random_agent()
     base, at, blocks = spec.partition("@")
@@ -267,25 +269,36 @@ def make(spec: str, env: Gomoku) -> Agent:
     )
 
 
+def parse_exported(spec: str) -> tuple[str, int | None] | None:
+    """``(path, simulations or None)`` of an exported agent's name, ``FILE.gjx`` or
+    ``FILE.gjx@N`` (a path may itself hold ``@``), or None for other names. A ``+killer``
+    suffix is not part of it (see `exported_path`). ValueError when N is not a number."""
+    if spec.endswith(".gjx"):
+        return spec, None
+    path, at, sims = spec.rpartition("@")
+    if not (at and path.endswith(".gjx")):
+        return None
+    if not sims.isdigit():
+        raise ValueError(f"{spec!r}: the simulations after '@' must be a number")
+    return path, int(sims)
+
+
 def exported_path(spec: str) -> str | None:
-    """The params file an agent name plays from (``FILE.gjx``, ``FILE.gjx@N``, either
+    """The params file an agent name plays from (``FILE.gjx`` or ``FILE.gjx@N``, either
     with ``+killer``), or None for the other agents."""
     while spec.endswith("+killer"):
         spec = spec[: -len("+killer")]
-    if spec.endswith(".gjx"):
-        return spec
-    if ".gjx@" in spec:
+    try:
+        exported = parse_exported(spec)
+    except ValueError:
         return spec.rpartition("@")[0]
-    return None
+    return None if exported is None else exported[0]
 
 
-def _exported(spec: str, env: Gomoku) -> Agent:
+def _exported(spec: str, path: str, sims: int | None, env: Gomoku) -> Agent:
     from gomoku_jax import exported
 
-    path, _, sims = spec.partition("@")
-    if sims and not sims.isdigit():
-        raise ValueError(f"{spec!r}: the simulations after '@' must be a number")
-    loaded = exported.load(path, simulations=int(sims) if sims else None, name=spec)
+    loaded = exported.load(path, simulations=sims, name=spec)
     if loaded.env.config != env.config:
         trained = loaded.env.config
         raise ValueError(

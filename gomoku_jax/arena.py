@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent
 from gomoku_jax.game import Gomoku, State
@@ -134,17 +135,23 @@ class MatchResult:
         }
 
 
+def check_opening_stones(env: Gomoku, stones, name: str = "opening_stones") -> None:
+    """ValueError (naming the setting ``name``) unless ``stones`` is an integer from 0 to
+    ``2(k-1)``: more could make an opening that is already won."""
+    if isinstance(stones, bool) or not isinstance(stones, (int, np.integer)) or stones < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {stones!r}")
+    if stones > 2 * (env.k - 1):
+        raise ValueError(
+            f"{name} must be at most 2*(k-1) = {2 * (env.k - 1)} so that no opening "
+            f"is already won, got {stones}"
+        )
+
+
 def opening_moves(env: Gomoku, key: jax.Array, stones: int) -> list[int]:
     """``stones`` random distinct cells near the centre (within a square of side about
     ``2 * ceil(sqrt(stones)) + 1``), played alternately from black. At most ``2(k-1)``
     stones, so an opening can never already be a win."""
-    if isinstance(stones, bool) or not isinstance(stones, (int, np.integer)) or stones < 0:
-        raise ValueError(f"opening_stones must be a non-negative integer, got {stones!r}")
-    if stones > 2 * (env.k - 1):
-        raise ValueError(
-            f"opening_stones must be at most 2*(k-1) = {2 * (env.k - 1)} so that no opening "
-            f"is already won, got {stones}"
-        )
+    check_opening_stones(env, stones)
     n = env.size
     radius = int(np.ceil(np.sqrt(stones))) if stones else 0
     lo, hi = max(0, (n - 1) // 2 - radius), min(n - 1, n // 2 + radius)
@@ -295,8 +302,7 @@ def forfeit_lines(reasons: Sequence[str], width: int = 300) -> list[str]:
     lines = [f"**{len(reasons)} game{'s' if len(reasons) > 1 else ''} forfeited** (the "
              "named agent lost it):", ""]
     for reason, n in counts.items():
-        short = reason if len(reason) <= width else reason[: width - 3] + "..."
-        lines.append(f"- {n} x {short}")
+        lines.append(f"- {n} x {gio.brief(reason, width)}")
     return lines + [""]
 
 

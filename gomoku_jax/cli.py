@@ -33,6 +33,21 @@ import sys
 from pathlib import Path
 
 BENCHMARKS = ("game", "mcts", "alphazero", "search")
+OVERVIEWS = {
+    "bench": "usage: gomoku-jax bench {" + ",".join(BENCHMARKS) + "} [options]\n\n"
+             "Benchmarks (each prints its figures next to a reference timed in the same run):\n"
+             "  game   random full games: JAX engine vs a NumPy engine\n"
+             "  mcts   pure MCTS: one-move latency and batched simulations/s vs a NumPy search\n"
+             "  alphazero  PUCT / Gumbel search simulations/s with a network vs a uniform\n"
+             "             evaluate; the learner's self-play moves/s and SGD samples/s\n"
+             "  search seconds per simulation from 16 to 800 simulations: the linear-time\n"
+             "         tree search vs mctx\n\n"
+             "Options of one benchmark: gomoku-jax bench NAME --help",
+    "records": "usage: gomoku-jax records generate [options]\n\n"
+               "  generate  play games between two agents from random openings and write them\n"
+               "            as game records (JSON Lines)\n\n"
+               "Options: gomoku-jax records generate --help",
+}
 
 
 def _random_game(args: argparse.Namespace) -> int:
@@ -62,12 +77,11 @@ TOURNAMENT_KEYS = {"game", "agents", "games_per_pair", "opening_stones", "seed"}
 
 def _tournament_config(args: argparse.Namespace) -> dict:
     """The tournament settings: the config file, overridden by explicit options."""
+    from gomoku_jax import config as config_lib
+
     config: dict = {}
     if args.config is not None:
-        try:
-            config = json.loads(args.config.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"cannot read tournament config {args.config}: {err}") from None
+        config = config_lib.read_json(args.config, "tournament config")
         if not isinstance(config, dict):
             raise ValueError(f"tournament config {args.config} must be a JSON object")
         unknown = set(config) - TOURNAMENT_KEYS
@@ -86,15 +100,14 @@ def _tournament_config(args: argparse.Namespace) -> dict:
             config[key] = getattr(args, key)
     if not config.get("agents"):
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
-    if "size" not in game:  # an exported agent brings its game (else 15x15 five in a row)
-        for key, value in _exported_game(config["agents"]).items():
-            game.setdefault(key, value)
+    for key, value in _exported_game(config["agents"]).items():
+        game.setdefault(key, value)  # what was not given: an exported agent's game
     return config
 
 
 def _exported_game(names) -> dict:
     """``size``, ``k`` and ``rule`` of the first exported agent (``FILE.gjx``) among
-    ``names`` whose settings were not given; empty when there is none."""
+    ``names``; empty when there is none."""
     from gomoku_jax import agents
     from gomoku_jax import io as gio
 
@@ -165,8 +178,11 @@ def _train(args: argparse.Namespace) -> int:
     try:
         report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
     except KeyboardInterrupt:
-        print(f"\ngomoku-jax: interrupted; the checkpoints in {args.workdir}/checkpoints are "
-              "kept: run the same command to resume from the last one", file=sys.stderr)
+        steps = [p for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()]
+        kept = (f"the checkpoints in {args.workdir}/checkpoints are kept: run the same "
+                "command to resume from the last one" if steps else
+                "no checkpoint was written yet: the same command starts the run afresh")
+        print(f"\ngomoku-jax: interrupted; {kept}", file=sys.stderr)
         return 130
     print((Path(args.workdir) / "report.md").read_text())
     print(f"exported agent: {Path(args.workdir) / 'final.gjx'}")
@@ -196,7 +212,6 @@ def _export(args: argparse.Namespace) -> int:
     if args.out.is_dir():
         raise ValueError(f"--out {args.out} is a directory; give the file to write, e.g. "
                          f"{args.out / 'agent.gjx'}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.which == "best":
         source = workdir / "best.gjx"
         if not source.exists():
@@ -205,6 +220,7 @@ def _export(args: argparse.Namespace) -> int:
         if args.out.exists() and args.out.samefile(source):
             raise ValueError(f"--out {args.out} is {source} itself")
         gio.read_exported(source)  # a damaged file is refused, not copied
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, args.out)
         print(f"wrote {args.out} (best model, copied from {source})")
         return 0
@@ -217,6 +233,7 @@ def _export(args: argparse.Namespace) -> int:
     state, _ = training.restore(learner, workdir)
     if state is None:
         raise ValueError(f"{workdir} has no checkpoint yet")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     exported.export_agent(args.out, learner, state.variables,
                           extra={"iteration": int(state.iteration)})
     print(f"wrote {args.out} (iteration {int(state.iteration)})")
@@ -324,22 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    if argv[:1] == ["records"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
-        print("usage: gomoku-jax records generate [options]\n\n"
-              "  generate  play games between two agents from random openings and write them\n"
-              "            as game records (JSON lines)\n\n"
-              "Options: gomoku-jax records generate --help")
-        return 0 if len(argv) > 1 else 2
-    if argv[:1] == ["bench"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
-        print("usage: gomoku-jax bench {" + ",".join(BENCHMARKS) + "} [options]\n\n"
-              "Benchmarks (each prints its figures next to a reference timed in the same run):\n"
-              "  game   random full games: JAX engine vs a NumPy engine\n"
-              "  mcts   pure MCTS: one-move latency and batched simulations/s vs a NumPy search\n"
-              "  alphazero  PUCT / Gumbel search simulations/s with a network vs a uniform\n"
-              "             evaluate; the learner's self-play moves/s and SGD samples/s\n"
-              "  search seconds per simulation from 16 to 800 simulations: the linear-time\n"
-              "         tree search vs mctx\n\n"
-              "Options of one benchmark: gomoku-jax bench NAME --help")
+    if argv[:1] in (["bench"], ["records"]) and (len(argv) == 1 or argv[1] in ("-h", "--help")):
+        # these pass their options on to the chosen script: an overview of the choices
+        print(OVERVIEWS[argv[0]])
         return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)
     try:

@@ -32,6 +32,7 @@ __all__ = [
     "from_dict",
     "load_file",
     "parse_override",
+    "read_json",
     "to_dict",
 ]
 
@@ -199,26 +200,28 @@ def to_dict(config) -> dict[str, Any]:
     return plain(config)
 
 
-def _read_json(path):
-    """The JSON value of a config file; a `ConfigError` naming the file otherwise."""
+def read_json(path, what: str = "config file"):
+    """The JSON value of a settings file; a `ConfigError` naming the file (as ``what``)
+    when it is missing, a directory, not UTF-8 text or not JSON."""
+    name = f"{what} {str(path)!r}"
     try:
         return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        raise ConfigError(f"{name} does not exist") from None
     except IsADirectoryError:
-        raise ConfigError(f"config file {str(path)!r} is a directory, not a JSON file") from None
+        raise ConfigError(f"{name} is a directory, not a JSON file") from None
     except UnicodeDecodeError as error:
-        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text (byte {error.start}: "
-                          f"{error.reason}); configs are JSON files") from None
+        raise ConfigError(f"{name} is not UTF-8 text (byte {error.start}: {error.reason}); "
+                          "it should be JSON") from None
     except json.JSONDecodeError as error:
-        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {error}") from None
+        raise ConfigError(f"{name} is not valid JSON: {error}") from None
     except OSError as error:
-        raise ConfigError(f"config file {str(path)!r} cannot be read: {error}") from None
+        raise ConfigError(f"{name} cannot be read: {error}") from None
 
 
 def algorithm_of(path) -> str:
     """The ``algorithm`` named by a config file (``"alphazero"`` when it names none)."""
-    data = _read_json(path)
+    data = read_json(path)
     algorithm = data.get("algorithm", "alphazero") if isinstance(data, dict) else None
     if not isinstance(algorithm, str):
         raise ConfigError(f"config file {str(path)!r}: 'algorithm' must be a string")
@@ -231,7 +234,7 @@ def load_file(
     """Read a JSON config file into ``cls``: the named ``variants`` first, in order,
     then ``overrides``. Returns ``(config, description)``."""
     path = pathlib.Path(path)
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
     known = data.get("variants", {})

@@ -64,6 +64,7 @@ import math
 import os
 import struct
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -75,8 +76,10 @@ __all__ = [
     "EXPORT_VERSION",
     "CheckpointError",
     "Checkpointer",
+    "brief",
     "config_differences",
     "read_exported",
+    "read_json_object",
     "write_exported",
 ]
 
@@ -95,12 +98,29 @@ _CONFIG_FILE = "config.json"
 _METADATA_KEY = "gomoku_jax"  # our entry in an orbax step's custom metadata
 
 
-# How much of a storage library's error message a CheckpointError quotes.
-_ERROR_WIDTH = 300
-
-
 class CheckpointError(ValueError):
     """A checkpoint or exported file cannot be written or read as asked; says why."""
+
+
+def brief(text: str, width: int = 300) -> str:
+    """The first line of an error message, cut to ``width`` characters: storage
+    libraries' and agents' messages can run to pages."""
+    lines = str(text).strip().splitlines() or [""]
+    return lines[0] if len(lines[0]) <= width else lines[0][: width - 3] + "..."
+
+
+def read_json_object(path, advice: str) -> dict:
+    """The JSON object a run keeps in ``path`` (e.g. its ``config.json``); a
+    CheckpointError naming the file, followed by ``advice``, when it cannot be read or
+    holds something else."""
+    try:
+        stored = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is unreadable ({brief(e)}); {advice}") from None
+    if not isinstance(stored, dict):
+        raise CheckpointError(f"{path} must hold a JSON object, found {brief(_json(stored))}; "
+                              f"{advice}")
+    return stored
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -351,15 +371,7 @@ class Checkpointer:
         path = self._config_path
         if not path.exists():
             return None
-        try:
-            stored = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(
-                f"{path} is unreadable ({e}); restore it or use another directory"
-            ) from None
-        if not isinstance(stored, dict):
-            raise CheckpointError(f"{path} must hold a JSON object, found {_json(stored)}")
-        return stored
+        return read_json_object(path, "restore it or use another directory")
 
     def _check_config(self, stored: dict) -> None:
         diff = config_differences(stored, self.config, self._upgrade)
@@ -415,10 +427,7 @@ class Checkpointer:
     def _corrupt(self, step: int, what: str) -> CheckpointError:
         step_dir = self.directory / str(step)
         older = [s for s in self.steps() if s < step]
-        # orbax / tensorstore errors can run to pages (a whole storage spec): the first
-        # line says what failed
-        lines = what.strip().splitlines() or [""]
-        what = lines[0] if len(lines[0]) <= _ERROR_WIDTH else lines[0][:_ERROR_WIDTH] + "..."
+        what = brief(what)  # orbax / tensorstore errors can quote a whole storage spec
         fallback = (f"Delete that directory to go back to the previous checkpoint (step "
                     f"{older[-1]}, which a run resumes from)" if older
                     else "Delete that directory to start afresh")

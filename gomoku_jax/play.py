@@ -284,12 +284,14 @@ def _check_budget(budget) -> int | None:
 
 def _split_exported(spec: str) -> tuple[str, int | None] | None:
     """``(path, simulations or None)`` for ``FILE.gjx[@N]``, else None."""
-    if not (spec.endswith(".gjx") or ".gjx@" in spec):
+    try:
+        exported = agents_lib.parse_exported(spec)
+    except ValueError as error:
+        raise PlayError(f"agent {error}") from None
+    if exported is None:
         return None
-    path, _, sims = spec.rpartition("@") if ".gjx@" in spec else (spec, "", "")
-    if sims and not sims.isdigit():
-        raise PlayError(f"agent {spec!r}: the simulations after '@' must be a number")
-    return path, (_check_budget(int(sims)) if sims else None)
+    path, sims = exported
+    return path, (None if sims is None else _check_budget(sims))
 
 
 # ------------------------------------------------------------------------- the app

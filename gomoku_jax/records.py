@@ -477,25 +477,27 @@ def _check_on_error(on_error: str) -> None:
 
 
 def _numbered_lines(path: Path):
-    """``(line number, text)`` of a records file. A file that is not UTF-8 text, or not
-    gzip-compressed where its name ends in ``.gz``, raises a `RecordError` naming it."""
+    """``(line number, text)`` of a records file; a line that is not UTF-8 text comes as
+    a `RecordError` in place of its text. A file that is not gzip-compressed where its
+    name ends in ``.gz`` raises a `RecordError` naming it."""
     number = 0
     try:
         with (gzip.open(path, "rb") if _gz(path) else open(path, "rb")) as f:
             for number, raw in enumerate(f, start=1):
                 try:
-                    text = raw.decode("utf-8")
+                    yield number, raw.decode("utf-8")
                 except UnicodeDecodeError as err:
-                    raise RecordError(str(path), number, f"not UTF-8 text ({err.reason}); "
-                                      "records files are JSON Lines (.jsonl, or .jsonl.gz "
-                                      "compressed)") from None
-                yield number, text
+                    yield number, RecordError(
+                        str(path), number, f"not UTF-8 text ({err.reason}); records files "
+                        "are JSON Lines (.jsonl, or .jsonl.gz compressed)")
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise RecordError(str(path), number + 1, "not a complete gzip file, as its .gz name "
                           f"says ({type(err).__name__}: {err})") from None
 
 
-def _header_json(path: Path, number: int, text: str):
+def _header_json(path: Path, number: int, text):
+    if isinstance(text, RecordError):
+        raise text
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -507,7 +509,7 @@ def read_header(path) -> dict:
     """The header object of a records file (raises `RecordError` if it has none)."""
     path = Path(path)
     for number, text in _numbered_lines(path):
-        if text.strip():
+        if isinstance(text, RecordError) or text.strip():
             head = _header_json(path, number, text)
             _check_header(path, number, head, None)
             return head
@@ -529,10 +531,15 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
     path = Path(path)
     config, found, problems = None, [], []  # found: (line, Game)
     for number, text in _numbered_lines(path):
-        if not text.strip():
-            continue
         if config is None:
+            if isinstance(text, str) and not text.strip():
+                continue
             config = _check_header(path, number, _header_json(path, number, text), env)
+            continue
+        if isinstance(text, RecordError):  # a line that is not text: skipped like bad JSON
+            problems.append(text)
+            continue
+        if not text.strip():
             continue
         try:
             obj = json.loads(text)

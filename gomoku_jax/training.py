@@ -111,6 +111,24 @@ def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
     return out
 
 
+def check_evaluation(env, opponents, opening_stones, load_files: bool = False) -> None:
+    """What a run's evaluations (``eval.opponents``, ``eval.opening_stones``) need from
+    the game, checked when a config is built and again when `run` starts, rather than at
+    the first evaluation: openings that fit it and opponents that can play it. An
+    exported opponent (``FILE.gjx[@N]``) is only read with ``load_files`` (as `run`
+    does), so a config still builds where the file is not (e.g. to export a run's agent
+    from elsewhere); its name is checked either way."""
+    arena.check_opening_stones(env, opening_stones, "eval.opening_stones")
+    for i, name in enumerate(opponents):
+        try:
+            if load_files or agents_lib.exported_path(name) is None:
+                agents_lib.make(name, env)
+            else:
+                agents_lib.parse_exported(name.removesuffix("+killer"))
+        except (ValueError, OSError) as error:
+            raise ValueError(f"eval.opponents[{i}]: {error}") from None
+
+
 def _progress_tree(best: float = -1.0, bad: int = 0, stopped: bool = False,
                    best_iteration: int = 0):
     return {"best_score": np.float32(best), "bad_evals": np.int32(bad),
@@ -152,15 +170,9 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
     that differs) or a finished run's results whose checkpoints are gone."""
     stored_path = workdir / "config.json"
     if stored_path.exists():
-        try:
-            stored = json.loads(stored_path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{stored_path} is unreadable ({error}); it belongs to an earlier "
-                             "run: choose another --workdir or move it away") from None
-        if not isinstance(stored, dict):
-            raise ValueError(f"{stored_path} must hold a JSON object; it belongs to an "
-                             "earlier run: choose another --workdir or move it away")
-        stored_algorithm = stored.pop("algorithm", None)
+        stored = gio.read_json_object(stored_path, "it belongs to an earlier run: choose "
+                                      "another --workdir or move it away")
+        stored_algorithm = stored.pop("algorithm", "alphazero")  # as config.algorithm_of
         diff = gio.config_differences(stored, to_dict(learner.config), _upgrade(learner))
         if stored_algorithm != algorithm:
             diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
@@ -199,6 +211,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     restored, prog = restore(learner, workdir)
+    check_evaluation(learner.env, config.eval.opponents, config.eval.opening_stones,
+                     load_files=True)
     config_dict = to_dict(config)
     algorithm = getattr(learner, "algorithm", "alphazero")
     if restored is None:

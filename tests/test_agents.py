@@ -161,3 +161,15 @@ def test_make_builds_a_weakened_heuristic_by_name():
                          ("heuristic-x@0.5", "unknown agent")):
         with pytest.raises(ValueError, match=message):
             agents.make(bad, ENV)
+
+
+def test_exported_agent_names_are_parsed_one_way():
+    assert agents.parse_exported("runs/a@b/final.gjx") == ("runs/a@b/final.gjx", None)
+    assert agents.parse_exported("runs/a@b/final.gjx@64") == ("runs/a@b/final.gjx", 64)
+    assert agents.parse_exported("heuristic@0.5") is None
+    assert agents.parse_exported("pure-mcts-100") is None
+    with pytest.raises(ValueError, match="after '@' must be a number"):
+        agents.parse_exported("final.gjx@many")
+    assert agents.exported_path("x/final.gjx@64+killer") == "x/final.gjx"
+    assert agents.exported_path("x/final.gjx+killer+killer") == "x/final.gjx"
+    assert agents.exported_path("heuristic+killer") is None

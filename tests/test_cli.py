@@ -79,13 +79,18 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     ('{"agents": ["random", "heuristic"], "rounds": 3}', "unknown keys ['rounds']"),
     ('{"agents": ["random", "chess"]}', "unknown agent 'chess'"),
     ('{"agents": []}', "a tournament needs agents"),
-    ("[1, 2", "cannot read tournament config"),
+    ("[1, 2", "is not valid JSON"),
+    (b"\xff\xfe{}", "is not UTF-8 text"),
 ])
 def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
     config = tmp_path / "bad.json"
-    config.write_text(content)
+    if isinstance(content, bytes):
+        config.write_bytes(content)
+    else:
+        config.write_text(content)
     assert cli.main(["tournament", "--config", str(config), "--size", "5", "--k", "4"]) == 2
-    assert text in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
 
 
 def test_bench_mcts_reports_ratio_against_numpy(tmp_path):
@@ -143,3 +148,19 @@ def test_train_refuses_a_workdir_that_is_a_file_and_bad_iterations(tmp_path, cap
     with pytest.raises(SystemExit):
         cli.main(["train", "--config", config, "--workdir", str(tmp_path), "--iterations", "0"])
     assert "must be an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys):
+    from gomoku_jax import training
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "run", interrupted)
+    argv = ["train", "--config", "experiments/configs/az_9x9_cpu.json", "--smoke",
+            "--workdir", str(tmp_path)]
+    assert cli.main(argv) == 130
+    assert "no checkpoint was written yet" in capsys.readouterr().err
+    (tmp_path / "checkpoints" / "3").mkdir(parents=True)
+    assert cli.main(argv) == 130
+    assert "are kept: run the same command to resume" in capsys.readouterr().err

@@ -177,9 +177,16 @@ def test_a_file_without_a_proper_header_raises(tmp_path):
 
 def test_a_file_that_is_not_records_text_is_named(tmp_path):
     binary = tmp_path / "x.jsonl"
-    binary.write_bytes(HEADER.encode() + b"\n\xff\xfe\x00junk\n")
+    good = line(rc(BLACK_WIN), "black").encode()
+    binary.write_bytes(HEADER.encode() + b"\n\xff\xfe\x00junk\n" + good)
     with pytest.raises(RecordError, match=r"x.jsonl:2: not UTF-8 text"):
-        records.read_records(binary)
+        records.read_records(binary, on_error="raise")
+    errors = []
+    assert len(records.read_records(binary, errors=errors)) == 1  # the good game is kept
+    assert [(e.line, e.reason[:14]) for e in errors] == [(2, "not UTF-8 text")]
+    binary.write_bytes(b"\xff\xfe\n" + HEADER.encode())
+    with pytest.raises(RecordError, match=r"x.jsonl:1: not UTF-8 text"):
+        records.read_header(binary)
     not_gzip = tmp_path / "y.jsonl.gz"
     not_gzip.write_text(HEADER + "\n")
     for read in (records.read_records, records.read_header):

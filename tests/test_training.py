@@ -155,6 +155,8 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
         agents.make(path, Gomoku(15, 5))
     with pytest.raises(ValueError, match="no such params file"):
         agents.make(str(straight / "missing.gjx"), Gomoku(9, 5))
+    killer = agents.make(path + "@4+killer", Gomoku(9, 5))  # the +killer of an N-sims agent
+    assert killer.name == path + "@4+killer"
     out = stdio.StringIO()
     gomocup.run_engine(path + "@4", stdio.StringIO("START 9\nBEGIN\nEND\n"), out)
     lines = out.getvalue().split()
@@ -224,6 +226,21 @@ def test_evaluation_settings_are_checked_when_the_config_loads(config, overrides
         cfglib.load_file(cls, config, overrides=overrides)
 
 
+def test_an_exported_opponent_is_read_when_training_starts_not_when_a_config_builds(
+        learner, tmp_path):
+    missing = str(tmp_path / "elsewhere" / "final.gjx")
+    cfg, _ = cfglib.load_file(az.AlphaZeroConfig, CONFIG, variants=["smoke"],
+                              overrides={"eval.opponents": ["random", missing + "@8"]})
+    with pytest.raises(ValueError, match=r"eval.opponents\[1\]: .*no such params file"):
+        training.check_evaluation(learner.env, cfg.eval.opponents, 1, load_files=True)
+    with pytest.raises(ValueError, match=r"eval.opponents\[1\]: .*no such params file"):
+        training.run(az.make_learner(cfg, devices=jax.devices()[:1]), tmp_path / "run",
+                     progress=False)
+    assert not (tmp_path / "run" / "config.json").exists()  # refused before anything
+    with pytest.raises(ValueError, match=r"eval.opponents\[0\]: .*after '@' must be a number"):
+        cfglib.load_file(az.AlphaZeroConfig, CONFIG, overrides={"eval.opponents": ["a.gjx@x"]})
+
+
 def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp_path):
     """The driver stops once `patience` evaluations in a row fail to beat the best score
     (seed 002)."""
@@ -277,6 +294,10 @@ def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path
     report = json.loads((out / "tournament.json").read_text())
     assert report["config"]["game"] == {"size": 9, "k": 5, "rule": "freestyle"}
     assert "forfeited" not in capsys.readouterr().out
+    # what is given wins, the rest comes from the file: 7x7 is not the agent's game
+    assert cli.main(["tournament", "--agents", "random", f"{straight / 'final.gjx'}",
+                     "--size", "7", "--games-per-pair", "2"]) == 2
+    assert "trained for 9x9 k=5 freestyle; this game is 7x7 k=5" in capsys.readouterr().err
 
 
 def _rewrite_header(src, dst, **changes):
@@ -310,29 +331,32 @@ def test_an_exported_file_whose_header_does_not_fit_its_params_is_refused(
     assert str(path) in str(err.value)
 
 
-def test_forfeits_are_named_in_reports(uninterrupted, tmp_path):
+def test_forfeits_are_named_in_reports(monkeypatch):
     from gomoku_jax import Gomoku, agents
 
     class Crashing(agents.Agent):
         name = "crashing"
 
         def act(self, state, key, deadline=None):
-            raise RuntimeError("out of ideas")
+            raise RuntimeError("out of ideas\nand a second line")
 
     env = Gomoku(9, 5)
     result = arena.round_robin(env, [agents.random_agent(), Crashing()], 2)
     markdown = result.to_markdown()
     assert "**2 games forfeited**" in markdown
-    assert "2 x crashing raised RuntimeError: out of ideas" in markdown
-    evaluation = training.evaluate(env, agents.random_agent(), ["heuristic"], 2, 0, 0)
+    assert "- 2 x crashing raised RuntimeError: out of ideas\n" in markdown  # first line only
+    make = agents.make
+    monkeypatch.setattr(training.agents_lib, "make",
+                        lambda name, env: Crashing() if name == "crashing" else make(name, env))
+    evaluation = training.evaluate(env, agents.random_agent(), ["heuristic", "crashing"], 2, 0, 0)
     assert evaluation["heuristic"]["forfeits"] == []
-    report = {"iterations": 1, "evaluation": {
-        "heuristic": evaluation["heuristic"],
-        "crashing": dict(evaluation["heuristic"], forfeits=["crashing raised RuntimeError: x"])}}
-    text = training._report_markdown(report, "how")
-    assert "**1 game forfeited**" in text and "1 x crashing raised RuntimeError: x" in text
+    assert evaluation["crashing"]["forfeits"] == ["crashing raised RuntimeError: out of ideas\n"
+                                                  "and a second line"] * 2
+    text = training._report_markdown({"iterations": 1, "evaluation": evaluation}, "how")
+    assert "**2 games forfeited**" in text and "2 x crashing raised RuntimeError" in text
+    del evaluation["crashing"]
     assert "forfeited" not in training._report_markdown(
-        {"iterations": 1, "evaluation": {"heuristic": evaluation["heuristic"]}}, "how")
+        {"iterations": 1, "evaluation": evaluation}, "how")
 
 
 def test_export_refuses_a_damaged_best_and_its_own_file(uninterrupted, tmp_path, capsys):
