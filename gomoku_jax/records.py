@@ -482,14 +482,19 @@ def _numbered_lines(path: Path):
     name ends in ``.gz`` raises a `RecordError` naming it."""
     number = 0
     try:
-        with (gzip.open(path, "rb") if _gz(path) else open(path, "rb")) as f:
-            for number, raw in enumerate(f, start=1):
+        raw = gzip.open(path, "rb") if _gz(path) else open(path, "rb")
+        # undecodable bytes become lone surrogates, found line by line below; lines end at
+        # \n, \r\n or \r as in any text file
+        with io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape") as f:
+            for number, text in enumerate(f, start=1):
                 try:
-                    yield number, raw.decode("utf-8")
-                except UnicodeDecodeError as err:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
                     yield number, RecordError(
-                        str(path), number, f"not UTF-8 text ({err.reason}); records files "
-                        "are JSON Lines (.jsonl, or .jsonl.gz compressed)")
+                        str(path), number, "not UTF-8 text; records files are JSON Lines "
+                        "(.jsonl, or .jsonl.gz compressed)")
+                else:
+                    yield number, text
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise RecordError(str(path), number + 1, "not a complete gzip file, as its .gz name "
                           f"says ({type(err).__name__}: {err})") from None

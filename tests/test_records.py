@@ -187,6 +187,9 @@ def test_a_file_that_is_not_records_text_is_named(tmp_path):
     binary.write_bytes(b"\xff\xfe\n" + HEADER.encode())
     with pytest.raises(RecordError, match=r"x.jsonl:1: not UTF-8 text"):
         records.read_header(binary)
+    old_mac = tmp_path / "cr.jsonl"  # lines that end in a lone \r are lines too
+    old_mac.write_bytes(HEADER.encode() + b"\r" + good + b"\r")
+    assert len(records.read_records(old_mac, on_error="raise")) == 1
     not_gzip = tmp_path / "y.jsonl.gz"
     not_gzip.write_text(HEADER + "\n")
     for read in (records.read_records, records.read_header):
