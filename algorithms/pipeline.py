@@ -144,8 +144,11 @@ class PipelineConfig:
         if self.checkpoint_every != 1:
             raise ValueError("checkpoint_every must be 1 for a pipeline (one checkpoint per "
                              f"stage), got {self.checkpoint_every}")
-        for stage in range(len(STAGES)):  # every stage's config builds
-            self.stage_config(stage)
+        for stage, key in enumerate(("imitation", "selfplay", "master")):
+            try:  # every stage's config builds; an error says whose settings it is about
+                self.stage_config(stage)
+            except ValueError as error:
+                raise ValueError(f"the {key} stage's settings: {error}") from None
         env = self.game.env()
         training.check_evaluation(env, self.eval.opponents, self.eval.opening_stones)
         arena.check_opening_stones(env, self.master.opening_stones, "master.opening_stones")

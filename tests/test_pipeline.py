@@ -39,6 +39,20 @@ def test_configs_and_variants_load(path):
         assert cfg.train.iterations == 3
 
 
+@pytest.mark.parametrize("overrides, message", [
+    ({"eval.opponents": ["nosuch"]}, "PipelineConfig: eval.opponents[0]: unknown agent"),
+    ({"selfplay.eval.opponents": ["nosuch"]},
+     "the selfplay stage's settings: eval.opponents[0]: unknown agent"),
+    ({"master.agent": "nosuch"}, "master.agent: unknown agent 'nosuch'"),
+    ({"master.opening_stones": 50}, "master.opening_stones must be at most 2*(k-1) = 8"),
+])
+def test_a_pipelines_evaluations_and_master_are_checked_when_it_loads(overrides, message):
+    import re
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cfglib.load_file(pl.PipelineConfig, CONFIGS[0], overrides=overrides)
+
+
 def test_seed001_config_is_the_reports_duelnet():
     cfg, _ = cfglib.load_file(pl.PipelineConfig, [p for p in CONFIGS if "seed001" in p.stem][0])
     assert (cfg.game.size, cfg.network.name, cfg.search.num_simulations) == (15, "duelnet", 200)
