@@ -152,11 +152,7 @@ class PipelineConfig:
         env = self.game.env()
         training.check_evaluation(env, self.eval.opponents, self.eval.opening_stones)
         arena.check_opening_stones(env, self.master.opening_stones, "master.opening_stones")
-        try:
-            if agents_lib.exported_path(self.master.agent) is None:
-                agents_lib.make(self.master.agent, env)
-        except ValueError as error:
-            raise ValueError(f"master.agent: {error}") from None
+        training.check_agent_name(env, self.master.agent, "master.agent")
 
     @property
     def train(self):

@@ -285,13 +285,10 @@ def parse_exported(spec: str) -> tuple[str, int | None] | None:
 
 def exported_path(spec: str) -> str | None:
     """The params file an agent name plays from (``FILE.gjx`` or ``FILE.gjx@N``, either
-    with ``+killer``), or None for the other agents."""
+    with ``+killer``), or None for the other agents; ValueError as `parse_exported`."""
     while spec.endswith("+killer"):
         spec = spec[: -len("+killer")]
-    try:
-        exported = parse_exported(spec)
-    except ValueError:
-        return spec.rpartition("@")[0]
+    exported = parse_exported(spec)
     return None if exported is None else exported[0]
 
 

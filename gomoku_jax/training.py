@@ -120,13 +120,18 @@ def check_evaluation(env, opponents, opening_stones, load_files: bool = False) -
     from elsewhere); its name is checked either way."""
     arena.check_opening_stones(env, opening_stones, "eval.opening_stones")
     for i, name in enumerate(opponents):
-        try:
-            if load_files or agents_lib.exported_path(name) is None:
-                agents_lib.make(name, env)
-            else:
-                agents_lib.parse_exported(name.removesuffix("+killer"))
-        except (ValueError, OSError) as error:
-            raise ValueError(f"eval.opponents[{i}]: {error}") from None
+        check_agent_name(env, name, f"eval.opponents[{i}]", load_files)
+
+
+def check_agent_name(env, name, setting: str, load_files: bool = False) -> None:
+    """ValueError naming ``setting`` unless ``name`` is an agent that can play ``env``
+    (`gomoku_jax.agents.make`). An exported agent's file is only read with
+    ``load_files``; without, only its name is checked."""
+    try:
+        if load_files or agents_lib.exported_path(name) is None:
+            agents_lib.make(name, env)
+    except (ValueError, OSError) as error:
+        raise ValueError(f"{setting}: {error}") from None
 
 
 def _progress_tree(best: float = -1.0, bad: int = 0, stopped: bool = False,
