@@ -514,10 +514,11 @@ def read_header(path) -> dict:
     """The header object of a records file (raises `RecordError` if it has none)."""
     path = Path(path)
     for number, text in _numbered_lines(path):
-        if isinstance(text, RecordError) or text.strip():
-            head = _header_json(path, number, text)
-            _check_header(path, number, head, None)
-            return head
+        if isinstance(text, str) and not text.strip():
+            continue
+        head = _header_json(path, number, text)
+        _check_header(path, number, head, None)
+        return head
     raise RecordError(str(path), 0, f"not a {FORMAT} file: it is empty")
 
 
@@ -536,15 +537,13 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
     path = Path(path)
     config, found, problems = None, [], []  # found: (line, Game)
     for number, text in _numbered_lines(path):
+        if isinstance(text, str) and not text.strip():
+            continue
         if config is None:
-            if isinstance(text, str) and not text.strip():
-                continue
             config = _check_header(path, number, _header_json(path, number, text), env)
             continue
         if isinstance(text, RecordError):  # a line that is not text: skipped like bad JSON
             problems.append(text)
-            continue
-        if not text.strip():
             continue
         try:
             obj = json.loads(text)
