@@ -338,11 +338,12 @@ def _result(config: MCTSConfig, tree: _Tree, state: State) -> SearchOutput:
                        tree.score[jnp.maximum(children, 0)] / jnp.maximum(visits, 1.0), jnp.nan)
     legal = state.legal_action_mask
     # Most visited child; ties (and a search that expanded nothing) by the first legal move.
-    preference = jnp.where(legal, visits + 0.5, -1.0)
+    preference = visits + 0.5
     if config.solver:  # a proven win first; proven losses last
         proven = jnp.where(exists, tree.solved[jnp.maximum(children, 0)], 0)
         preference = jnp.where(proven == 1, 1e9, jnp.where(proven == -1, preference - 1e6, preference))
-    action = jnp.argmax(preference).astype(jnp.int32)
+    # illegal moves below every legal one, a proven loss included (all lost: still legal)
+    action = jnp.argmax(jnp.where(legal, preference, -jnp.inf)).astype(jnp.int32)
     return SearchOutput(action=action, visits=visits, values=values)
 
 

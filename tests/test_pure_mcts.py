@@ -67,6 +67,15 @@ def test_takes_a_win_in_one_and_blocks_a_loss_in_one(seed):
     assert int(SEARCH(key, block).action) == 4 * 9 + 4
 
 
+def test_a_lost_position_still_gets_a_legal_move():
+    # Black to move; white has a four (wins at (8, 4)) and an open four (at (2, 8) or
+    # (7, 8)): the solver proves every black move a loss, and the move must still be legal.
+    lost = _position([(0, 1), (0, 3), (1, 5), (2, 0), (3, 3), (4, 6), (1, 1), (2, 5)],
+                     [(8, 0), (8, 1), (8, 2), (8, 3), (3, 8), (4, 8), (5, 8), (6, 8)])
+    action = int(SEARCH(jax.random.key(0), lost).action)
+    assert bool(lost.legal_action_mask[action]), divmod(action, 9)
+
+
 def test_plain_uct_still_plays_legal_moves_and_counts_every_simulation():
     plain = pm.MCTSConfig(simulations=200, solver=False, decisive_expansion=False)
     _, moves = random_games(ENV, jax.random.key(2), 6, record=True)
