@@ -53,7 +53,7 @@ import numpy as np
 from flax import struct
 
 from gomoku_jax import symmetry, tactics
-from gomoku_jax.agents import JaxAgent
+from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import DIRECTIONS, EMPTY, Gomoku, State, legal_action_of_rank
 
 __all__ = ["MCTSConfig", "PureMCTSAgent", "SearchOutput", "pure_mcts_agent", "search"]
@@ -358,6 +358,16 @@ def _policy(env: Gomoku, config: MCTSConfig, params, key, state: State) -> jax.A
     return search(env, config, key, state).action
 
 
+@functools.lru_cache(maxsize=16)
+def _chunked(env: Gomoku, config: MCTSConfig, chunk: int):
+    """A deadline search's compiled pieces, shared by the agents of one game and config:
+    a new tree, ``chunk`` more simulations, the move."""
+    new = jax.jit(lambda state: _new_tree(env, config, state))
+    run = jax.jit(lambda tree, key, first: _run(env, config, tree, key, first, chunk))
+    result = jax.jit(lambda tree, state: _result(config, tree, state).action)
+    return new, run, result
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class PureMCTSAgent(JaxAgent):
     """Pure MCTS as an agent. In the arena's batched loop it runs its full simulation
@@ -368,18 +378,10 @@ class PureMCTSAgent(JaxAgent):
     config: MCTSConfig | None = None
     chunk: int = 50
 
-    @functools.cached_property
-    def _chunked(self):
-        env, config = self.env, self.config
-        new = jax.jit(lambda state: _new_tree(env, config, state))
-        run = jax.jit(lambda tree, key, first: _run(env, config, tree, key, first, self.chunk))
-        result = jax.jit(lambda tree, state: _result(config, tree, state).action)
-        return new, run, result
-
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         if deadline is None:
             return super().act(state, key)
-        new, run, result = self._chunked
+        new, run, result = _chunked(self.env, self.config, self.chunk)
         tree, done, chunk_s = new(state), 0, 0.0
         while done + self.chunk <= self.config.simulations:
             if done and time.perf_counter() + chunk_s > deadline:
@@ -396,5 +398,5 @@ def pure_mcts_agent(env: Gomoku, simulations: int = 1000, name: str | None = Non
                     **options) -> PureMCTSAgent:
     """Pure MCTS as an agent (``pure-mcts-<simulations>``); options as in `MCTSConfig`."""
     config = MCTSConfig(simulations=simulations, **options)
-    return PureMCTSAgent(name or f"pure-mcts-{simulations}", functools.partial(_policy, env, config),
+    return PureMCTSAgent(name or f"pure-mcts-{simulations}", static_partial(_policy, env, config),
                          None, env, config)

@@ -44,10 +44,52 @@ __all__ = [
     "make",
     "numpy_rng",
     "random_agent",
+    "static_partial",
     "with_killer",
 ]
 
 Policy = Callable[[Any, jax.Array, State], jax.Array]
+
+
+class _StaticPartial(functools.partial):
+    """A `functools.partial` equal to, and hashing as, any other with an equal function
+    and equal arguments (when those are hashable; otherwise only to itself)."""
+
+    def _key(self):
+        key = (self.func, self.args, tuple(sorted(self.keywords.items())))
+        try:
+            hash(key)
+        except TypeError:  # e.g. an array argument: compared by identity
+            return None
+        return key
+
+    def __hash__(self):
+        key = self._key()
+        return id(self) if key is None else hash(key)
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if not isinstance(other, _StaticPartial):
+            return NotImplemented
+        key = self._key()
+        return key is not None and key == other._key()
+
+    __ne__ = object.__ne__
+
+
+def static_partial(func: Callable, *args, **keywords) -> Callable:
+    """``functools.partial(func, *args, **keywords)`` compared by value: two built from
+    an equal function and equal, hashable arguments (a `Gomoku`, a frozen config, a Flax
+    module) are equal and hash alike. So a policy or an ``evaluate`` rebuilt for each
+    evaluation, match or tournament pairing finds the program compiled for the previous
+    one, where `jax.jit` takes it as a static argument or `JaxAgent` jits it."""
+    return _StaticPartial(func, *args, **keywords)
+
+
+@functools.lru_cache(maxsize=64)
+def _jitted(policy: Policy):
+    return jax.jit(policy)
 
 
 class Agent:
@@ -77,7 +119,7 @@ class JaxAgent(Agent):
 
     @functools.cached_property
     def _jit_policy(self):
-        return jax.jit(self.policy)
+        return _jitted(self.policy)  # shared by agents whose policies are equal
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del deadline  # a fixed computation: its cost does not depend on a budget
@@ -102,7 +144,7 @@ def greedy_q_agent(name: str, module, variables, env: Gomoku | None = None) -> J
     the network sees every position in that game's input planes (those it was trained
     on), whatever env made the state."""
     spec = None if env is None else env.observation_spec
-    return JaxAgent(name, functools.partial(_greedy_q_policy, module, spec), variables)
+    return JaxAgent(name, static_partial(_greedy_q_policy, module, spec), variables)
 
 
 def numpy_rng(key: jax.Array) -> np.random.Generator:
@@ -180,7 +222,7 @@ def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"heuristic_agent: top_k must be a positive integer, got {top_k!r}")
     check_number("heuristic_agent", "block_probability", block_probability, 0.0, 1.0)
-    return JaxAgent(name, functools.partial(_heuristic_policy, env, top_k,
+    return JaxAgent(name, static_partial(_heuristic_policy, env, top_k,
                                             block_probability=float(block_probability)))
 
 
@@ -215,7 +257,7 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     JAX agent (and stays batched in the arena)."""
     name = name or f"{agent.name}+killer"
     if isinstance(agent, JaxAgent):
-        return JaxAgent(name, functools.partial(_killer_policy, env, agent.policy), agent.params,
+        return JaxAgent(name, static_partial(_killer_policy, env, agent.policy), agent.params,
                         batched=agent.batched)
     return _KillerPython(env, agent, name)
 

@@ -62,7 +62,7 @@ import mctx
 import numpy as np
 
 from gomoku_jax import tactics, tree_search
-from gomoku_jax.agents import JaxAgent
+from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import Gomoku, State
 
 __all__ = [
@@ -765,13 +765,13 @@ def _network(module, params, states: State):
 def network_evaluate(module) -> Evaluate:
     """The ``evaluate`` of a Flax policy-value module from `gomoku_jax.networks`
     (inference mode; ``params`` are its variables), outputs in float32."""
-    return functools.partial(_network, module)
+    return static_partial(_network, module)
 
 
 def uniform_evaluate(env: Gomoku) -> Evaluate:
     """An ``evaluate`` that ignores ``params``: zero logits (a uniform prior over the
     legal moves) and zero value. For tests and as a network-free search baseline."""
-    return functools.partial(_uniform, env.num_actions)
+    return static_partial(_uniform, env.num_actions)
 
 
 def _search_policy(env, evaluate, config, temperature, params, key, state: State):
@@ -791,7 +791,7 @@ def search_policy(env: Gomoku, evaluate: Evaluate, config: SearchConfig,
         raise ValueError(f"config must be a SearchConfig, got {config!r}")
     if not _is_concrete_number(temperature) or temperature < 0:
         raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    return functools.partial(_search_policy, env, evaluate, config, float(temperature))
+    return static_partial(_search_policy, env, evaluate, config, float(temperature))
 
 
 def search_agent(name: str, env: Gomoku, evaluate: Evaluate, params, config: SearchConfig,

@@ -173,3 +173,34 @@ def test_exported_agent_names_are_parsed_one_way():
     assert agents.exported_path("x/final.gjx@64+killer") == "x/final.gjx"
     assert agents.exported_path("x/final.gjx+killer+killer") == "x/final.gjx"
     assert agents.exported_path("heuristic+killer") is None
+
+
+def test_agents_built_alike_share_one_compiled_policy():
+    # A policy is compared by value: evaluations and tournaments that rebuild their
+    # agents find the program compiled for the previous ones.
+    a, b = agents.make("heuristic", ENV), agents.make("heuristic", ENV)
+    assert a.policy == b.policy and hash(a.policy) == hash(b.policy)
+    assert a._jit_policy is b._jit_policy
+    killer_a, killer_b = agents.make("heuristic+killer", ENV), agents.make("heuristic+killer", ENV)
+    assert killer_a.policy == killer_b.policy
+    # other settings, another game or another function: another policy
+    assert agents.make("heuristic-5", ENV).policy != a.policy
+    assert agents.heuristic_agent(Gomoku(7, 4)).policy != a.policy
+    assert killer_a.policy != a.policy
+    # an unhashable argument (an array) is compared by identity, not refused
+    p = agents.static_partial(lambda w, params, key, state: w, jnp.zeros(3))
+    q = agents.static_partial(p.func, p.args[0])
+    assert p == p and p != q and hash(p) != hash(q)
+
+
+def test_a_rebuilt_agent_does_not_recompile_the_arenas_match_loop():
+    from gomoku_jax import arena
+
+    def match():
+        arena.play_match(ENV, agents.make("heuristic", ENV), agents.make("random", ENV), 2,
+                         seed=0, opening_stones=0)
+
+    match()
+    compiled = arena._lockstep._cache_size()
+    match()
+    assert arena._lockstep._cache_size() == compiled

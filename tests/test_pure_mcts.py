@@ -174,3 +174,11 @@ def test_transposition_search_still_wins_and_blocks():
     block = _position([(0, 0), (1, 1), (2, 2), (3, 3)], [(0, 8), (8, 8), (8, 0)])
     assert int(search(jax.random.key(1), win).action) == 4 * 9 + 6
     assert int(search(jax.random.key(1), block).action) == 4 * 9 + 4
+
+
+def test_pure_mcts_agents_built_alike_share_their_compiled_search():
+    a, b = pm.pure_mcts_agent(ENV, 50), pm.pure_mcts_agent(ENV, 50)
+    assert a.policy == b.policy and a._jit_policy is b._jit_policy
+    assert pm.pure_mcts_agent(ENV, 60).policy != a.policy
+    # the deadline search's chunks too
+    assert pm._chunked(a.env, a.config, a.chunk) is pm._chunked(b.env, b.config, b.chunk)

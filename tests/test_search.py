@@ -341,6 +341,20 @@ def test_search_agent_plays_a_match_against_random():
         search.search_policy(SMALL, UNIFORM, PUCT, temperature=-1)
 
 
+def test_search_agents_built_alike_share_their_compiled_search():
+    # what a training run's evaluations and a tournament's pairings rebuild each time
+    from gomoku_jax import networks
+
+    def agent(simulations=8):
+        module = networks.make_network("cnn", board_size=SMALL.size)  # a new, equal module
+        config = dataclasses.replace(PUCT, num_simulations=simulations)
+        return search.search_agent("a", SMALL, search.network_evaluate(module), None, config)
+
+    a, b = agent(), agent()
+    assert a.policy == b.policy and a._jit_policy is b._jit_policy
+    assert agent(simulations=9).policy != a.policy
+
+
 # ------------------------------------------------------------ tactical prior
 _prior = jax.jit(search.apply_tactical_prior, static_argnums=0)
 
