@@ -69,8 +69,10 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       config_path: an experiment config file (its ``algorithm`` picks the learner).
       key: the dotted key to sweep, e.g. ``"network.options.blocks"``.
       values: its values (JSON values: numbers, strings, lists, objects...), at least one.
-      iterations: train each run this many iterations (None: the config's own); the
-        same for every run, so the runs get the same budget.
+      iterations: train each run this many iterations (None: the config's own), at most
+        the config's ``train.iterations``; the same for every run, so the runs get the
+        same budget unless a run stops early (``eval.stop_score`` / ``eval.patience``:
+        the row's ``stopped_because`` says why).
       workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` and
         the rows are also written to ``workdir/sweep.json``.
       variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
@@ -83,7 +85,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       tensorboard: also write TensorBoard events per run.
 
     Returns:
-      ``[{"key", "value", "run", "iterations", "train_seconds", <key>: value,
+      ``[{"key", "value", "run", "iterations", "stopped_because", "train_seconds", <key>: value,
       <last training metrics>, "eval_<opponent>": score, ...}, ...]`` in ``values`` order.
     """
     import algorithms
@@ -113,6 +115,12 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     for value in values:
         cfg, _ = config_lib.load_file(config_class, config_path, overrides={**base, key: value},
                                       variants=variants)
+        total = getattr(getattr(cfg, "train", None), "iterations", None)
+        if iterations is not None and total is not None and iterations > total:
+            raise ValueError(
+                f"iterations ({iterations}) exceeds the config's train.iterations ({total}"
+                f" for {key}={value!r}), where every run stops; set train.iterations in "
+                "overrides instead (it also paces learning-rate schedules)")
         configs.append(cfg)
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +133,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                               tensorboard=tensorboard)
         row = {"key": key, "value": value, "run": str(run_dir),
                "iterations": report["iterations"],
+               "stopped_because": report.get("stopped_because"),
                "train_seconds": round(time.perf_counter() - start, 2), key: value}
         row.update(_last_metrics(run_dir / "metrics.csv"))
         for name, result in report.get("evaluation", {}).items():

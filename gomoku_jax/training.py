@@ -278,6 +278,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
+              "stopped_because": _stop_reason(ev, prog),
               "best_iteration": int(prog["best_iteration"]),
               "device": arena.device_description(), "evaluation": {}}
     if ev.final_games:
@@ -290,8 +291,24 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     return report
 
 
+def _stop_reason(ev, prog) -> str | None:
+    """Why the run stopped before its last iteration (None: it did not)."""
+    if not bool(prog["stopped"]):
+        return None
+    best, at = float(prog["best_score"]), int(prog["best_iteration"])
+    if ev.stop_score is not None and best >= ev.stop_score:
+        return (f"eval.stop_score: the score against {ev.opponents[0]} reached {best:.3f} "
+                f"(>= {ev.stop_score}) at iteration {at}")
+    return (f"eval.patience: {ev.patience} evaluation(s) in a row without beating the best "
+            f"score against {ev.opponents[0]} ({best:.3f}, iteration {at})")
+
+
 def _report_markdown(report: dict, how: str) -> str:
-    lines = [f"# Final evaluation after {report['iterations']} iterations", "", how, "",
+    stopped = report.get("stopped_because")
+    lines = [f"# Final evaluation after {report['iterations']} iterations", ""]
+    if stopped:
+        lines += [f"Stopped early, {stopped}.", ""]
+    lines += [how, "",
              "| opponent | games | wins | losses | draws | score | 95% interval | s/move |",
              "|---|---|---|---|---|---|---|---|"]
     for name, r in report["evaluation"].items():

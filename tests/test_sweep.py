@@ -42,6 +42,7 @@ def test_one_run_per_value_differing_only_in_the_swept_key(swept):
     assert configs[0] == configs[1]
     for row in rows:
         assert row["iterations"] == 1 and row["network.options.filters"] == row["value"]
+        assert row["stopped_because"] is None  # stopped by ``iterations``, not early
         assert {"loss", "policy_loss", "value_loss"} <= set(row)
         assert (pathlib.Path(row["run"]) / "final.gjx").exists()
     # The evaluation saw each run's own exported agent: more filters, more parameters.
@@ -72,6 +73,10 @@ def test_bad_sweeps_fail_before_training(tmp_path):
         sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, overrides=["seed=2"])
     with pytest.raises(ValueError, match="iterations must be a positive integer"):
         sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, iterations=0)
+    # more iterations than the config trains would silently stop at the config's count
+    with pytest.raises(ValueError, match=r"iterations \(3\) exceeds the config's "
+                                         r"train.iterations \(2 for train.iterations=2\)"):
+        sweep.sweep(CONFIG, "train.iterations", [4, 2], workdir=tmp_path, iterations=3)
     assert not list(tmp_path.iterdir())  # nothing was trained
 
 

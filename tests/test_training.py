@@ -197,6 +197,14 @@ def test_training_stops_once_an_evaluation_reaches_the_stop_score(learner, tmp_p
     assert report["stopped_early"] == (first is not None)
     assert report["iterations"] == (first + 1 if first is not None
                                     else target.config.train.iterations)
+    if first is not None:  # said in the report (which the CLI prints), with the score
+        assert report["stopped_because"].startswith(
+            f"eval.stop_score: the score against random reached {scores[first]:.3f}")
+        assert f"Stopped early, {report['stopped_because']}." in (
+            tmp_path / "report.md").read_text()
+    else:
+        assert report["stopped_because"] is None
+        assert "Stopped early" not in (tmp_path / "report.md").read_text()
     assert report["evaluation"]["random"]["games"] == 2
     assert (tmp_path / "final.gjx").exists() and (tmp_path / "best.gjx").exists()
 
@@ -253,6 +261,8 @@ def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp
     assert report["stopped_early"] == (stop is not None)
     assert report["iterations"] == (stop + 1 if stop is not None
                                     else patient.config.train.iterations)
+    assert (report["stopped_because"] or "").startswith(
+        "eval.patience: 1 evaluation(s) in a row" if stop is not None else "")
     assert report["best_iteration"] == 1 + int(np.argmax(scores))
 
 
