@@ -482,7 +482,8 @@ class Learner(SearchPlayer, ShardedLearner):
         cfg, env = self.config, self.env
         sp = cfg.selfplay
         fresh = env.init()
-        k_search, k_act, k_cap, k_opp = jax.random.split(key, 4)
+        # (a fifth key: split(key, 5)[:4] == split(key, 4) with partitionable threefry)
+        k_search, k_act, k_cap, k_opp, k_switch = jax.random.split(key, 5)
         out = None  # the search output, kept only with tree reuse
 
         def results(out):
@@ -527,7 +528,7 @@ class Learner(SearchPlayer, ShardedLearner):
             if self._opponent_final is not None:
                 final = self._opponent_final.batch_policy()(self._opponent_final.params,
                                                             keys, mine)
-                later = jax.random.uniform(jax.random.fold_in(k_opp, 1), (n,)) < progress
+                later = jax.random.uniform(k_switch, (n,)) < progress
                 replies = jnp.where(later, final, replies)
             action = action.at[:n].set(jnp.where(theirs[:n], replies, action[:n]))
             full = full & ~theirs
