@@ -20,10 +20,15 @@ may come at any time and are not replies):
 ===========================  ===========================================================
 ``START n``                  new game on an n x n board, n from 5 to 19: ``OK`` (the
                              agent is built and compiled here, so moves are not slowed
-                             by JAX compilation), else ``ERROR unsupported size n``
+                             by JAX compilation), else ``ERROR`` naming what does not
+                             fit (the size, or the agent's k). The rule is not checked
+                             here: managers send ``INFO rule`` after ``START``; an agent
+                             that plays only the other rule is built for that one
 ``RECTSTART w,h``            as ``START w`` when w == h, else ``ERROR``
 ``RESTART``                  new game, same size: ``OK``
-``BEGIN``                    the brain opens on the empty board: ``x,y``
+``BEGIN``                    the brain opens on the empty board: ``x,y``. ``BEGIN``,
+                             ``TURN`` and ``BOARD`` first settle the rule in force:
+                             ``ERROR`` (nothing changed) if the agent does not play it
 ``TURN x,y``                 the opponent played x,y: the brain's reply ``x,y``
 ``BOARD`` ... ``DONE``       a whole position, lines ``x,y,field``; the brain is to
                              move: ``x,y``. Applied only if every line is valid.
@@ -32,7 +37,8 @@ may come at any time and are not replies):
 ``INFO key value``           no reply. Used: ``timeout_turn``, ``timeout_match``,
                              ``time_left`` (milliseconds) and ``rule`` (bit 1: exactly
                              five, bit 2: continuous game; renju (4) and caro (8) are
-                             answered ``ERROR``). Others (``max_memory``,
+                             answered ``ERROR``; a rule the agent does not play is
+                             reported at the next move). Others (``max_memory``,
                              ``game_type``, ``folder`` ...) are ignored.
 ``ABOUT``                    ``name="gomoku-jax", version=..., author=..., country=...``
 ``END``                      exit
@@ -55,6 +61,7 @@ gets no deadline.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import re
@@ -69,7 +76,7 @@ import numpy as np
 
 from gomoku_jax import __version__
 from gomoku_jax.agents import Agent, PythonAgent
-from gomoku_jax.game import DIRECTIONS, Gomoku, State
+from gomoku_jax.game import DIRECTIONS, RULES, Gomoku, State
 
 __all__ = [
     "MAX_SIZE",
@@ -89,6 +96,7 @@ _SUPPORTED_RULE_BITS = _RULE_EXACT | _RULE_CONTINUOUS
 _RESERVE_FRACTION, _RESERVE_S = 0.10, 0.050
 _MIN_MOVES_LEFT, _MAX_MOVES_LEFT = 5, 25
 
+_RULE_WORDS = {"freestyle": "five or more in a row wins", "standard": "exactly five wins"}
 _COMMANDS = ("START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", "PLAY",
              "TAKEBACK", "INFO", "ABOUT", "END")
 _INT = re.compile(r"[+-]?\d{1,9}")
@@ -214,7 +222,10 @@ class Engine:
 
     Args:
       agent_factory: ``env -> Agent``, called for each board size and rule in use (a
-        ``ValueError`` from it means "unsupported": the command is answered ``ERROR``).
+        ``ValueError`` from it means "unsupported": the command is answered ``ERROR``
+        with its message, which should say what does not fit). ``START`` accepts a size
+        that the factory serves under either rule; the rule is settled at the first
+        move (``BEGIN``, ``TURN``, ``BOARD``), after any ``INFO rule``.
       agent_name: the agent named in the ``ABOUT`` reply.
       seed: seeds the agents' random keys.
       warmup: play two throw-away moves when a game is set up (``START``, or a rule
@@ -230,6 +241,7 @@ class Engine:
         self._warmup = warmup
         self._log = log
         self._agents: dict[tuple[int, str], tuple[Gomoku, Agent]] = {}
+        self._unfit: dict[tuple[int, str], str] = {}  # the factory's refusals, by (size, rule)
         self._game: _Game | None = None
         self._rule_bits = 0
         self._timeout_turn: int | None = None  # ms; 0 = as fast as possible
@@ -315,11 +327,18 @@ class Engine:
             raise _ProtocolError(f"{command} takes no arguments, got {_shorten(rest)!r}")
 
     def _prepare(self, size: int, rule: str) -> tuple[Gomoku, Agent]:
-        """The env and (warmed-up) agent for a size and rule, built once."""
+        """The env and (warmed-up) agent for a size and rule, built once; ``ValueError``
+        (the factory's, remembered) where the agent does not play that game."""
         if (size, rule) in self._agents:
             return self._agents[(size, rule)]
+        if (size, rule) in self._unfit:
+            raise ValueError(self._unfit[(size, rule)])
         env = Gomoku(size, K, rule)
-        agent = self._factory(env)
+        try:
+            agent = self._factory(env)
+        except ValueError as err:
+            self._unfit[(size, rule)] = str(err)
+            raise
         if self._warmup:
             tic = time.perf_counter()
             game = _Game(size)
@@ -363,11 +382,26 @@ class Engine:
         self._note(f"{agent.name} chose {action!r}, not an empty cell; playing a fallback move")
         return _fallback_move(game.cells)
 
+    def _settle(self, size: int, command: str) -> tuple[Gomoku, Agent]:
+        """The agent for the rule in force, before ``command`` changes anything: the
+        rule is settled when the game is played, not at ``START`` (managers send
+        ``INFO rule`` after ``START``)."""
+        try:
+            return self._prepare(size, self.rule)
+        except ValueError as err:
+            played = [r for r in RULES if (size, r) in self._agents]
+            hint = (f"; the agent plays rule {_RULE_EXACT if played[0] == 'standard' else 0} "
+                    f"({played[0]})" if played else "")
+            raise _ProtocolError(
+                f"{command}: unsupported rule {self._rule_bits} "
+                f"({self.rule}: {_RULE_WORDS[self.rule]}) on {size}x{size}: {err}{hint}"
+            ) from None
+
     def _move(self, game: _Game, start: float) -> list[str]:
         """The engine plays its move in ``game`` and names it."""
         if game.over is not None:
             raise _ProtocolError(f"game over: {game.over}")
-        env, agent = self._prepare(game.size, self.rule)
+        env, agent = self._settle(game.size, "move")
         action = self._decide(env, agent, game, self.deadline(start))
         game.place(action, _OWN, self.rule == "standard")
         row, col = divmod(action, game.size)
@@ -389,10 +423,17 @@ class Engine:
     def _start(self, size: int) -> list[str]:
         if not MIN_SIZE <= size <= MAX_SIZE:
             raise _ProtocolError(f"unsupported size {size}: board sizes {MIN_SIZE} to {MAX_SIZE}")
-        try:
-            self._prepare(size, self.rule)
-        except ValueError as err:
-            raise _ProtocolError(f"unsupported size {size}: {err}") from None
+        # The rule in force first, then the other: INFO rule may still come (managers
+        # send it after START), so a size the agent plays under either rule is accepted.
+        refusal = None
+        for rule in sorted(RULES, key=lambda r: r != self.rule):
+            try:
+                self._prepare(size, rule)
+                break
+            except ValueError as err:
+                refusal = refusal or str(err)
+        else:
+            raise _ProtocolError(f"cannot play {size}x{size} five in a row: {refusal}")
         self._game = _Game(size)
         return ["OK"]
 
@@ -407,6 +448,7 @@ class Engine:
         game = self._need_live_game("BEGIN")
         if (game.cells != 0).any():
             raise _ProtocolError("BEGIN on a non-empty board (use BOARD for a position)")
+        self._settle(game.size, "BEGIN")
         game.colour_hint = 0
         return self._move(game, start)
 
@@ -414,6 +456,7 @@ class Engine:
         x, y = _parse_ints(rest, 2, "TURN")
         game = self._need_live_game("TURN")
         action = game.empty_cell(x, y, "TURN")
+        self._settle(game.size, "TURN")  # before the stone is placed: an ERROR changes nothing
         if not (game.cells != 0).any():
             game.colour_hint = 1
         game.place(action, _OPP, self.rule == "standard")
@@ -462,6 +505,7 @@ class Engine:
 
     def _apply_board(self, lines: list[str], start: float) -> list[str]:
         game = self._need_game("BOARD")
+        self._settle(game.size, "BOARD")
         new = _Game(game.size)
         order = []
         for line in lines:
@@ -504,11 +548,9 @@ class Engine:
             raise _ProtocolError(f"unsupported rule {bits} ({what}); still playing "
                                  f"{self.rule} (rule 0 freestyle, 1 exactly five, +2 continuous)")
         rule = "standard" if bits & _RULE_EXACT else "freestyle"
-        if self._game is not None:
-            try:
+        if self._game is not None:  # build (compile) the agent now, not at the first move;
+            with contextlib.suppress(ValueError):  # one that does not fit: ERROR at the move
                 self._prepare(self._game.size, rule)
-            except ValueError as err:
-                raise _ProtocolError(f"unsupported rule {bits}: {err}") from None
         self._rule_bits = bits
         if self._game is not None:
             self._game.recompute_over(rule == "standard")
@@ -541,19 +583,49 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     """
     from gomoku_jax import agents
 
-    if agent_name.endswith(".gjx") or ".gjx@" in agent_name:
+    path = agents.exported_path(agent_name)  # FILE.gjx[@N][+killer]
+    if path is not None:
         from gomoku_jax import exported
 
-        exported.load_network(agent_name.partition("@")[0])  # a bad file fails now
+        trained = exported.load_network(path)[1]  # a bad file fails now
+        factory = functools.partial(_exported_agent, agent_name, path, trained)
+        if trained.k != K:
+            print(f"gomoku-jax pbrain: {_unfit_k(path, trained)}: every START will be "
+                  "answered ERROR", file=sys.stderr, flush=True)
     else:
         agents.make(agent_name, Gomoku(15, K))  # unknown names fail now, not at START
+        factory = functools.partial(agents.make, agent_name)
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
-    engine = Engine(lambda env: agents.make(agent_name, env),
-                    agent_name=agent_name, seed=seed)
+    engine = Engine(factory, agent_name=agent_name, seed=seed)
     with contextlib.redirect_stdout(sys.stderr):
         engine.run(stdin, stdout)
     return 0
+
+
+def _unfit_k(path: str, trained: Gomoku) -> str:
+    return (f"{path} plays {trained.k} in a row (trained for {trained.size}x{trained.size} "
+            f"k={trained.k} {trained.rule}); Gomocup games are {K} in a row")
+
+
+def _fits(path: str, trained: Gomoku, env: Gomoku) -> None:
+    """``ValueError`` naming what does not fit (k, size, rule) when an agent trained
+    for ``trained`` cannot play ``env``."""
+    if trained.k != env.k:
+        raise ValueError(_unfit_k(path, trained))
+    if trained.size != env.size:
+        raise ValueError(f"{path} plays {trained.size}x{trained.size} boards only, "
+                         f"not {env.size}x{env.size}")
+    if trained.rule != env.rule:
+        raise ValueError(f"{path} plays the {trained.rule} rule "
+                         f"({_RULE_WORDS[trained.rule]}), not {env.rule}")
+
+
+def _exported_agent(agent_name: str, path: str, trained: Gomoku, env: Gomoku) -> Agent:
+    from gomoku_jax import agents
+
+    _fits(path, trained, env)
+    return agents.make(agent_name, env)
 
 
 # ------------------------------------------------------------- the other way round
@@ -562,12 +634,15 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
 class EngineAgent(PythonAgent):
     """An external Gomocup brain, run as a subprocess, as an `Agent`.
 
-    Each move sends the whole position with ``BOARD`` (``BEGIN`` on the empty board),
-    preceded by ``INFO timeout_turn`` from the deadline (else ``turn_ms``), and reads
-    the ``x,y`` answer; ``MESSAGE``, ``DEBUG`` and ``SUGGEST`` lines are skipped. An
+    The process starts at once and is sent ``INFO rule`` (0, or 1 for the standard
+    rule) and then ``START n``, whose ``OK`` is awaited at the first move. Each move
+    sends the whole position with ``BOARD`` (``BEGIN`` on the empty board), preceded by
+    ``INFO timeout_turn`` from the deadline (else ``turn_ms``), and reads the ``x,y``
+    answer; ``MESSAGE``, ``DEBUG`` and ``SUGGEST`` lines are skipped. An
     ``ERROR`` answer, an unexpected line, no answer in time or a dead process raises
     `EngineError` (the arena counts it as a forfeit with that reason); the process is
-    started again at the next move if it has gone. Use `close` (or ``with``) to end it.
+    started again at the next move if it has gone, or if it did not answer ``START``
+    with ``OK`` (it is stopped then). Use `close` (or ``with``) to end it.
 
     Args:
       command: the brain's command line, e.g. ``["pbrain-foo.exe"]``.
@@ -612,9 +687,9 @@ class EngineAgent(PythonAgent):
                                         daemon=True, name=f"{self.name} reader")
         self._reader.start()
         self._started = False
-        rule = 1 if self.env.rule == "standard" else 0
-        try:
-            self._send(f"START {self.env.size}", f"INFO rule {rule}")
+        rule = _RULE_EXACT if self.env.rule == "standard" else 0
+        try:  # the rule first (INFO may come at any time): a brain checks it at START
+            self._send(f"INFO rule {rule}", f"START {self.env.size}")
         except EngineError:
             pass  # reported by the first move
 
@@ -656,8 +731,12 @@ class EngineAgent(PythonAgent):
             self._close_process()
             self._spawn()
         if not self._started:
-            answer = self._reply(time.perf_counter() + self.start_timeout_s,
-                                 f"START {self.env.size}")
+            try:
+                answer = self._reply(time.perf_counter() + self.start_timeout_s,
+                                     f"START {self.env.size}")
+            except EngineError:  # e.g. ERROR: the next move starts a fresh process (and
+                self._kill()     # sends START again), never waits for an answer to this one
+                raise
             if answer.upper() != "OK":
                 self._kill()
                 raise EngineError(f"{self.name}: answered {answer!r} to START {self.env.size}")
@@ -752,8 +831,17 @@ class EngineAgent(PythonAgent):
         self.close()
 
     def __del__(self):
-        with contextlib.suppress(Exception):
+        # Nothing here may raise: at interpreter exit the module's globals (contextlib,
+        # subprocess ...) may be gone already, and __init__ may have failed early.
+        try:
             self._kill()
+        except Exception:
+            try:
+                proc = self.__dict__.get("_proc")
+                if proc is not None and proc.returncode is None:
+                    proc.kill()
+            except Exception:
+                pass
 
 
 def _pump(stream: TextIO, lines: queue.Queue) -> None:

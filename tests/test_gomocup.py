@@ -3,6 +3,7 @@ engines as arena agents."""
 
 import collections
 import functools
+import io
 import random
 import re
 import subprocess
@@ -518,3 +519,163 @@ def test_engine_agent_restarts_a_dead_engine_and_arena_counts_forfeits():
         result = arena.play_match(env, agent, agents.make("random", env), games=1)
     record = result.records[0]
     assert record.winner == 1 and "flaky raised EngineError" in record.forfeit
+
+
+# ------------------------------------------------------- the rule arrives after START
+
+
+class OneRule:
+    """A factory for an agent that plays only ``rule`` (like an exported agent): any
+    other game is a ``ValueError`` naming the rule."""
+
+    def __init__(self, rule: str, size: int = 7):
+        self.rule, self.size, self.built = rule, size, []
+
+    def __call__(self, env):
+        if env.size != self.size:
+            raise ValueError(f"plays {self.size}x{self.size} only")
+        if env.rule != self.rule:
+            raise ValueError(f"plays the {self.rule} rule only, not {env.rule}")
+        self.built.append(env.rule)
+        return Recorder(env)
+
+
+def test_start_accepts_a_standard_rule_agent_before_info_rule():
+    factory = OneRule("standard")
+    engine = gomocup.Engine(factory, warmup=False)
+    assert one(engine, "START 7") == "OK"  # INFO rule comes after START (Piskvork's order)
+    assert say(engine, "INFO rule 1") == [] and engine.rule == "standard"
+    assert one(engine, "BEGIN") == "0,0"
+    assert one(engine, "TURN 6,6") == "1,0"
+    assert factory.built == ["standard"]  # built once, at START
+    # No INFO rule: the game is freestyle, which the agent does not play. Each move that
+    # would start the game is refused, naming the rule, and changes nothing.
+    engine = gomocup.Engine(OneRule("standard"), warmup=False)
+    assert one(engine, "START 7") == "OK"
+    for line in ["BEGIN", "TURN 3,3"]:
+        reply = one(engine, line)
+        assert reply.startswith(f"ERROR {line.split()[0]}: unsupported rule 0 (freestyle"), reply
+        assert "plays the standard rule only" in reply and "plays rule 1" in reply, reply
+        assert (engine.board == 0).all()
+    say(engine, "BOARD", "3,3,2")
+    assert one(engine, "DONE").startswith("ERROR BOARD: unsupported rule 0")
+    assert (engine.board == 0).all()
+    assert say(engine, "INFO rule 1") == []  # no reply to INFO, whatever the agent plays
+    assert one(engine, "TURN 3,3") == "0,0"
+    assert engine.board[3, 3] == 2 and engine.board[0, 0] == 1
+    # Freestyle agents are unchanged, and say so if a standard game is asked for.
+    engine = gomocup.Engine(OneRule("freestyle"), warmup=False)
+    assert say(engine, "INFO rule 1", "START 7") == ["OK"]
+    assert "unsupported rule 1 (standard" in one(engine, "BEGIN")
+    assert say(engine, "INFO rule 0", "BEGIN") == ["0,0"]
+    # A size the agent plays under no rule is still refused at START, by its reason.
+    assert one(engine, "START 9") == "ERROR cannot play 9x9 five in a row: plays 7x7 only"
+
+
+@pytest.fixture(scope="module")
+def exported_files(tmp_path_factory):
+    """Tiny exported search agents (untrained, one network): 7x7 five in a row under
+    the standard rule, and 7x7 four in a row."""
+    import jax
+
+    from gomoku_jax import io as gio
+    from gomoku_jax import networks
+    from gomoku_jax import search as search_lib
+
+    folder = tmp_path_factory.mktemp("gomocup_gjx")
+    options = {"channels": [4, 4], "value_hidden": 8}
+    module = networks.make_network("simplenet", board_size=7, **options)
+    shape = Gomoku(7, 5, observation="stones-colour").observation_shape
+    variables = networks.init_network(module, jax.random.key(0), shape)
+    paths = {}
+    for name, k, rule in (("std7", 5, "standard"), ("k4", 4, "freestyle")):
+        meta = {"agent": "search",
+                "game": {"size": 7, "k": k, "rule": rule, "observation": "stones-colour"},
+                "network": {"name": "simplenet", "options": options},
+                "search": search_lib.SearchConfig(
+                    "gumbel", 4, max_num_considered_actions=4).to_dict()}
+        paths[name] = str(folder / f"{name}.gjx")
+        gio.write_exported(paths[name], meta, jax.device_get(variables))
+    return paths
+
+
+def _brain(agent_name: str, *lines: str) -> list[str]:
+    out = io.StringIO()
+    gomocup.run_engine(agent_name, io.StringIO("".join(line + "\n" for line in lines)), out)
+    return out.getvalue().splitlines()
+
+
+def test_exported_standard_rule_agent_as_a_brain(exported_files):
+    std7 = exported_files["std7"]
+    replies = _brain(std7, "START 7", "INFO rule 1", "BEGIN", "END")
+    assert replies[0] == "OK" and MOVE.fullmatch(replies[1]) and len(replies) == 2, replies
+    replies = _brain(std7, "START 7", "BEGIN", "START 9", "END")
+    assert replies[0] == "OK"
+    assert replies[1] == ("ERROR BEGIN: unsupported rule 0 (freestyle: five or more in a row "
+                          f"wins) on 7x7: {std7} plays the standard rule (exactly five wins), "
+                          "not freestyle; the agent plays rule 1 (standard)")
+    assert replies[2] == (f"ERROR cannot play 9x9 five in a row: {std7} plays 7x7 boards "
+                          "only, not 9x9")
+
+
+def test_exported_agent_of_another_k_is_refused_naming_k(exported_files, capsys):
+    k4 = exported_files["k4"]
+    replies = _brain(k4, "START 7", "END")  # the size fits, k does not
+    assert replies == [f"ERROR cannot play 7x7 five in a row: {k4} plays 4 in a row "
+                       "(trained for 7x7 k=4 freestyle); Gomocup games are 5 in a row"]
+    assert "unsupported size" not in replies[0]
+    assert "every START will be answered ERROR" in capsys.readouterr().err
+
+
+def test_engine_agent_plays_a_standard_rule_exported_brain(exported_files):
+    env = Gomoku(7, 5, "standard")
+    brain = gomocup.EngineAgent(PBRAIN + [exported_files["std7"]], env, name="std7",
+                                start_timeout_s=30, stderr=subprocess.DEVNULL)
+    tic = time.perf_counter()
+    with brain:
+        result = arena.play_match(env, brain, agents.make("random", env), games=2, seed=1)
+    assert [r.forfeit for r in result.records] == [None, None]
+    assert time.perf_counter() - tic < 30  # no wait for an answer that never comes
+    assert brain.returncode == 0
+
+
+def test_engine_agent_sends_the_rule_before_start():
+    env = Gomoku(7, 5, "standard")
+    cmd = fake_engine("""
+        if w == 'INFO' and line.split()[1:] == ['rule', '1']: rule = 1
+        elif w == 'START': out('OK' if globals().get('rule') == 1 else 'ERROR rule first')
+        elif w == 'BEGIN': out('3,3')
+        elif w == 'END': sys.exit(0)
+    """)
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        assert agent.act(env.init(), None) == 3 * 7 + 3
+
+
+def test_engine_agent_does_not_wait_after_an_error_to_start():
+    env = Gomoku(7, 5)
+    cmd = fake_engine("""
+        if w == 'START': out('ERROR no thanks')
+    """)
+    with gomocup.EngineAgent(cmd, env, name="fake", start_timeout_s=10) as agent:
+        tic = time.perf_counter()
+        for _ in range(2):  # the second move restarts the engine, START again: no timeout
+            with pytest.raises(gomocup.EngineError,
+                               match="fake: answered 'ERROR no thanks' to START 7"):
+                agent.act(env.init(), None)
+        assert time.perf_counter() - tic < 5
+
+
+def test_engine_agent_left_open_at_interpreter_exit():
+    """An EngineAgent that nobody closed: its __del__ runs at shutdown, when the
+    module's globals may be gone, and must not raise."""
+    script = textwrap.dedent(f"""
+        import sys
+        from gomoku_jax import gomocup
+        from gomoku_jax.game import Gomoku
+        agent = gomocup.EngineAgent({fake_engine("if w == 'START': out('OK')")!r},
+                                    Gomoku(7, 5), name="fake")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
