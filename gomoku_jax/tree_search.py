@@ -252,6 +252,23 @@ def num_nodes(tree: Tree) -> jax.Array:
 
 
 # ------------------------------------------------------------ one simulation
+# Per-game reads and writes of the tree are written for one game and vmapped, not indexed
+# with ``jnp.arange(B)``: the two compile to the same gather / scatter on one device, but
+# only the vmapped form (batching dimensions) lets XLA's partitioner keep each game's
+# reads and writes on the device that holds the game when the games are split over
+# devices; the arange form costs collectives at every step of every simulation.
+def _gather(x: jax.Array, *index: jax.Array) -> jax.Array:
+    """``x[b, index[0][b], index[1][b], ...]`` for every game ``b``."""
+    return jax.vmap(lambda x, *i: x[i])(x, *index)
+
+
+def _scatter(x: jax.Array, value: jax.Array, *index: jax.Array) -> jax.Array:
+    """``x`` with ``x[b, index[0][b], ...] = value[b]`` for every game ``b``; an index out
+    of range writes nothing."""
+    return jax.vmap(lambda x, v, *i: x.at[i].set(v.astype(x.dtype), mode="drop"))(
+        x, value, *index)
+
+
 def _split(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Per-game ``jax.random.split(key)``: ``[B]`` keys -> two ``[B]`` keys."""
     pairs = jax.vmap(jax.random.split)(keys)  # [B, 2, ...]
@@ -266,11 +283,10 @@ def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
     descending and leaves the finished games as they are.
     """
     batch = keys.shape[0]
-    rows = jnp.arange(batch)
     node = jnp.full((batch,), _ROOT, jnp.int32)
     keys, select_keys = _split(keys)
     action = jax.vmap(root_fn)(select_keys, tree, node)
-    nxt = tree.children_index[rows, node, action]
+    nxt = _gather(tree.children_index, node, action)
     depth = jnp.ones((batch,), tree.children_prior_logits.dtype)
     going = (nxt != _UNVISITED) & (depth < max_depth)
 
@@ -282,7 +298,7 @@ def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
         new_node = nxt
         new_keys, select_keys = _split(keys)
         new_action = jax.vmap(interior_fn)(select_keys, tree, new_node, depth)
-        new_nxt = tree.children_index[rows, new_node, new_action]
+        new_nxt = _gather(tree.children_index, new_node, new_action)
         new_depth = depth + 1
         new_going = (new_nxt != _UNVISITED) & (new_depth < max_depth)
         keep = lambda new, old: jnp.where(  # noqa: E731
@@ -299,8 +315,7 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) 
     """Evaluate ``action`` from ``parent`` and store the result at ``node`` (all ``[B]``);
     games with ``write`` False change nothing."""
     batch, capacity = tree.node_visits.shape
-    rows = jnp.arange(batch)
-    embedding = jax.tree.map(lambda x: x[rows, parent], tree.embeddings)
+    embedding = jax.tree.map(lambda x: _gather(x, parent), tree.embeddings)
     step, embedding = recurrent_fn(params, key, action, embedding)
     for name, got, want in (("prior_logits", step.prior_logits, (batch, tree.num_actions)),
                             ("reward", step.reward, (batch,)),
@@ -310,11 +325,8 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) 
             raise ValueError(f"recurrent_fn returned {name} of shape {got.shape}, want {want}")
     at = jnp.where(write, node, capacity)  # out of range: dropped
     from_ = jnp.where(write, parent, capacity)
-    visits = tree.node_visits[rows, node] + 1  # > 1 when max_depth re-expands a node
-
-    def put(x, value, *index):
-        return x.at[(rows,) + index].set(value.astype(x.dtype), mode="drop")
-
+    visits = _gather(tree.node_visits, node) + 1  # > 1 when max_depth re-expands a node
+    put = _scatter
     return tree.replace(
         children_prior_logits=put(tree.children_prior_logits, step.prior_logits, at),
         raw_values=put(tree.raw_values, step.value, at),
@@ -332,10 +344,9 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) 
 def _backward(tree: Tree, leaf, write) -> Tree:
     """Back the value of ``leaf [B]`` up to the root; only the B parents on the paths
     are touched per step, games with ``write`` False (or at the root) write nothing."""
-    batch, capacity = tree.node_visits.shape
-    rows = jnp.arange(batch)
+    capacity = tree.node_visits.shape[1]
     index = jnp.where(write, leaf, _ROOT)
-    value = tree.node_values[rows, leaf]
+    value = _gather(tree.node_values, leaf)
 
     def cond(carry):
         return jnp.any(carry[2] != _ROOT)
@@ -343,25 +354,23 @@ def _backward(tree: Tree, leaf, write) -> Tree:
     def body(carry):
         tree, value, index = carry
         climbing = index != _ROOT
-        parent = jnp.where(climbing, tree.parents[rows, index], _ROOT)
-        action = jnp.where(climbing, tree.action_from_parent[rows, index], 0)
-        count = tree.node_visits[rows, parent]
-        new_value = (tree.children_rewards[rows, parent, action]
-                     + tree.children_discounts[rows, parent, action] * value)
+        parent = jnp.where(climbing, _gather(tree.parents, index), _ROOT)
+        action = jnp.where(climbing, _gather(tree.action_from_parent, index), 0)
+        count = _gather(tree.node_visits, parent)
+        new_value = (_gather(tree.children_rewards, parent, action)
+                     + _gather(tree.children_discounts, parent, action) * value)
         # One gather for both reads of node_values: it then precedes the scatter into
         # node_values, which XLA can do in place (two gathers cost a copy per step).
-        values = tree.node_values[rows[:, None], jnp.stack([parent, index], axis=1)]
+        values = _gather(tree.node_values, jnp.stack([parent, index], axis=1))
         parent_value = (values[:, 0] * count + new_value) / (count + 1.0)
         child_value = values[:, 1]
-        child_visits = tree.children_visits[rows, parent, action] + 1
+        child_visits = _gather(tree.children_visits, parent, action) + 1
         at = jnp.where(climbing, parent, capacity)  # out of range: dropped
         tree = tree.replace(
-            node_values=tree.node_values.at[rows, at].set(parent_value, mode="drop"),
-            node_visits=tree.node_visits.at[rows, at].set(count + 1, mode="drop"),
-            children_values=tree.children_values.at[rows, at, action].set(
-                child_value, mode="drop"),
-            children_visits=tree.children_visits.at[rows, at, action].set(
-                child_visits, mode="drop"),
+            node_values=_scatter(tree.node_values, parent_value, at),
+            node_visits=_scatter(tree.node_visits, count + 1, at),
+            children_values=_scatter(tree.children_values, child_value, at, action),
+            children_visits=_scatter(tree.children_visits, child_visits, at, action),
         )
         return tree, jnp.where(climbing, new_value, value), jnp.where(climbing, parent, index)
 
@@ -408,7 +417,6 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         max_depth = capacity - 1
     tree = _set_root(tree, root, invalid_actions, extra_data)
     start = num_nodes(tree)  # [B] first free node
-    rows = jnp.arange(batch)
 
     def body(sim, carry):
         key, tree = carry
@@ -416,7 +424,7 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         simulate_keys = jax.random.split(simulate_key, batch)
         parent, action = _simulate(simulate_keys, tree, root_action_selection_fn,
                                    interior_action_selection_fn, max_depth)
-        child = tree.children_index[rows, parent, action]
+        child = _gather(tree.children_index, parent, action)
         fresh = start + sim  # the node simulation `sim` creates
         node = jnp.where(child == _UNVISITED, fresh, child)
         write = (child != _UNVISITED) | (fresh < capacity)

@@ -255,6 +255,33 @@ def test_compiled_loops_copy_no_tree(reuse):
     assert not copies, copies
 
 
+# ------------------------------------------------------------------- sharding
+@pytest.mark.parametrize("name", ["muzero_policy", "gumbel_muzero_policy"])
+def test_games_split_over_devices_search_without_moving_trees(name):
+    """With the games split over the (fake) devices, the compiled search's only
+    collectives are its loops' conditions (one bool: is any game still descending /
+    climbing?); no tree array is gathered across devices. Indexing the tree with
+    ``jnp.arange(B)`` instead of per-game vmapped reads and writes cost some forty
+    all-gathers and all-reduces per simulation here."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    assert len(jax.devices()) == 4
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    games, replicated = (NamedSharding(mesh, PartitionSpec(axis))
+                         for axis in ("data", None))
+    params, root, recurrent_fn, invalid = toy_problem(0, 8, 9)
+    policy = jax.jit(lambda p, k, r, inv: getattr(ts, name)(
+        p, k, r, recurrent_fn, num_simulations=16, invalid_actions=inv),
+        in_shardings=(replicated, replicated, games, games))
+    text = policy.lower(params, jax.random.PRNGKey(0), root, invalid).compile().as_text()
+    collectives = [line.strip() for line in text.splitlines() if re.search(
+        r"\b(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)"
+        r"(-start)?\(", line)]
+    assert collectives  # the games really are split: the loop conditions agree
+    for line in collectives:
+        assert re.search(r"= pred\[\] all-reduce\(", line) and "while" in line, line
+
+
 # ------------------------------------------------------------------- tree reuse
 def _reference_subtree(tree, game, child):
     """Old node indices of the subtree under ``child`` in creation order (plain Python)."""
