@@ -110,12 +110,17 @@ class Agent:
 class JaxAgent(Agent):
     """An agent given by a pure policy for one game: ``policy(params, key, state)``.
     ``batched``: whether the arena may play all games of a match against another
-    `JaxAgent` as one compiled loop (see `gomoku_jax.arena`)."""
+    `JaxAgent` as one compiled loop (see `gomoku_jax.arena`). ``batch``: the same policy
+    written for a batch, ``batch(params, keys [B], states [B]) -> actions [B]``, where
+    that is better than ``vmap`` of ``policy`` (a search: under ``vmap`` every step of
+    its loops would touch the whole tree); None: ``vmap``."""
 
     name: str
     policy: Policy
     params: Any = None
     batched: bool = dataclasses.field(default=True, kw_only=True)
+    batch: Callable[[Any, jax.Array, State], jax.Array] | None = dataclasses.field(
+        default=None, kw_only=True)
 
     @functools.cached_property
     def _jit_policy(self):
@@ -126,8 +131,14 @@ class JaxAgent(Agent):
         return int(self._jit_policy(self.params, key, state))
 
     def batch_policy(self) -> Callable[[Any, jax.Array, State], jax.Array]:
-        """``(params, keys [B], states [B]) -> actions [B]``: the policy over a batch."""
-        return jax.vmap(self.policy, in_axes=(None, 0, 0))
+        """``(params, keys [B], states [B]) -> actions [B]``: the policy over a batch
+        (``batch``, else ``vmap`` of ``policy``); equal for equal policies, so a compiled
+        loop that takes it as a static argument is reused."""
+        return self.batch if self.batch is not None else static_partial(_vmapped, self.policy)
+
+
+def _vmapped(policy: Policy, params, keys: jax.Array, states: State) -> jax.Array:
+    return jax.vmap(policy, in_axes=(None, 0, 0))(params, keys, states)
 
 
 def _greedy_q_policy(module, spec, params, key, state: State) -> jax.Array:
@@ -231,6 +242,11 @@ def _killer_policy(env: Gomoku, inner: Policy, params, key, state: State) -> jax
     return jnp.where(forced >= 0, forced, inner(params, key, state)).astype(jnp.int32)
 
 
+def _killer_batch(env: Gomoku, inner_batch, params, keys, states: State) -> jax.Array:
+    forced = jax.vmap(functools.partial(_forced_move, env))(states)
+    return jnp.where(forced >= 0, forced, inner_batch(params, keys, states)).astype(jnp.int32)
+
+
 class _KillerPython(PythonAgent):
     def __init__(self, env: Gomoku, inner: Agent, name: str):
         self.env, self.inner, self.name = env, inner, name
@@ -258,7 +274,8 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     name = name or f"{agent.name}+killer"
     if isinstance(agent, JaxAgent):
         return JaxAgent(name, static_partial(_killer_policy, env, agent.policy), agent.params,
-                        batched=agent.batched)
+                        batched=agent.batched,
+                        batch=static_partial(_killer_batch, env, agent.batch_policy()))
     return _KillerPython(env, agent, name)
 
 

@@ -207,15 +207,14 @@ def _play_one(env: Gomoku, black: Agent, white: Agent, opening: Sequence[int], k
     return GameRecord(black.name, white.name, tuple(moves), len(opening), int(state.winner), forfeit)
 
 
-@functools.partial(jax.jit, static_argnames=("env", "policy_a", "policy_b"))
-def _lockstep(env, policy_a, policy_b, params_a, params_b, key, a_is_black, openings):
+@functools.partial(jax.jit, static_argnames=("env", "batch_a", "batch_b"))
+def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openings):
     """All games of a JAX-vs-JAX match at once. Returns moves [B, N*N] (-1 padded), the
     winners [B] and a flag [B] for games lost by an illegal action."""
     batch, n_open = openings.shape
     nn = env.num_actions
     step = jax.vmap(env.step)
-    act_a = jax.vmap(policy_a, in_axes=(None, 0, 0))
-    act_b = jax.vmap(policy_b, in_axes=(None, 0, 0))
+    act_a, act_b = batch_a, batch_b  # the agents' policies over the batch
     state = jax.vmap(env.init)(jax.random.split(key, batch))
     moves = jnp.full((batch, nn), -1, jnp.int32)
     for t in range(n_open):
@@ -262,7 +261,8 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
         a_is_black = jnp.asarray([g % 2 == 0 for g in range(games)])
         start = time.perf_counter()
         moves, winners, illegal = _lockstep(
-            env, agent_a.policy, agent_b.policy, agent_a.params, agent_b.params, key,
+            env, agent_a.batch_policy(), agent_b.batch_policy(), agent_a.params,
+            agent_b.params, key,
             a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
         moves, winners, illegal = map(np.asarray, (moves, winners, illegal))
         elapsed = time.perf_counter() - start

@@ -783,6 +783,14 @@ def _search_policy(env, evaluate, config, temperature, params, key, state: State
     return select_action(output, action_key, temperature)[0]
 
 
+def _search_batch(env, evaluate, config, temperature, params, keys, states: State):
+    # The batch searched at once (run_search draws its noise from one key: the first)
+    states = states.replace(observation_spec=env.observation_spec)
+    search_key, action_key = jax.random.split(keys[0])
+    output = run_search(env, evaluate, params, states, search_key, config)
+    return select_action(output, action_key, temperature)
+
+
 def search_policy(env: Gomoku, evaluate: Evaluate, config: SearchConfig,
                   temperature: float = 0.0) -> Callable[[Any, jax.Array, State], jax.Array]:
     """A one-game policy ``policy(params, key, state) -> action`` that searches (no
@@ -802,7 +810,14 @@ def search_agent(name: str, env: Gomoku, evaluate: Evaluate, params, config: Sea
     if isinstance(config, SearchConfig) and config.reuse_tree:
         return ReusingSearchAgent(name, env, evaluate, params, config, temperature)
     return JaxAgent(name, search_policy(env, evaluate, config, temperature), params,
-                    batched=_batch_searches())
+                    batched=_batch_searches(),
+                    batch=_search_batch_policy(env, evaluate, config, temperature))
+
+
+def _search_batch_policy(env, evaluate, config, temperature):
+    """`search_policy` over a batch, searched as one batch: under ``vmap`` the one-game
+    search's loops would step over the whole tree of every game."""
+    return static_partial(_search_batch, env, evaluate, config, float(temperature))
 
 
 def _batch_searches() -> bool:
@@ -822,15 +837,17 @@ class ReusingSearchAgent(JaxAgent):
     search, ``tree`` the one kept for the next; `reset` drops it.
 
     As a `JaxAgent` its ``policy`` is `search_policy` with a fresh tree per move: the
-    arena's batched JAX-vs-JAX matches vmap that (no reuse there). ``config.reuse_tree``
-    must be set (``backend="linear"``, ``algorithm="puct"``). Thread-safe.
+    arena's batched JAX-vs-JAX matches search all their games with it at once (no
+    reuse there). ``config.reuse_tree`` must be set (``backend="linear"``,
+    ``algorithm="puct"``). Thread-safe.
     """
 
     def __init__(self, name: str, env: Gomoku, evaluate: Evaluate, params,
                  config: SearchConfig, temperature: float = 0.0):
         _check_reuse(config)
         super().__init__(name, search_policy(env, evaluate, config, temperature), params,
-                         batched=_batch_searches())
+                         batched=_batch_searches(),
+                         batch=_search_batch_policy(env, evaluate, config, temperature))
         move = functools.partial(_reusing_move, env, evaluate, config, float(temperature))
         empty = functools.partial(_empty_for_one, env, config)
         for attr, value in (("config", config), ("_move", jax.jit(move)),

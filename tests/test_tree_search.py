@@ -199,11 +199,14 @@ def _touched_bytes(jaxpr) -> int:
 
 
 def _simulation_loop(jaxpr, capacity):
-    """The outermost while loop carrying a tree-sized array: the loop over simulations."""
+    """The outermost loop carrying a tree-sized array: the loop over simulations (a
+    ``scan``: ``fori_loop`` with static bounds; the node axis follows the batch axis, or
+    two batch axes under ``vmap``)."""
+    bodies = {"while": "body_jaxpr", "scan": "jaxpr"}
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "while" and any(
-                capacity in getattr(v.aval, "shape", ())[1:2] for v in eqn.invars):
-            return eqn.params["body_jaxpr"].jaxpr
+        if eqn.primitive.name in bodies and any(
+                capacity in getattr(v.aval, "shape", ())[1:3] for v in eqn.invars):
+            return eqn.params[bodies[eqn.primitive.name]].jaxpr
         for sub in _sub_jaxprs(eqn):
             found = _simulation_loop(sub, capacity)
             if found is not None:
@@ -253,6 +256,35 @@ def test_compiled_loops_copy_no_tree(reuse):
                 copies.append(line.strip())
     assert tree_sized > 0  # the loops do carry the tree
     assert not copies, copies
+
+
+
+def test_a_search_agent_searches_a_batch_at_once():
+    """A search agent's policy over a batch (what the arena's batched matches and the
+    self-play sparring partner run) is one search of the whole batch, with its flat
+    cost per simulation, not ``vmap`` of a one-game search (trees of one game under a
+    batch axis, whose loops step in lockstep over the vmapped games)."""
+    env = Gomoku(7, 4)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 4))
+    keys = jax.random.split(jax.random.PRNGKey(1), 4)
+
+    def per_simulation(sims):
+        config = search_lib.SearchConfig(algorithm="gumbel", num_simulations=sims,
+                                         backend="linear")
+        evaluate = search_lib.uniform_evaluate(env)
+        policy = search_lib.search_agent("s", env, evaluate, None, config).batch_policy()
+        jaxpr = jax.make_jaxpr(policy)(None, keys, states).jaxpr
+        body = _simulation_loop(jaxpr, sims + 1)
+        trees = {v.aval.shape[:2] for v in body.invars if v.aval.ndim >= 2}
+        assert (4, sims + 1) in trees and (4, 1) not in trees  # [B, nodes], not [B, 1, ...]
+        # the batch's search, its key the first game's
+        search_key, action_key = jax.random.split(keys[0])
+        output = search_lib.run_search(env, evaluate, None, states, search_key, config)
+        np.testing.assert_array_equal(policy(None, keys, states),
+                                      search_lib.select_action(output, action_key, 0.0))
+        return _touched_bytes(body)
+
+    assert per_simulation(16) == per_simulation(64)
 
 
 # ------------------------------------------------------------------- sharding
