@@ -87,12 +87,24 @@ def play_game(env, black, white, seed: int, index: int, opening_stones: int):
     return arena.GameRecord(black.name, white.name, tuple(moves), len(opening), winner, forfeit)
 
 
-def _init_worker(settings: dict) -> None:
-    _WORKER["game"] = _make(settings["size"], settings["k"], settings["rule"],
-                            settings["black"], settings["white"])
+def _init_worker(settings: dict, plugins: tuple[str, ...] = ()) -> None:
+    # An error here is kept for the first game to raise: a Pool whose initializer raises
+    # starts new workers for ever instead of failing.
+    import importlib
+
+    try:
+        for module in plugins:  # the parent's --plugin modules: their registered names
+            importlib.import_module(module)
+        _WORKER["game"] = _make(settings["size"], settings["k"], settings["rule"],
+                                settings["black"], settings["white"])
+    except Exception as error:  # noqa: BLE001 (raised again by _work, named)
+        _WORKER["error"] = f"{type(error).__name__}: {error}"
 
 
 def _work(task: tuple[int, int, int]):
+    if "error" in _WORKER:
+        raise RuntimeError(f"a worker process could not build its game and agents: "
+                           f"{_WORKER['error']}")
     seed, index, opening_stones = task
     env, black, white = _WORKER["game"]
     return index, play_game(env, black, white, seed, index, opening_stones)
@@ -109,8 +121,10 @@ class WorkerPool:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
             raise ValueError(f"a WorkerPool needs at least 2 workers, got {workers!r}")
         self.players = dict(size=size, k=k, rule=rule, black=black, white=white)
+        from gomoku_jax import cli
+
         self._pool = multiprocessing.get_context("spawn").Pool(
-            workers, initializer=_init_worker, initargs=(self.players,))
+            workers, initializer=_init_worker, initargs=(self.players, tuple(cli.PLUGINS)))
 
     def play(self, seed: int, games: int, opening_stones: int):
         """``(index, GameRecord)`` pairs of games ``0 .. games - 1``, as they finish."""

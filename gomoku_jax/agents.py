@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any, Callable
 
 import jax
@@ -34,6 +35,7 @@ from gomoku_jax.config import check_number
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
+    "AGENTS",
     "Agent",
     "JaxAgent",
     "PythonAgent",
@@ -44,6 +46,7 @@ __all__ = [
     "make",
     "numpy_rng",
     "random_agent",
+    "register_agent",
     "static_partial",
     "with_killer",
 ]
@@ -279,6 +282,75 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     return _KillerPython(env, agent, name)
 
 
+AgentFactory = Callable[[str, Gomoku], Agent]
+
+AGENTS: dict[str, AgentFactory] = {}
+"""Agents registered by name (or by prefix, a name ending in ``-``) -> factory; read it
+freely, add to it with `register_agent`."""
+
+# Names and name prefixes `make` builds itself (``alphabeta.by_name`` reads any case).
+_BUILTIN_NAMES = ("random", "heuristic", "minimax", "alphabeta", "negamax", "gomokubot")
+_BUILTIN_PREFIXES = ("heuristic-", "pure-mcts-", "minimax-", "alphabeta-", "negamax-",
+                     "gomokubot-")
+_AGENT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def register_agent(name_or_prefix: str, factory: AgentFactory, *,
+                   replace: bool = False) -> None:
+    """Make `make` (and so configs' ``eval.opponents``, tournaments, ``pbrain``, the play
+    page) build agents named ``name_or_prefix`` with ``factory(spec, env) -> Agent``.
+
+    A name ending in ``-`` is a prefix: ``register_agent("my-mcts-", f)`` serves
+    ``my-mcts-400``, ``my-mcts-fast``... (anything after it; an exact registration wins
+    over a prefix, a longer prefix over a shorter). ``factory`` gets the whole name,
+    ``+killer`` apart (`make` wraps the agent with `with_killer` itself), including an
+    ``@...`` parameter (``my-agent@0.5``: what follows ``@`` is the factory's to read),
+    and raises ValueError for a name it does not accept. Names are letters, digits,
+    ``_``, ``.`` and ``-`` (no ``@``, ``+`` or ``/``), and not ``.gjx`` files. A name
+    taken (by a built-in agent, or registered before) is refused unless ``replace=True``;
+    a registered agent then comes first. Every refusal is a ``ValueError``.
+    """
+    key = name_or_prefix
+    if not isinstance(key, str) or not _AGENT_NAME.match(key) or key.endswith(".gjx"):
+        raise ValueError(
+            f"register_agent: a name must be letters, digits, '_', '.' and '-' (ending in "
+            f"'-' for a prefix; no '@', '+' or '/'; not a .gjx file), got {key!r}")
+    if not callable(factory):
+        raise ValueError(f"register_agent: the factory of {key!r} must be callable as "
+                         f"factory(spec, env) -> Agent, got {factory!r}")
+    if not isinstance(replace, bool):
+        raise ValueError(f"register_agent: replace must be a bool, got {replace!r}")
+    if not replace:
+        if key in AGENTS:
+            raise ValueError(f"register_agent: {key!r} is already registered; pass "
+                             "replace=True to replace it")
+        lower = key.lower()
+        taken = lower in _BUILTIN_NAMES or any(lower.startswith(p) for p in _BUILTIN_PREFIXES)
+        if key.endswith("-"):  # a prefix must not cover a built-in name either
+            taken = taken or any(n.startswith(lower) for n in _BUILTIN_NAMES
+                                 + _BUILTIN_PREFIXES)
+        if taken:
+            raise ValueError(f"register_agent: {key!r} clashes with the built-in agents "
+                             f"({_known_names()}); pass replace=True to shadow them")
+    AGENTS[key] = factory
+
+
+def _registered(base: str) -> tuple[str, AgentFactory] | None:
+    """The registration serving agent name ``base`` (``@`` and ``+killer`` apart)."""
+    if base in AGENTS and not base.endswith("-"):
+        return base, AGENTS[base]
+    prefixes = [p for p in AGENTS if p.endswith("-") and base.startswith(p) and base != p]
+    if not prefixes:
+        return None
+    key = max(prefixes, key=len)
+    return key, AGENTS[key]
+
+
+def _known_names() -> str:
+    return ("random, heuristic, heuristic-K, heuristic[-K]@P, pure-mcts-N, minimax, "
+            "alphabeta-D, negamax-D, gomokubot, gomokubot-D, an exported FILE.gjx[@N]")
+
+
 def make(spec: str, env: Gomoku) -> Agent:
     """An agent from its name, for configs and the command line.
 
@@ -287,7 +359,8 @@ def make(spec: str, env: Gomoku) -> Agent:
     ``heuristic@0.5``), ``pure-mcts-N`` (N simulations), any
     name from `algorithms.alphabeta.by_name` (``minimax``, ``alphabeta-3``,
     ``gomokubot``...), the path of an exported params file (``.gjx``; its search as
-    stored, or ``path@N`` for N simulations), and any of them with ``+killer`` appended.
+    stored, or ``path@N`` for N simulations), any name registered with
+    `register_agent`, and any of them with ``+killer`` appended.
     """
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"an agent name must be a non-empty string, got {spec!r}")
@@ -296,9 +369,16 @@ def make(spec: str, env: Gomoku) -> Agent:
     exported = parse_exported(spec)
     if exported is not None:
         return _exported(spec, *exported, env)
+    base, at, blocks = spec.partition("@")
+    registered = _registered(base)
+    if registered is not None:
+        agent = registered[1](spec, env)
+        if not isinstance(agent, Agent):
+            raise TypeError(f"the factory registered as {registered[0]!r} returned "
+                            f"{agent!r} for {spec!r}, not an Agent")
+        return agent
     if spec == "random":
         return random_agent()
-    base, at, blocks = spec.partition("@")
     top_k = base[len("heuristic-"):] if base.startswith("heuristic-") else None
     if base == "heuristic" or (top_k is not None and top_k.isdigit()):
         top_k = int(top_k) if top_k else 3
@@ -320,11 +400,11 @@ def make(spec: str, env: Gomoku) -> Agent:
         return alphabeta.by_name(spec, env)
     except ValueError:
         pass
+    registered = ", ".join(f"{name}*" if name.endswith("-") else name for name in AGENTS)
     raise ValueError(
-        f"unknown agent {spec!r}: known are random, heuristic, heuristic-K, heuristic[-K]@P, "
-        "pure-mcts-N, minimax, "
-        "alphabeta-D, negamax-D, gomokubot, gomokubot-D, an exported FILE.gjx[@N], "
-        "each optionally with +killer"
+        f"unknown agent {spec!r}: known are {_known_names()}"
+        + (f", the registered {registered}" if AGENTS else "")
+        + ", each optionally with +killer"
     )
 
 

@@ -23,6 +23,10 @@ Subcommands:
   `gomoku_jax.play`; ``--port 0`` picks a free port and prints it).
 * ``records generate``: play games between two agents from random openings and write
   them as game records (`experiments/generate_records.py`; its options follow).
+
+``--plugin MODULE`` (repeatable, before the subcommand) imports MODULE first, so that the
+networks and agents it registers (`gomoku_jax.networks.register_network`,
+`gomoku_jax.agents.register_agent`) can be named by any subcommand.
 """
 
 from __future__ import annotations
@@ -240,6 +244,34 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+PLUGINS: list[str] = []
+"""The modules ``--plugin`` imported, in order (worker processes import them too)."""
+
+
+def _load_plugins(modules: list[str]) -> None:
+    """Import the ``--plugin`` modules, in order; ValueError naming one that fails."""
+    import importlib
+    import os
+
+    if not modules:
+        return
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # after the installed packages: it shadows none
+    importlib.invalidate_caches()  # a module written since the last import is found
+    for module in modules:
+        if module.endswith(".py") or "/" in module or "\\" in module:
+            stem = Path(module).stem
+            raise ValueError(f"--plugin {module}: give a module name (e.g. {stem}, with its "
+                             "folder as the current directory), not a file")
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 (whatever the module raises)
+            lines = str(error).strip().splitlines()
+            detail = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+            raise ValueError(f"--plugin {module}: cannot import it ({detail})") from None
+        PLUGINS.append(module)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -255,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gomoku-jax",
         description="A JAX-native research framework for Gomoku and other k-in-a-row games.",
     )
+    parser.add_argument(
+        "--plugin", action="append", default=[], metavar="MODULE",
+        help="import MODULE (a dotted module name; the current directory is searched too) "
+             "before the command, so that its register_network / register_agent calls take "
+             "effect (repeatable; give it before the command)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bench = sub.add_parser(
         "bench", help="run a benchmark (options after the name; see `bench game --help`)",
@@ -347,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)
     try:
+        _load_plugins(args.plugin)
         if args.command == "bench":
             import importlib
 

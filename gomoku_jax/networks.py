@@ -11,7 +11,8 @@ in [-1, 1])``; the logits are raw (no softmax, no legality mask). A ``"q"`` netw
 ``train=True, mutable=["batch_stats"]``. Networks without BatchNorm accept (and ignore)
 the same ``train`` flag, so a learner can treat every network alike.
 
-Registry (`NETWORKS`: name -> (constructor, kind, description)):
+Registry (`NETWORKS`: name -> (constructor, kind, description)); `register_network` adds
+a network of your own (checked; the built-ins below go through it too):
 
 * ``cnn`` / ``net``: seed 003 Table I, which is also seed 002's ``Net``: three 3x3 convs
   (32, 64, 128, padding 1, ReLU); policy 1x1 conv 4 + ReLU -> FC N*N; value 1x1 conv 2 +
@@ -90,6 +91,7 @@ __all__ = [
     "DuelingNet",
     "DuelingPolicyValueNet",
     "NETWORKS",
+    "NETWORK_KINDS",
     "NetworkConfig",
     "ResNet",
     "ResNetQ",
@@ -99,6 +101,7 @@ __all__ = [
     "make_network",
     "network_summary",
     "param_count",
+    "register_network",
     "split_params",
     "variables_mismatch",
 ]
@@ -535,25 +538,12 @@ class DuelingPolicyValueNet(DuelingNet):
         return _dueling_q(v, a), jnp.tanh(v)
 
 
-NETWORKS: dict[str, tuple[type[nn.Module], str, str]] = {
-    "cnn": (ConvNet, "policy-value",
-            "seed 003 Table I: 3 convs 32/64/128, conv+FC policy, conv+FC+FC value"),
-    "net": (ConvNet, "policy-value", "seed 002 Net: the same architecture as cnn"),
-    "simplenet": (SimpleNet, "policy-value",
-                  "seed 002 SimpleNet: convs 16/32, FC policy, FC 32 + FC 1 value"),
-    "resnet": (ResNet, "policy-value",
-               "seed 000 AlphaZero ResNet (10x128), options: global_pooling, garb, "
-               "first_padding (seed 003)"),
-    "resnet-q": (ResNetQ, "q",
-                 "seed 000 DQN residual Q network (4x64, two dense layers), options dueling, "
-                 "batch_norm, head (dense or conv)"),
-    "dueling": (DuelingNet, "q", "seed 001 DuelNet: conv trunk, Q = V + A - mean(A)"),
-    "duelnet": (DuelingPolicyValueNet, "policy-value",
-                "seed 001 DuelNet as policy-value net: logits Q, value tanh(V)"),
-}
+NETWORK_KINDS = ("policy-value", "q")
+"""What a registered network returns: ``policy-value`` (logits and value) or ``q``."""
 
-
-# --------------------------------------------------------------------------- options
+NETWORKS: dict[str, tuple[type[nn.Module], str, str]] = {}
+"""The registry, name -> (class, kind, description). Read it freely; add to it with
+`register_network`, which checks the entry."""
 
 
 def _option_hints(cls: type) -> dict[str, Any]:
@@ -561,6 +551,74 @@ def _option_hints(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)
             if f.name not in ("parent", "name", "board_size")}
+
+
+def register_network(name: str, cls: type[nn.Module], kind: str, description: str, *,
+                     replace: bool = False) -> None:
+    """Make network class ``cls`` available by ``name`` everywhere a network is named:
+    `make_network`, `NetworkConfig`, a config's ``network.name`` and exported files
+    (which store the name, so a file of a custom network loads once its network is
+    registered, e.g. by ``gomoku-jax --plugin MODULE``).
+
+    ``cls``: a ``flax.linen.Module`` subclass with a ``board_size: int`` field, called
+    as ``module.apply(variables, x [B, N, N, C], train=...)``; its other fields, with
+    type hints (``int``, ``float``, ``bool``, ``str``, tuples of them, ``X | None``;
+    ``dtype: Any`` for a compute dtype) and defaults, are the network's options. ``kind``: one of `NETWORK_KINDS`, what it
+    returns (see the module docs); a ``kind`` class attribute, where ``cls`` has one,
+    must agree. ``description``: one line for listings. A name already taken (built-in
+    or not) is refused unless ``replace=True``. Every refusal is a ``ValueError``.
+    """
+    if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+        raise ValueError(f"register_network: name must be a non-empty string without "
+                         f"spaces, got {name!r}")
+    if not isinstance(replace, bool):
+        raise ValueError(f"register_network: replace must be a bool, got {replace!r}")
+    if name in NETWORKS and not replace:
+        raise ValueError(f"register_network: network {name!r} is already registered (as "
+                         f"{NETWORKS[name][0].__name__}); pass replace=True to replace it")
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"register_network: cls of network {name!r} must be a "
+                         f"flax.linen.Module subclass, got {cls!r}")
+    if "board_size" not in {f.name for f in dataclasses.fields(cls)}:
+        raise ValueError(f"register_network: {cls.__name__} (network {name!r}) has no "
+                         "board_size field; give it one (board_size: int), as make_network "
+                         "builds every network for one board size")
+    try:
+        _option_hints(cls)
+    except Exception as error:  # noqa: BLE001 (an unresolvable hint can raise anything)
+        raise ValueError(f"register_network: the type hints of {cls.__name__}'s fields "
+                         f"(network {name!r}) cannot be resolved: {error}") from None
+    if kind not in NETWORK_KINDS:
+        raise ValueError(f"register_network: kind of network {name!r} must be one of "
+                         f"{', '.join(NETWORK_KINDS)}, got {kind!r}")
+    declared = getattr(cls, "kind", None)
+    if declared is not None and declared != kind:
+        raise ValueError(f"register_network: {cls.__name__}.kind is {declared!r} but "
+                         f"network {name!r} is registered as {kind!r}")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError(f"register_network: description of network {name!r} must be a "
+                         f"non-empty string, got {description!r}")
+    NETWORKS[name] = (cls, kind, description)
+
+
+register_network("cnn", ConvNet, "policy-value",
+                 "seed 003 Table I: 3 convs 32/64/128, conv+FC policy, conv+FC+FC value")
+register_network("net", ConvNet, "policy-value", "seed 002 Net: the same architecture as cnn")
+register_network("simplenet", SimpleNet, "policy-value",
+                 "seed 002 SimpleNet: convs 16/32, FC policy, FC 32 + FC 1 value")
+register_network("resnet", ResNet, "policy-value",
+                 "seed 000 AlphaZero ResNet (10x128), options: global_pooling, garb, "
+                 "first_padding (seed 003)")
+register_network("resnet-q", ResNetQ, "q",
+                 "seed 000 DQN residual Q network (4x64, two dense layers), options dueling, "
+                 "batch_norm, head (dense or conv)")
+register_network("dueling", DuelingNet, "q",
+                 "seed 001 DuelNet: conv trunk, Q = V + A - mean(A)")
+register_network("duelnet", DuelingPolicyValueNet, "policy-value",
+                 "seed 001 DuelNet as policy-value net: logits Q, value tanh(V)")
+
+
+# --------------------------------------------------------------------------- options
 
 
 def _type_name(hint: Any) -> str:
@@ -625,7 +683,9 @@ def _coerce(network: str, option: str, value: Any, hint: Any) -> Any:
 def _check_options(network: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """Options of a registered network, checked by name and type and normalised."""
     if network not in NETWORKS:
-        raise ValueError(f"unknown network {network!r}; valid names: {', '.join(NETWORKS)}")
+        raise ValueError(f"unknown network {network!r}; valid names: {', '.join(NETWORKS)} "
+                         "(a network of your own must be registered first: "
+                         "networks.register_network, or gomoku-jax --plugin MODULE)")
     hints = _option_hints(NETWORKS[network][0])
     out = {}
     for key, value in options.items():
@@ -779,7 +839,8 @@ def network_summary(module: nn.Module, observation_shape) -> str:
         "[B, ]", "[B]") for nm, o in zip(names, outs))
     options = ", ".join(f"{f.name}={getattr(module, f.name)!r}"
                         for f in dataclasses.fields(module) if f.name not in ("parent", "name"))
-    kind = getattr(module, "kind", "?")
+    kind = getattr(module, "kind", None) or next(
+        (k for c, k, _ in NETWORKS.values() if c is type(module)), "?")
     lines = [
         f"{type(module).__name__} ({kind}) on {list(shape)} -> {shown}",
         f"options: {options}",

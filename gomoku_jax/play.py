@@ -71,7 +71,8 @@ __all__ = [
 
 BASELINES = ("heuristic", "random", "pure-mcts-1000", "pure-mcts-200", "gomokubot",
              "alphabeta-2", "heuristic+killer", "random+killer")
-"""Agent names the page offers in its list (any other name can be typed)."""
+"""Agent names the page offers in its list, followed by the names registered with
+`gomoku_jax.agents.register_agent` (any other name can be typed)."""
 
 MAX_BUDGET = 20_000
 """The largest search budget (simulations) the server accepts."""
@@ -649,8 +650,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if url.path == "/api/state":
                 return self._json(200, self.app.snapshot())
             if url.path == "/api/agents":
-                return self._json(200, {"baselines": list(BASELINES), "max_budget": MAX_BUDGET,
-                                        "colours": list(_COLOURS)})
+                registered = [n for n in agents_lib.AGENTS  # prefixes need their suffix
+                              if not n.endswith("-") and n not in BASELINES]
+                return self._json(200, {"baselines": [*BASELINES, *registered],
+                                        "max_budget": MAX_BUDGET, "colours": list(_COLOURS)})
             if url.path == "/api/agent-info":
                 query = urllib.parse.parse_qs(url.query)
                 name = query.get("name", [None])[0]

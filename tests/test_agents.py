@@ -204,3 +204,129 @@ def test_a_rebuilt_agent_does_not_recompile_the_arenas_match_loop():
     compiled = arena._lockstep._cache_size()
     match()
     assert arena._lockstep._cache_size() == compiled
+
+
+# ----------------------------------------------------------------- registered agents
+
+
+class _NthEmpty(agents.PythonAgent):
+    """Plays the n-th empty cell in reading order (a registered agent of one's own)."""
+
+    def __init__(self, name, n=0):
+        self.name, self.n = name, n
+
+    def select(self, state, rng):
+        empty = np.flatnonzero(np.asarray(state.legal_action_mask))
+        return int(empty[min(self.n, len(empty) - 1)])
+
+
+def _nth_empty(spec, env):
+    base, _, _ = spec.partition("@")
+    n = base[len("nth-empty-"):]
+    if not n.isdigit():
+        raise ValueError(f"{spec!r}: nth-empty-N takes a number N")
+    return _NthEmpty(spec, int(n))
+
+
+@pytest.fixture
+def agent_registry():
+    """The agent registry as a test leaves it is put back as it found it."""
+    before = dict(agents.AGENTS)
+    yield agents.AGENTS
+    agents.AGENTS.clear()
+    agents.AGENTS.update(before)
+
+
+def test_register_agent_checks_names_and_factories(agent_registry):
+    assert {"register_agent", "AGENTS"} <= set(agents.__all__)
+    agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
+    agents.register_agent("nth-empty-", _nth_empty)
+    assert set(agent_registry) == {"first-empty", "nth-empty-"}
+    refusals = [
+        ("", "a name must be letters"), ("two words", "a name must be letters"),
+        ("mine@2", "a name must be letters"), ("mine+killer", "a name must be letters"),
+        ("runs/mine", "a name must be letters"), ("mine.gjx", "a name must be letters"),
+        (None, "a name must be letters"),
+        ("first-empty", "'first-empty' is already registered"),
+        ("random", "'random' clashes with the built-in agents"),
+        ("Minimax", "clashes with the built-in agents"),
+        ("gomokubot-7", "clashes with the built-in agents"),
+        ("heuristic-x", "clashes with the built-in agents"),
+        ("pure-", "clashes with the built-in agents"),  # a prefix over pure-mcts-N
+    ]
+    for name, message in refusals:
+        with pytest.raises(ValueError, match=message):
+            agents.register_agent(name, _nth_empty)
+    with pytest.raises(ValueError, match="must be callable"):
+        agents.register_agent("mine", "not a function")
+    assert set(agent_registry) == {"first-empty", "nth-empty-"}  # nothing refused was added
+    # replace=True takes a name over, built-in or not; the registered agent comes first
+    agents.register_agent("random", lambda spec, env: _NthEmpty(spec, 2), replace=True)
+    assert isinstance(agents.make("random", ENV), _NthEmpty)
+    agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec, 1), replace=True)
+    assert agents.make("first-empty", ENV).n == 1
+    agents.register_agent("bad", lambda spec, env: "not an agent")
+    with pytest.raises(TypeError, match="registered as 'bad' returned 'not an agent'"):
+        agents.make("bad", ENV)
+
+
+def test_a_registered_agent_plays_by_name_with_killer_and_in_a_match(agent_registry):
+    from gomoku_jax import arena, training
+
+    agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
+    agents.register_agent("nth-empty-", _nth_empty)
+    agents.register_agent("centre-heuristic", lambda spec, env: agents.heuristic_agent(
+        env, top_k=1, name=spec))
+    plain = agents.make("first-empty", ENV)
+    assert isinstance(plain, _NthEmpty) and plain.name == "first-empty"
+    assert agents.make("nth-empty-7", ENV).n == 7
+    assert agents.make("nth-empty-7@x", ENV).name == "nth-empty-7@x"  # '@...' is the factory's
+    with pytest.raises(ValueError, match="nth-empty-N takes a number"):
+        agents.make("nth-empty-many", ENV)
+    killer = agents.make("first-empty+killer", ENV)
+    assert killer.name == "first-empty+killer" and not isinstance(killer, agents.JaxAgent)
+    block = {(0, c): 2 for c in range(1, 5)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
+    assert _acts(plain, _pos(block), seeds=range(2)) == {(0, 0)}  # the first empty cell
+    assert _acts(killer, _pos(block), seeds=range(2)) == {(0, 5)}  # the killer blocks the four
+    jax_killer = agents.make("centre-heuristic+killer", ENV)  # a JAX agent stays one
+    assert isinstance(jax_killer, agents.JaxAgent) and jax_killer.name == (
+        "centre-heuristic+killer")
+    result = arena.play_match(ENV, agents.make("nth-empty-3+killer", ENV),
+                              agents.make("random", ENV), games=2, seed=0)
+    assert len(result.records) == 2 and all(r.forfeit is None for r in result.records)
+    assert result.score("nth-empty-3+killer")["games"] == 2
+    training.check_agent_name(ENV, "nth-empty-2+killer", "eval.opponents[0]")  # configs too
+
+
+def test_the_unknown_agent_error_lists_registered_names(agent_registry):
+    with pytest.raises(ValueError, match="unknown agent 'first-empty'") as plain:
+        agents.make("first-empty", ENV)
+    assert "registered" not in str(plain.value)
+    agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
+    agents.register_agent("nth-empty-", _nth_empty)
+    for name in ("frist-empty", "nth-empty-", "first-empty-2"):
+        with pytest.raises(ValueError, match=rf"unknown agent '{name}': known are random, .*"
+                                             r"the registered first-empty, nth-empty-\*, "
+                                             "each optionally with \\+killer"):
+            agents.make(name, ENV)
+
+
+def test_the_play_page_lists_registered_agents(agent_registry):
+    import json
+    import threading
+    import urllib.request
+
+    from gomoku_jax import play
+
+    agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
+    agents.register_agent("nth-empty-", _nth_empty)
+    server = play.make_server(play.PlayApp("first-empty", size=5, k=4), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/agents"
+        with urllib.request.urlopen(url, timeout=60) as response:
+            listed = json.loads(response.read())["baselines"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert listed == [*play.BASELINES, "first-empty"]  # a prefix needs its suffix: not listed

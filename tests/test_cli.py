@@ -164,3 +164,118 @@ def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys)
     (tmp_path / "checkpoints" / "3").mkdir(parents=True)
     assert cli.main(argv) == 130
     assert "are kept: run the same command to resume" in capsys.readouterr().err
+
+
+_PLUGIN = '''"""A plugin: a network and an agent of its own, registered when it is imported."""
+import flax.linen as nn
+import numpy as np
+
+from gomoku_jax import agents, networks
+
+
+class OneLayerQ(nn.Module):
+    board_size: int
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        return nn.Dense(self.board_size ** 2)(x.reshape(x.shape[0], -1))
+
+
+class FirstEmpty(agents.PythonAgent):
+    def __init__(self, name):
+        self.name = name
+
+    def select(self, state, rng):
+        return int(np.flatnonzero(np.asarray(state.legal_action_mask))[0])
+
+
+networks.register_network("plugin-q", OneLayerQ, "q", "a plugin's one-layer Q network")
+agents.register_agent("plugin-first", lambda spec, env: FirstEmpty(spec))
+'''
+
+
+@pytest.fixture
+def plugin_dir(tmp_path, monkeypatch):
+    """A folder with plugin modules as the current directory, which is not on the path
+    (as for the installed ``gomoku-jax`` script); registrations are undone after."""
+    import sys
+
+    from gomoku_jax import agents, networks
+
+    (tmp_path / "gjx_test_plugin.py").write_text(_PLUGIN)
+    (tmp_path / "gjx_broken_plugin.py").write_text("raise RuntimeError('no GPU here')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    networks_before, agents_before = dict(networks.NETWORKS), dict(agents.AGENTS)
+    monkeypatch.setattr(cli, "PLUGINS", [])
+    yield tmp_path
+    for module in ("gjx_test_plugin", "gjx_broken_plugin"):
+        sys.modules.pop(module, None)
+    networks.NETWORKS.clear()
+    networks.NETWORKS.update(networks_before)
+    agents.AGENTS.clear()
+    agents.AGENTS.update(agents_before)
+
+
+def test_a_plugin_makes_its_network_and_agent_known_to_the_command_line(plugin_dir, capsys):
+    import numpy as np
+
+    from gomoku_jax import io as gio
+
+    # an exported file of the plugin's Q network (5x5, 3 input planes): data, not code
+    rng = np.random.default_rng(0)
+    variables = {"params": {"Dense_0": {"kernel": rng.normal(size=(75, 25)).astype(np.float32),
+                                        "bias": np.zeros(25, np.float32)}}}
+    meta = {"agent": "q-greedy",
+            "game": {"size": 5, "k": 4, "rule": "freestyle", "observation": "stones-colour"},
+            "network": {"name": "plugin-q", "options": {}}}
+    gio.write_exported(plugin_dir / "q.gjx", meta, variables)
+    # without the plugin, neither is known
+    assert cli.main(["tournament", "--agents", "plugin-first+killer", "random"]) == 2
+    assert "unknown agent 'plugin-first'" in capsys.readouterr().err
+    assert cli.main(["tournament", "--agents", "q.gjx", "random"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown network 'plugin-q'" in err and "gomoku-jax --plugin MODULE" in err
+    argv = ["--plugin", "gjx_test_plugin", "tournament", "--agents", "q.gjx", "plugin-first+killer",
+            "random", "--games-per-pair", "2", "--out", "out"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    report = json.loads((plugin_dir / "out" / "tournament.json").read_text())
+    assert report["agents"] == ["q.gjx", "plugin-first+killer", "random"]
+    assert report["colours"]["games"] == 6 and report["config"]["game"]["size"] == 5
+
+
+def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsys):
+    for module, text in (("gjx_no_such_plugin", "cannot import it (ModuleNotFoundError: No "
+                                                "module named 'gjx_no_such_plugin')"),
+                         ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here)"),
+                         ("gjx_test_plugin.py", "give a module name (e.g. gjx_test_plugin")):
+        assert cli.main(["--plugin", module, "random-game", "--size", "5"]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"gomoku-jax: error: --plugin {module}: {text}")
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert out == ""  # the command did not run
+
+
+def test_record_generating_workers_import_the_plugins_too(plugin_dir, capsys):
+    from gomoku_jax import records
+    from gomoku_jax.game import Gomoku
+
+    argv = ["records", "generate", "--size", "5", "--k", "4", "--games", "2", "--black",
+            "plugin-first", "--white", "random", "--workers", "2", "--no-progress"]
+    assert cli.main(["--plugin", "gjx_test_plugin", *argv, "--out", "g.jsonl"]) == 0, (
+        capsys.readouterr().err)
+    games = records.read_records(plugin_dir / "g.jsonl", Gomoku(5, 4), on_error="raise")
+    assert [g.black for g in games] == ["plugin-first"] * 2
+
+
+def test_a_record_worker_that_cannot_build_its_agents_says_so():
+    # (a Pool whose initializer raises would start new workers for ever)
+    from experiments import generate_records as gen
+
+    try:
+        gen._init_worker(dict(size=5, k=4, rule="freestyle", black="nobody", white="random"))
+        with pytest.raises(RuntimeError, match="a worker process could not build its game "
+                                               "and agents: ValueError: unknown agent 'nobody'"):
+            gen._work((0, 0, 0))
+    finally:
+        gen._WORKER.clear()

@@ -1,7 +1,9 @@
 """Tests for gomoku_jax.networks: shapes, seed parameter counts, options, registry, configs."""
 
 import json
+from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -393,3 +395,125 @@ def test_network_config_json_round_trip_and_build():
         nets.NetworkConfig.from_dict({"name": "nope"})
     with pytest.raises(ValueError, match="'name'"):
         nets.NetworkConfig.from_dict({"kwargs": {}})
+
+
+# --------------------------------------------------------------------------- registration
+
+
+class _TinyMLP(nn.Module):
+    """A network of one's own: one hidden layer, policy and value heads."""
+
+    kind = "policy-value"
+
+    board_size: int
+    hidden: int = 8
+    dtype: Any = "float32"
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        del train
+        n = self.board_size
+        h = nn.relu(nn.Dense(self.hidden, dtype=self.dtype)(x.reshape(x.shape[0], -1)))
+        logits = nn.Dense(n * n, dtype=self.dtype)(h).astype(jnp.float32)
+        return logits, jnp.tanh(nn.Dense(1, dtype=self.dtype)(h)[:, 0].astype(jnp.float32))
+
+
+class _NoBoardSize(nn.Module):
+    hidden: int = 8
+
+    def __call__(self, x, train=False):
+        return x
+
+
+# A module whose option's type hint names no type: its hints cannot be read.
+_UnresolvedHint = type("_UnresolvedHint", (nn.Module,), {
+    "__module__": __name__, "__annotations__": {"board_size": int, "hidden": "NoSuchType"},
+    "hidden": 8, "__call__": lambda self, x, train=False: x})
+
+
+@pytest.fixture
+def registry():
+    """The registry as a test leaves it is put back as it found it."""
+    before = dict(nets.NETWORKS)
+    yield nets.NETWORKS
+    nets.NETWORKS.clear()
+    nets.NETWORKS.update(before)
+
+
+def test_register_network_checks_every_argument(registry):
+    nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "one hidden layer")
+    assert registry["tiny-mlp"] == (_TinyMLP, "policy-value", "one hidden layer")
+    assert "register_network" in nets.__all__
+    refusals = [
+        (("", _TinyMLP, "policy-value", "d"), "non-empty string without spaces"),
+        (("tiny mlp", _TinyMLP, "policy-value", "d"), "non-empty string without spaces"),
+        ((3, _TinyMLP, "policy-value", "d"), "non-empty string"),
+        (("tiny-mlp", _TinyMLP, "policy-value", "d"), "'tiny-mlp' is already registered"),
+        (("resnet", _TinyMLP, "policy-value", "d"), "'resnet' is already registered"),
+        (("x", int, "policy-value", "d"), "flax.linen.Module subclass"),
+        (("x", _TinyMLP(board_size=5), "policy-value", "d"), "flax.linen.Module subclass"),
+        (("x", _NoBoardSize, "policy-value", "d"), "_NoBoardSize .* has no board_size field"),
+        (("x", _UnresolvedHint, "policy-value", "d"), "type hints .* cannot be resolved"),
+        (("x", _TinyMLP, "value", "d"), "must be one of policy-value, q, got 'value'"),
+        (("x", _TinyMLP, "q", "d"), "_TinyMLP.kind is 'policy-value' but .* as 'q'"),
+        (("x", _TinyMLP, "policy-value", " "), "description .* non-empty string"),
+    ]
+    for args, message in refusals:
+        with pytest.raises(ValueError, match=message):
+            nets.register_network(*args)
+    assert set(registry) == set(TINY) | {"tiny-mlp"}  # nothing refused was added
+    # replace=True takes a name over, built-in or not
+    nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "wider", replace=True)
+    assert registry["tiny-mlp"][2] == "wider"
+    nets.register_network("cnn", _TinyMLP, "policy-value", "mine", replace=True)
+    assert type(nets.make_network("cnn", board_size=N)) is _TinyMLP
+
+
+def test_a_registered_network_builds_exports_and_loads(registry, tmp_path):
+    from algorithms import alphazero
+    from gomoku_jax import exported
+    from gomoku_jax import io as gio
+    from gomoku_jax import search as search_lib
+    from gomoku_jax.game import Gomoku
+
+    nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "one hidden layer")
+    module = nets.make_network("tiny-mlp", board_size=N, hidden=6)
+    assert module == nets.make_network(nets.NetworkConfig("tiny-mlp", {"hidden": 6}),
+                                       board_size=N)
+    with pytest.raises(ValueError, match=r"'hidden' of network 'tiny-mlp' must be int"):
+        nets.make_network("tiny-mlp", board_size=N, hidden="6")
+    with pytest.raises(ValueError, match=r"unknown option 'width'.*dtype, hidden"):
+        nets.make_network("tiny-mlp", board_size=N, width=6)
+    alphazero.NetworkSettings("tiny-mlp", {"hidden": 6}).check(N, "policy-value", "AlphaZero")
+    with pytest.raises(ValueError, match="'tiny-mlp' is a policy-value network"):
+        alphazero.NetworkSettings("tiny-mlp").check(N, "q", "DDQN")
+    assert "_TinyMLP (policy-value)" in nets.network_summary(module, (N, N, 3))
+
+    env = Gomoku(N, 4)
+    variables = nets.init_network(module, jax.random.key(0), env.observation_shape)
+    logits, value = module.apply(variables, _planes(jax.random.key(1), c=3))
+    assert logits.shape == (B, N * N) and value.shape == (B,)
+
+    class Learner:  # what export_agent asks of a learner
+        def export_metadata(self):
+            search = search_lib.SearchConfig("gumbel", 4, max_num_considered_actions=4)
+            return {"agent": "search", "game": {"size": N, "k": 4, "rule": "freestyle",
+                                                "observation": "stones-colour"},
+                    "network": {"name": "tiny-mlp", "options": {"hidden": 6}},
+                    "search": search.to_dict()}
+
+    path = tmp_path / "tiny.gjx"
+    exported.export_agent(path, Learner(), variables)
+    meta, loaded_env, loaded, loaded_variables = exported.load_network(path)
+    assert meta["network"]["name"] == "tiny-mlp" and loaded == module
+    assert loaded_env.config == env.config
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(variables),
+                                                    jax.tree.leaves(loaded_variables)))
+    agent = exported.load_agent(path)
+    action = agent.act(env.init(), jax.random.key(0))
+    assert 0 <= action < N * N
+
+    del registry["tiny-mlp"]  # another process, where nothing registered it
+    with pytest.raises(gio.CheckpointError,
+                       match=r"unknown network 'tiny-mlp'.*register_network.*--plugin"):
+        exported.load_agent(path)
