@@ -38,17 +38,21 @@ __all__ = ["RunLog", "evaluate", "restore", "run"]
 
 
 class RunLog:
-    """``metrics.csv`` plus TensorBoard scalars; on resume, rows past ``start`` go."""
+    """``metrics.csv`` plus TensorBoard scalars; on resume, rows past ``start`` go.
+    ``write`` False (the processes but the first of a multi-process run) keeps the rows
+    and writes nothing."""
 
-    def __init__(self, workdir: pathlib.Path, start: int, tensorboard: bool = True):
+    def __init__(self, workdir: pathlib.Path, start: int, tensorboard: bool = True,
+                 write: bool = True):
         self.path = workdir / "metrics.csv"
         self.rows: list[dict] = []
+        self.write = write
         if self.path.exists():
             with self.path.open(newline="") as f:
                 self.rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= start]
         self._rewrite()
         self.writer = None
-        if tensorboard:
+        if tensorboard and write:
             from tensorboardX import SummaryWriter
 
             self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=start + 1)
@@ -57,6 +61,8 @@ class RunLog:
         self.fields = ["iteration"]
         for row in self.rows:
             self.fields += [k for k in row if k not in self.fields]
+        if not self.write:
+            return
         with self.path.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.fields)
             writer.writeheader()
@@ -67,7 +73,7 @@ class RunLog:
         self.rows.append(row)
         if any(k not in self.fields for k in row):
             self._rewrite()  # a new column (e.g. the first evaluation): rewrite the header
-        else:
+        elif self.write:
             with self.path.open("a", newline="") as f:
                 csv.DictWriter(f, fieldnames=self.fields).writerow(row)
         if self.writer is not None:
@@ -162,7 +168,20 @@ def restore(learner, workdir):
         return None, prog
     target = {"state": jax.eval_shape(learner.init), "progress": prog}
     restored = ckpt.restore(target, step)
-    return jax.device_put(restored["state"], learner.state_sharding()), restored["progress"]
+    return _place(restored["state"], learner.state_sharding()), restored["progress"]
+
+
+def _place(tree, shardings):
+    """A host copy of ``tree`` (whole, on every process) put on ``shardings``'s devices;
+    with several processes each builds only its own devices' shards."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, shardings)
+
+    def put(x, sharding):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree.map(put, tree, shardings)
 
 
 # What a finished run leaves in its workdir besides checkpoints.
@@ -207,6 +226,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     ``iterations`` stops early (for tests; the config's ``train.iterations`` is the
     plan the learning-rate schedule follows). Returns the final report.
+
+    Several processes (``jax.distributed``, the learner's devices spanning them) all
+    call it with the same arguments; they train and evaluate in step, and only the first
+    writes the workdir's files (the checkpoints are written together, through orbax).
     """
     from tqdm.auto import tqdm
 
@@ -215,6 +238,13 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     stop_at = total if iterations is None else min(iterations, total)
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    lead = jax.process_index() == 0  # the process that writes files
+
+    def write(path, text):
+        if lead:
+            path.write_text(text)
+
+    progress = progress and lead
     restored, prog = restore(learner, workdir)
     check_evaluation(learner.env, config.eval.opponents, config.eval.opening_stones,
                      load_files=True)
@@ -224,18 +254,19 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         _check_fresh_workdir(workdir, learner, algorithm)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner))
-    (workdir / "config.json").write_text(
-        json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
+    write(workdir / "config.json",
+          json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
-    log = RunLog(workdir, start, tensorboard=tensorboard)
+    log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)
     (workdir / "eval").mkdir(exist_ok=True)
     ev = config.eval
     env = learner.env
 
     def export(path, variables, iteration):
         meta = dict(export_meta() if export_meta else {}, iteration=int(iteration))
-        exported.export_agent(path, learner, variables, extra=meta)
+        if lead:
+            exported.export_agent(path, learner, variables, extra=meta)
 
     bar = tqdm(total=stop_at, initial=start, desc="train", disable=not progress,
                unit="it", dynamic_ncols=True)
@@ -252,8 +283,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 agent = learner.agent(state.variables, name="learner")
                 result = evaluate(env, agent, ev.opponents, ev.games, seed=config.seed + it,
                                   opening_stones=ev.opening_stones)
-                (workdir / "eval" / f"iter_{it:06d}.json").write_text(
-                    json.dumps(result, indent=2) + "\n")
+                write(workdir / "eval" / f"iter_{it:06d}.json",
+                      json.dumps(result, indent=2) + "\n")
                 score = result[ev.opponents[0]]["score"]
                 for name, r in result.items():
                     metrics[f"eval_{name}"] = r["score"]
@@ -269,7 +300,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             if on_iteration is not None:
                 on_iteration(it, metrics)
             if it % config.checkpoint_every == 0 or it == stop_at or bool(prog["stopped"]):
-                ckpt.save(it, {"state": jax.device_get(state), "progress": prog})
+                ckpt.save(it, {"state": _host_copy(state), "progress": prog})
             bar.update(it - bar.n)
             bar.set_postfix_str(_summary(metrics))
     finally:
@@ -286,9 +317,19 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,
                                         seed=config.seed + 1_000_003,
                                         opening_stones=ev.opening_stones, progress=progress)
-    (workdir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (workdir / "report.md").write_text(_report_markdown(report, learner.describe_play()))
+    write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
+    write(workdir / "report.md", _report_markdown(report, learner.describe_play()))
     return report
+
+
+def _host_copy(tree):
+    """``tree`` as NumPy arrays, whole on every process: with several processes, arrays
+    split over devices that other processes hold (the games) are gathered first."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def _stop_reason(ev, prog) -> str | None:

@@ -1,0 +1,84 @@
+"""Training over two processes (``jax.distributed`` on CPU, one device each): the
+games are split over the processes' devices, checkpoints gather them, a second run
+resumes, and only the first process writes the run's files."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+_SCRIPT = r'''
+import json, sys
+import jax
+
+process, port, workdir, iterations = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+jax.config.update("jax_platforms", "cpu")
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2,
+                           process_id=int(process))
+assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
+from algorithms import alphazero
+from gomoku_jax import config, training
+
+cfg, _ = config.load_file(
+    alphazero.AlphaZeroConfig, sys.argv[5], variants=["smoke"],
+    overrides={"train.iterations": 2, "checkpoint_every": 1, "eval.every": 0,
+               "eval.final_games": 2})
+learner = alphazero.make_learner(cfg)
+assert learner.mesh.size == 2
+report = training.run(learner, workdir, progress=False, tensorboard=False,
+                      iterations=None if iterations == "all" else int(iterations))
+print("REPORT " + json.dumps({k: report[k] for k in ("iterations", "evaluation")}))
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_two(tmp_path, workdir, iterations):
+    script = tmp_path / "train_process.py"
+    script.write_text(_SCRIPT)
+    config = os.path.join(os.path.dirname(__file__), "..", "experiments", "configs",
+                          "az_9x9_cpu.json")
+    env = dict(os.environ, XLA_FLAGS="", PYTHONPATH=os.pathsep.join(sys.path))
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, str(script), str(i), port, str(workdir),
+                               str(iterations), config], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    reports = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            pytest.fail("a training process did not finish in 10 minutes")
+        assert proc.returncode == 0, err[-3000:]
+        line = [l for l in out.splitlines() if l.startswith("REPORT ")]
+        reports.append(json.loads(line[-1][len("REPORT "):]))
+    return reports
+
+
+def test_two_processes_train_checkpoint_and_resume(tmp_path):
+    workdir = tmp_path / "run"
+    first = _run_two(tmp_path, workdir, 1)  # stops after iteration 1 (of 2)
+    assert [r["iterations"] for r in first] == [1, 1]
+    assert (workdir / "checkpoints" / "1").is_dir()
+    second = _run_two(tmp_path, workdir, "all")  # resumes from the checkpoint
+    results = [{name: (r["wins"], r["losses"], r["draws"], r["games"])
+                for name, r in report["evaluation"].items()} for report in second]
+    assert results[0] == results[1]  # the processes evaluated in step (the same games)
+    assert [r["iterations"] for r in second] == [2, 2]
+    assert all(games == 2 for *_, games in results[0].values()) and results[0]
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()
+                  if p.name.isdigit()) == ["1", "2"]
+    rows = (workdir / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # one row each: one writer
+    assert json.loads((workdir / "report.json").read_text())["iterations"] == 2
+    assert (workdir / "final.gjx").exists()
