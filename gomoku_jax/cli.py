@@ -106,6 +106,10 @@ def _tournament_config(args: argparse.Namespace) -> dict:
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
     for key, value in _exported_game(config["agents"]).items():
         game.setdefault(key, value)  # what was not given: an exported agent's game
+    for key, value in (("size", 15), ("k", 5), ("rule", "freestyle")):
+        game.setdefault(key, value)
+    for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
+        config.setdefault(key, value)  # every setting in the report, defaults included
     return config
 
 
@@ -132,8 +136,8 @@ def _tournament(args: argparse.Namespace) -> int:
     env = Gomoku(**config["game"])
     players = [agents.make(name, env) for name in config["agents"]]
     result = arena.round_robin(
-        env, players, int(config.get("games_per_pair", 20)), seed=int(config.get("seed", 0)),
-        opening_stones=int(config.get("opening_stones", 0)), progress=True,
+        env, players, int(config["games_per_pair"]), seed=int(config["seed"]),
+        opening_stones=int(config["opening_stones"]), progress=True,
     )
     report = result.report()
     report["config"] = config

@@ -73,6 +73,12 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     assert report["colours"]["games"] == 4
     assert "### Elo" in (out / "tournament.md").read_text()
     assert "Win rate" in capsys.readouterr().out
+    # settings left at their defaults are in the report too
+    assert cli.main(["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4",
+                     "--games-per-pair", "2", "--out", str(out)]) == 0
+    config = json.loads((out / "tournament.json").read_text())["config"]
+    assert config == {"agents": ["random", "heuristic"], "games_per_pair": 2, "seed": 0,
+                      "opening_stones": 0, "game": {"size": 5, "k": 4, "rule": "freestyle"}}
 
 
 @pytest.mark.parametrize("content, text", [
