@@ -12,6 +12,12 @@ table IV: wins per pure-MCTS level, one column per run) and `plot_sweep` present
 
 A run whose work directory already holds checkpoints resumes (and a finished one is not
 trained again), so an interrupted sweep continues where it stopped.
+
+Each run builds its own learner and compiles its own programs: the learners read their
+settings (a learning rate as much as a network's width) as constants of the compiled
+iteration, so every value pays a compile (minutes for the CPU default). Runs run one after
+another; with ``JAX_COMPILATION_CACHE_DIR`` set, a program compiled before (the same
+settings, e.g. a sweep run again) is loaded from disk instead.
 """
 
 from __future__ import annotations
