@@ -59,7 +59,10 @@ class _StaticPartial(functools.partial):
     and equal arguments (when those are hashable; otherwise only to itself)."""
 
     def _key(self):
-        key = (self.func, self.args, tuple(sorted(self.keywords.items())))
+        # each argument with its type: 1, 1.0 and True are equal and hash alike, but a
+        # program traced for one does not return what the other would
+        key = (self.func, tuple((type(a), a) for a in self.args),
+               tuple(sorted((k, type(v), v) for k, v in self.keywords.items())))
         try:
             hash(key)
         except TypeError:  # e.g. an array argument: compared by identity
@@ -253,7 +256,7 @@ def _killer_batch(env: Gomoku, inner_batch, params, keys, states: State) -> jax.
 class _KillerPython(PythonAgent):
     def __init__(self, env: Gomoku, inner: Agent, name: str):
         self.env, self.inner, self.name = env, inner, name
-        self._forced = jax.jit(functools.partial(_forced_move, env))
+        self._forced = _jitted(static_partial(_forced_move, env))
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         forced = int(self._forced(state))

@@ -775,16 +775,13 @@ def uniform_evaluate(env: Gomoku) -> Evaluate:
 
 
 def _search_policy(env, evaluate, config, temperature, params, key, state: State):
-    # the agent sees positions in its own game's input planes, whoever made the state
-    state = state.replace(observation_spec=env.observation_spec)
-    states = jax.tree.map(lambda x: x[None], state)  # a batch of one game
-    search_key, action_key = jax.random.split(key)
-    output = run_search(env, evaluate, params, states, search_key, config)
-    return select_action(output, action_key, temperature)[0]
+    one = jax.tree.map(lambda x: x[None], (key, state))  # a batch of one game
+    return _search_batch(env, evaluate, config, temperature, params, *one)[0]
 
 
 def _search_batch(env, evaluate, config, temperature, params, keys, states: State):
-    # The batch searched at once (run_search draws its noise from one key: the first)
+    # The batch searched at once (run_search draws its noise from one key: the first);
+    # the agent sees positions in its own game's input planes, whoever made the states
     states = states.replace(observation_spec=env.observation_spec)
     search_key, action_key = jax.random.split(keys[0])
     output = run_search(env, evaluate, params, states, search_key, config)
@@ -824,6 +821,13 @@ def _batch_searches() -> bool:
     return jax.default_backend() != "cpu"
 
 
+@functools.lru_cache(maxsize=16)
+def _reusing_programs(env, evaluate, config, temperature):
+    """`ReusingSearchAgent`'s compiled move and empty tree, shared by equal agents."""
+    return (jax.jit(functools.partial(_reusing_move, env, evaluate, config, temperature)),
+            jax.jit(functools.partial(_empty_for_one, env, config)))
+
+
 class ReusingSearchAgent(JaxAgent):
     """A search agent that keeps its tree between the moves it is asked for.
 
@@ -848,10 +852,8 @@ class ReusingSearchAgent(JaxAgent):
         super().__init__(name, search_policy(env, evaluate, config, temperature), params,
                          batched=_batch_searches(),
                          batch=_search_batch_policy(env, evaluate, config, temperature))
-        move = functools.partial(_reusing_move, env, evaluate, config, float(temperature))
-        empty = functools.partial(_empty_for_one, env, config)
-        for attr, value in (("config", config), ("_move", jax.jit(move)),
-                            ("_empty", jax.jit(empty)),
+        move, empty = _reusing_programs(env, evaluate, config, float(temperature))
+        for attr, value in (("config", config), ("_move", move), ("_empty", empty),
                             ("_lock", threading.Lock()), ("tree", None), ("last_tree", None)):
             object.__setattr__(self, attr, value)
 

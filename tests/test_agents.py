@@ -191,6 +191,18 @@ def test_agents_built_alike_share_one_compiled_policy():
     p = agents.static_partial(lambda w, params, key, state: w, jnp.zeros(3))
     q = agents.static_partial(p.func, p.args[0])
     assert p == p and p != q and hash(p) != hash(q)
+    # equal values of other types are other policies (a program traced for 1 returns an
+    # int where one for 1.0 returns a float)
+    ones = [agents.static_partial(_policy_of, one) for one in (1, 1.0, True)]
+    assert ones[0] != ones[1] != ones[2] != ones[0]
+    assert agents.static_partial(_policy_of, w=1) != agents.static_partial(_policy_of, w=1.0)
+    # a Python agent's killer wrapper shares its compiled forced-move check
+    first, second = (agents.make("alphabeta-1+killer", ENV) for _ in range(2))
+    assert first._forced is second._forced
+
+
+def _policy_of(w, params=None, key=None, state=None):
+    return w
 
 
 def test_a_rebuilt_agent_does_not_recompile_the_arenas_match_loop():

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gomoku_jax import arena, search, tactics
+from gomoku_jax import agents, arena, search, tactics
 from gomoku_jax.agents import random_agent
 from gomoku_jax.game import Gomoku
 
@@ -352,7 +352,15 @@ def test_search_agents_built_alike_share_their_compiled_search():
 
     a, b = agent(), agent()
     assert a.policy == b.policy and a._jit_policy is b._jit_policy
+    assert a.batch_policy() == b.batch_policy()  # the arena's match loop: one compile
+    killers = [agents.with_killer(x, SMALL) for x in (a, b)]
+    assert killers[0].batch_policy() == killers[1].batch_policy()
     assert agent(simulations=9).policy != a.policy
+    assert agent(simulations=9).batch_policy() != a.batch_policy()
+    # an agent that keeps its tree between moves shares its compiled move too
+    reuse = dataclasses.replace(PUCT, num_simulations=8, reuse_tree=True, backend="linear")
+    r1, r2 = (search.search_agent("r", SMALL, UNIFORM, None, reuse) for _ in range(2))
+    assert r1._move is r2._move and r1._empty is r2._empty
 
 
 # ------------------------------------------------------------ tactical prior
