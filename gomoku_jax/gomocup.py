@@ -593,7 +593,7 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
             print(f"gomoku-jax pbrain: {_unfit_k(path, trained)}: every START will be "
                   "answered ERROR", file=sys.stderr, flush=True)
     else:
-        agents.make(agent_name, Gomoku(15, K))  # unknown names fail now, not at START
+        _check_name(agent_name)
         factory = functools.partial(agents.make, agent_name)
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
@@ -601,6 +601,20 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     with contextlib.redirect_stdout(sys.stderr):
         engine.run(stdin, stdout)
     return 0
+
+
+def _check_name(agent_name: str) -> None:
+    """An unknown agent name fails now, not at START; an agent that only plays other
+    boards or the other rule is START's and the first move's to refuse."""
+    from gomoku_jax import agents
+
+    for rule in RULES:
+        try:
+            agents.make(agent_name, Gomoku(15, K, rule))
+            return
+        except ValueError as error:
+            if str(error).startswith("unknown agent"):
+                raise
 
 
 def _unfit_k(path: str, trained: Gomoku) -> str:

@@ -679,3 +679,23 @@ def test_engine_agent_left_open_at_interpreter_exit():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_registered_agent_of_one_board_and_rule_can_be_a_brain():
+    # The name is checked at start-up; which board and rule it plays is START's and the
+    # first move's to settle (not a 15x15 freestyle game's).
+    from gomoku_jax import agents
+
+    def nine_by_nine_standard(spec, env):
+        if (env.size, env.rule) != (9, "standard"):
+            raise ValueError(f"{spec} plays 9x9 under the standard rule only")
+        return agents.heuristic_agent(env, name=spec)
+
+    agents.register_agent("nine-standard", nine_by_nine_standard)
+    try:
+        replies = _brain("nine-standard", "START 9", "INFO rule 1", "BEGIN", "START 15", "END")
+        assert replies[0] == "OK" and MOVE.fullmatch(replies[1]), replies
+        assert replies[2] == ("ERROR cannot play 15x15 five in a row: nine-standard plays "
+                              "9x9 under the standard rule only")
+    finally:
+        del agents.AGENTS["nine-standard"]
