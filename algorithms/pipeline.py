@@ -247,7 +247,13 @@ class Pipeline(SearchPlayer):
 
     # ----------------------------------------------------------------- driver
     def run(self, workdir, **kwargs) -> dict:
-        """`gomoku_jax.training.run` of the pipeline in ``workdir`` (same keywords)."""
+        """`gomoku_jax.training.run` of the pipeline in ``workdir`` (same keywords). One
+        process only: its stages hand files (games, params) to each other."""
+        if jax.process_count() > 1:
+            raise ValueError(
+                f"a pipeline runs in one process ({jax.process_count()} here, with "
+                "jax.distributed): its stages pass games and params on through files; train "
+                "its stages' configs one by one to spread them over processes")
         self.workdir = Path(workdir).resolve()  # orbax wants absolute checkpoint paths
         self.progress = kwargs.get("progress", True)
         self.tensorboard = kwargs.get("tensorboard", True)

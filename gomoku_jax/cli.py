@@ -81,7 +81,10 @@ TOURNAMENT_KEYS = {"game", "agents", "games_per_pair", "opening_stones", "seed"}
 
 def _tournament_config(args: argparse.Namespace) -> dict:
     """The tournament settings: the config file, overridden by explicit options."""
+    import dataclasses
+
     from gomoku_jax import config as config_lib
+    from gomoku_jax.game import Gomoku
 
     config: dict = {}
     if args.config is not None:
@@ -106,8 +109,8 @@ def _tournament_config(args: argparse.Namespace) -> dict:
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
     for key, value in _exported_game(config["agents"]).items():
         game.setdefault(key, value)  # what was not given: an exported agent's game
-    for key, value in (("size", 15), ("k", 5), ("rule", "freestyle")):
-        game.setdefault(key, value)
+    env = Gomoku(**game)  # the rest: the game's defaults, all in the report
+    config["game"] = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
         config.setdefault(key, value)  # every setting in the report, defaults included
     return config
@@ -192,8 +195,11 @@ def _train(args: argparse.Namespace) -> int:
                 "no checkpoint was written yet: the same command starts the run afresh")
         print(f"\ngomoku-jax: interrupted; {kept}", file=sys.stderr)
         return 130
-    print((Path(args.workdir) / "report.md").read_text())
-    print(f"exported agent: {Path(args.workdir) / 'final.gjx'}")
+    import jax
+
+    if jax.process_index() == 0:  # the process that wrote them
+        print((Path(args.workdir) / "report.md").read_text())
+        print(f"exported agent: {Path(args.workdir) / 'final.gjx'}")
     return 0 if report["iterations"] > 0 else 1
 
 
@@ -399,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
 
             return generate_records.main(rest)
         if rest:
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+            hint = ("; --plugin goes before the command (gomoku-jax --plugin MODULE "
+                    f"{args.command} ...)" if "--plugin" in rest else "")
+            parser.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
         if args.command == "tournament":
             return _tournament(args)
         if args.command == "pbrain":

@@ -80,6 +80,7 @@ __all__ = [
     "config_differences",
     "read_exported",
     "read_json_object",
+    "write_atomic",
     "write_exported",
 ]
 
@@ -96,6 +97,21 @@ _LENGTH = struct.Struct("<I")  # header length, unsigned 32-bit little-endian
 _HEADER_START = len(EXPORT_MAGIC) + _LENGTH.size  # 12
 _CONFIG_FILE = "config.json"
 _METADATA_KEY = "gomoku_jax"  # our entry in an orbax step's custom metadata
+
+
+def write_atomic(path, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` through a temporary file renamed over
+    it: a reader (another process of a run, a crash half-way) sees the old file or the
+    new one, never a part."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 class CheckpointError(ValueError):
@@ -385,9 +401,7 @@ class Checkpointer:
     def _write_config(self) -> None:
         if jax.process_index() != 0:
             return
-        tmp = self.directory / (_CONFIG_FILE + ".tmp")
-        tmp.write_text(json.dumps(self.config, indent=2, sort_keys=True) + "\n")
-        tmp.replace(self._config_path)
+        write_atomic(self._config_path, json.dumps(self.config, indent=2, sort_keys=True) + "\n")
 
     # -- save / restore
 
@@ -560,18 +574,7 @@ def write_exported(path, metadata: Mapping, variables) -> None:
         header_bytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as e:
         raise ValueError(f"metadata must be JSON-serialisable, got {metadata!r}: {e}") from None
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(EXPORT_MAGIC)
-            f.write(_LENGTH.pack(len(header_bytes)))
-            f.write(header_bytes)
-            f.write(payload)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_atomic(path, EXPORT_MAGIC + _LENGTH.pack(len(header_bytes)) + header_bytes + payload)
 
 
 def read_exported(path) -> tuple[dict, dict]:

@@ -20,6 +20,7 @@ and ``variables``. The driver adds what lives on the host:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import pathlib
@@ -63,10 +64,11 @@ class RunLog:
             self.fields += [k for k in row if k not in self.fields]
         if not self.write:
             return
-        with self.path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.fields)
-            writer.writeheader()
-            writer.writerows(self.rows)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=self.fields)
+        writer.writeheader()
+        writer.writerows(self.rows)
+        gio.write_atomic(self.path, text.getvalue())
 
     def log(self, iteration: int, values: Mapping[str, float]):
         row = {"iteration": iteration, **{k: _plain(v) for k, v in values.items()}}
@@ -240,9 +242,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     workdir.mkdir(parents=True, exist_ok=True)
     lead = jax.process_index() == 0  # the process that writes files
 
-    def write(path, text):
+    def write(path, text):  # whole or not at all: other processes may read it
         if lead:
-            path.write_text(text)
+            gio.write_atomic(path, text)
 
     progress = progress and lead
     restored, prog = restore(learner, workdir)
@@ -323,13 +325,16 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
 
 def _host_copy(tree):
-    """``tree`` as NumPy arrays, whole on every process: with several processes, arrays
-    split over devices that other processes hold (the games) are gathered first."""
-    if jax.process_count() == 1:
-        return jax.device_get(tree)
+    """``tree`` as NumPy arrays, whole on every process: arrays split over devices that
+    other processes hold (the games, with several processes) are gathered first."""
     from jax.experimental import multihost_utils
 
-    return multihost_utils.process_allgather(tree, tiled=True)
+    def copy(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return multihost_utils.process_allgather(x, tiled=True)
+        return jax.device_get(x)
+
+    return jax.tree.map(copy, tree)
 
 
 def _stop_reason(ev, prog) -> str | None:
