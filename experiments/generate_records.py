@@ -87,6 +87,20 @@ def play_game(env, black, white, seed: int, index: int, opening_stones: int):
     return arena.GameRecord(black.name, white.name, tuple(moves), len(opening), winner, forfeit)
 
 
+def _plugin_modules() -> tuple[str, ...]:
+    """The modules a worker process imports first: the command line's ``--plugin``
+    modules, and those of the agents and networks registered in this process (a
+    function defined in ``__main__``, e.g. a notebook's, cannot be imported there)."""
+    from gomoku_jax import agents, cli, networks
+
+    modules = list(cli.PLUGINS)
+    for obj in [*agents.AGENTS.values(), *(entry[0] for entry in networks.NETWORKS.values())]:
+        name = getattr(obj, "__module__", None) or "__main__"
+        if name != "__main__" and name.partition(".")[0] not in ("gomoku_jax", "algorithms"):
+            modules += [name] if name not in modules else []
+    return tuple(modules)
+
+
 def _init_worker(settings: dict, plugins: tuple[str, ...] = ()) -> None:
     # An error here is kept for the first game to raise: a Pool whose initializer raises
     # starts new workers for ever instead of failing.
@@ -121,10 +135,8 @@ class WorkerPool:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
             raise ValueError(f"a WorkerPool needs at least 2 workers, got {workers!r}")
         self.players = dict(size=size, k=k, rule=rule, black=black, white=white)
-        from gomoku_jax import cli
-
         self._pool = multiprocessing.get_context("spawn").Pool(
-            workers, initializer=_init_worker, initargs=(self.players, tuple(cli.PLUGINS)))
+            workers, initializer=_init_worker, initargs=(self.players, _plugin_modules()))
 
     def play(self, seed: int, games: int, opening_stones: int):
         """``(index, GameRecord)`` pairs of games ``0 .. games - 1``, as they finish."""

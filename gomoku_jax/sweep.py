@@ -124,9 +124,9 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         total = getattr(getattr(cfg, "train", None), "iterations", None)
         if iterations is not None and total is not None and iterations > total:
             raise ValueError(
-                f"iterations ({iterations}) exceeds the config's train.iterations ({total}"
-                f" for {key}={value!r}), where every run stops; set train.iterations in "
-                "overrides instead (it also paces learning-rate schedules)")
+                f"sweep: iterations={iterations} is more than train.iterations={total} "
+                f"(the run {key}={value!r}), where training stops; raise train.iterations "
+                "through overrides instead (it also paces learning-rate schedules)")
         configs.append(cfg)
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)

@@ -78,7 +78,13 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
                      "--games-per-pair", "2", "--out", str(out)]) == 0
     config = json.loads((out / "tournament.json").read_text())["config"]
     assert config == {"agents": ["random", "heuristic"], "games_per_pair": 2, "seed": 0,
-                      "opening_stones": 0, "game": {"size": 5, "k": 4, "rule": "freestyle"}}
+                      "opening_stones": 0, "game": {"size": 5, "k": 4, "rule": "freestyle",
+                                                    "observation": "stones-colour",
+                                                    "positional_bias": None}}
+    # an option given after the command, where it is not one: a hint
+    with pytest.raises(SystemExit):
+        cli.main(["random-game", "--size", "5", "--plugin", "x"])
+    assert "--plugin goes before the command" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("content, text", [
@@ -285,3 +291,18 @@ def test_a_record_worker_that_cannot_build_its_agents_says_so():
             gen._work((0, 0, 0))
     finally:
         gen._WORKER.clear()
+
+
+def test_record_workers_import_the_modules_of_registered_agents(plugin_dir):
+    # registered by importing the module (a library caller), not through --plugin
+    import importlib
+    import sys
+
+    from experiments import generate_records as gen
+
+    sys.path.append(str(plugin_dir))
+    try:
+        importlib.import_module("gjx_test_plugin")
+        assert "gjx_test_plugin" in gen._plugin_modules()
+    finally:
+        sys.path.remove(str(plugin_dir))

@@ -74,8 +74,8 @@ def test_bad_sweeps_fail_before_training(tmp_path):
     with pytest.raises(ValueError, match="iterations must be a positive integer"):
         sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, iterations=0)
     # more iterations than the config trains would silently stop at the config's count
-    with pytest.raises(ValueError, match=r"iterations \(3\) exceeds the config's "
-                                         r"train.iterations \(2 for train.iterations=2\)"):
+    with pytest.raises(ValueError, match=r"sweep: iterations=3 is more than "
+                                         r"train.iterations=2 \(the run train.iterations=2\)"):
         sweep.sweep(CONFIG, "train.iterations", [4, 2], workdir=tmp_path, iterations=3)
     assert not list(tmp_path.iterdir())  # nothing was trained
 
