@@ -175,10 +175,6 @@ def _pbrain(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from gomoku_jax import training
 
-    if args.distributed:  # before anything touches a device
-        import jax
-
-        jax.distributed.initialize()
     learner, description = _learner_from_args(args)
     print(f"training {args.config} in {args.workdir}")
     if description:
@@ -394,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)
     try:
+        if getattr(args, "distributed", False):  # before anything (a plugin) touches a device
+            import jax
+
+            jax.distributed.initialize()
         _load_plugins(args.plugin)
         if args.command == "bench":
             import importlib

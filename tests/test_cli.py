@@ -306,3 +306,16 @@ def test_record_workers_import_the_modules_of_registered_agents(plugin_dir):
         assert "gjx_test_plugin" in gen._plugin_modules()
     finally:
         sys.path.remove(str(plugin_dir))
+
+
+def test_distributed_training_initialises_before_plugins_are_imported(plugin_dir, monkeypatch):
+    # A plugin may touch a device when imported; jax.distributed.initialize must come first.
+    import jax
+
+    def initialize(*args, **kwargs):
+        raise RuntimeError("initialize was called")
+
+    monkeypatch.setattr(jax.distributed, "initialize", initialize)
+    with pytest.raises(RuntimeError, match="initialize was called"):
+        cli.main(["--plugin", "gjx_broken_plugin", "train", "--distributed", "--config",
+                  "x.json", "--workdir", "w"])
