@@ -318,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="agent names, e.g. random heuristic random+killer alphabeta-2")
     tour.add_argument("--size", type=int, default=None,
                       help="board side (config, else an exported agent's game, else 15)")
-    tour.add_argument("--k", type=int, default=None, help="stones in a row to win (config or 5)")
+    tour.add_argument("--k", type=int, default=None,
+                      help="stones in a row to win (config, else an exported agent's game, else 5)")
     tour.add_argument("--rule", default=None, choices=["freestyle", "standard"])
     tour.add_argument("--games-per-pair", type=int, default=None,
                       help="games each pair plays, colours alternating (config or 20)")
@@ -336,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="your colour (white: the agent opens; default black)")
     play.add_argument("--size", type=int, default=None,
                       help="board side (default: an exported agent's game, else 15)")
-    play.add_argument("--k", type=int, default=None, help="stones in a row to win (default 5)")
+    play.add_argument("--k", type=int, default=None,
+                      help="stones in a row to win (default: an exported agent's game, else 5)")
     play.add_argument("--rule", default=None, choices=["freestyle", "standard"])
     play.add_argument("--host", default="127.0.0.1",
                       help="address to bind (default 127.0.0.1: this machine only)")

@@ -37,8 +37,9 @@ may come at any time and are not replies):
 ``INFO key value``           no reply. Used: ``timeout_turn``, ``timeout_match``,
                              ``time_left`` (milliseconds) and ``rule`` (bit 1: exactly
                              five, bit 2: continuous game; renju (4) and caro (8) are
-                             answered ``ERROR``; a rule the agent does not play is
-                             reported at the next move). Others (``max_memory``,
+                             answered ``ERROR``, and so is a rule the agent does not play
+                             while it plays the one in force, which stays; with neither,
+                             the next move says so). Others (``max_memory``,
                              ``game_type``, ``folder`` ...) are ignored.
 ``ABOUT``                    ``name="gomoku-jax", version=..., author=..., country=...``
 ``END``                      exit
@@ -548,9 +549,17 @@ class Engine:
             raise _ProtocolError(f"unsupported rule {bits} ({what}); still playing "
                                  f"{self.rule} (rule 0 freestyle, 1 exactly five, +2 continuous)")
         rule = "standard" if bits & _RULE_EXACT else "freestyle"
-        if self._game is not None:  # build (compile) the agent now, not at the first move;
-            with contextlib.suppress(ValueError):  # one that does not fit: ERROR at the move
+        if self._game is not None:  # build (compile) the agent now, not at the first move
+            try:
                 self._prepare(self._game.size, rule)
+            except ValueError as err:
+                try:  # the rule in force fits: ERROR, and play on under it (as for renju)
+                    self._prepare(self._game.size, self.rule)
+                except ValueError:
+                    pass  # neither fits (a rule not settled yet): the first move says so
+                else:
+                    raise _ProtocolError(f"unsupported rule {bits} ({rule}): {err}; still "
+                                         f"playing {self.rule}") from None
         self._rule_bits = bits
         if self._game is not None:
             self._game.recompute_over(rule == "standard")

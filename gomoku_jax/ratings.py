@@ -157,6 +157,10 @@ class Ratings:
     def table(self, digits: int = 0) -> str:
         """Markdown table of the ratings, sorted best first."""
         pct = f"{100 * self.confidence:g}%"
+
+        def f(x):  # rounded, with -0 shown as 0
+            return f"{round(float(x), digits) + 0.0:.{digits}f}"
+
         lines = [
             f"| rank | player | Elo | {pct} CI | ± | games |",
             "|---:|:---|---:|:---:|---:|---:|",
@@ -164,9 +168,9 @@ class Ratings:
         for rank, k in enumerate(self.order(), start=1):
             name = self.names[k] + (" (anchor)" if self.names[k] == self.anchor else "")
             lines.append(
-                f"| {rank} | {name} | {self.ratings[k]:.{digits}f} | "
-                f"[{self.lower[k]:.{digits}f}, {self.upper[k]:.{digits}f}] | "
-                f"{self.upper[k] - self.ratings[k]:.{digits}f} | {int(self.games[k])} |"
+                f"| {rank} | {name} | {f(self.ratings[k])} | "
+                f"[{f(self.lower[k])}, {f(self.upper[k])}] | "
+                f"{f(self.upper[k] - self.ratings[k])} | {int(self.games[k])} |"
             )
         return "\n".join(lines)
 

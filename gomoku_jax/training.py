@@ -281,7 +281,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             seconds = time.perf_counter() - t0
             it = int(state.iteration)
             metrics.update(seconds=seconds, moves_per_second=metrics["moves"] / seconds)
-            if ev.every and it % ev.every == 0 and it < stop_at:
+            # (the schedule's last iteration has the final evaluation instead; a run
+            # stopped earlier by ``iterations`` evaluates as an uninterrupted one would)
+            if ev.every and it % ev.every == 0 and it < total:
                 agent = learner.agent(state.variables, name="learner")
                 result = evaluate(env, agent, ev.opponents, ev.games, seed=config.seed + it,
                                   opening_stones=ev.opening_stones)
@@ -351,7 +353,8 @@ def _stop_reason(ev, prog) -> str | None:
 
 def _report_markdown(report: dict, how: str) -> str:
     stopped = report.get("stopped_because")
-    lines = [f"# Final evaluation after {report['iterations']} iterations", ""]
+    n = report["iterations"]
+    lines = [f"# Final evaluation after {n} iteration{'' if n == 1 else 's'}", ""]
     if stopped:
         lines += [f"Stopped early, {stopped}.", ""]
     lines += [how, "",

@@ -575,7 +575,7 @@ def test_start_accepts_a_standard_rule_agent_before_info_rule():
 @pytest.fixture(scope="module")
 def exported_files(tmp_path_factory):
     """Tiny exported search agents (untrained, one network): 7x7 five in a row under
-    the standard rule, and 7x7 four in a row."""
+    the standard rule, 7x7 four in a row, and 7x7 five in a row freestyle."""
     import jax
 
     from gomoku_jax import io as gio
@@ -588,7 +588,8 @@ def exported_files(tmp_path_factory):
     shape = Gomoku(7, 5, observation="stones-colour").observation_shape
     variables = networks.init_network(module, jax.random.key(0), shape)
     paths = {}
-    for name, k, rule in (("std7", 5, "standard"), ("k4", 4, "freestyle")):
+    for name, k, rule in (("std7", 5, "standard"), ("k4", 4, "freestyle"),
+                          ("free7", 5, "freestyle")):
         meta = {"agent": "search",
                 "game": {"size": 7, "k": k, "rule": rule, "observation": "stones-colour"},
                 "network": {"name": "simplenet", "options": options},
@@ -699,3 +700,12 @@ def test_a_registered_agent_of_one_board_and_rule_can_be_a_brain():
                               "9x9 under the standard rule only")
     finally:
         del agents.AGENTS["nine-standard"]
+
+
+def test_a_rule_the_agent_does_not_play_is_refused_at_info_and_play_goes_on(exported_files):
+    free7 = exported_files["free7"]
+    replies = _brain(free7, "START 7", "INFO rule 1", "BEGIN", "END")
+    assert replies[0] == "OK"
+    assert replies[1].startswith("ERROR unsupported rule 1 (standard): ")
+    assert replies[1].endswith("; still playing freestyle")
+    assert MOVE.fullmatch(replies[2]) and len(replies) == 3, replies

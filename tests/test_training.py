@@ -87,6 +87,22 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted,
     assert strip(resumed) == strip(report)
 
 
+def test_a_run_trained_in_parts_equals_an_uninterrupted_run(learner, uninterrupted, tmp_path):
+    # ``iterations`` stops after the evaluation an uninterrupted run makes there
+    straight, report = uninterrupted
+    every = learner.config.eval.every
+    assert 0 < every < learner.config.train.iterations
+    first = training.run(learner, tmp_path, iterations=every, progress=False)
+    assert first["iterations"] == every
+    assert (tmp_path / "eval" / f"iter_{every:06d}.json").exists()
+    training.run(learner, tmp_path, progress=False)
+    assert _rows(tmp_path) == _rows(straight)
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == sorted(
+        p.name for p in (straight / "eval").iterdir())
+    for a, b in zip(_variables(tmp_path / "best.gjx"), _variables(straight / "best.gjx")):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_checkpoint_of_another_config_is_refused(learner, uninterrupted, tmp_path):
     straight, _ = uninterrupted
     other = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
