@@ -272,8 +272,10 @@ def _load_plugins(modules: list[str]) -> None:
         try:
             importlib.import_module(module)
         except Exception as error:  # noqa: BLE001 (whatever the module raises)
-            lines = str(error).strip().splitlines()
-            detail = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+            from gomoku_jax.io import brief
+
+            first = brief(error)
+            detail = f"{type(error).__name__}: {first}" if first else type(error).__name__
             raise ValueError(f"--plugin {module}: cannot import it ({detail})") from None
         PLUGINS.append(module)
 

@@ -36,6 +36,18 @@ import pytest  # noqa: E402
 jax.config.update("jax_numpy_rank_promotion", "allow")
 
 
+@pytest.fixture
+def registries():
+    """``(networks.NETWORKS, agents.AGENTS)``, each put back after the test as it was."""
+    from gomoku_jax import agents, networks
+
+    saved = [(registry, dict(registry)) for registry in (networks.NETWORKS, agents.AGENTS)]
+    yield networks.NETWORKS, agents.AGENTS
+    for registry, before in saved:
+        registry.clear()
+        registry.update(before)
+
+
 @pytest.fixture(scope="session")
 def env9():
     from gomoku_jax.game import Gomoku

@@ -241,12 +241,8 @@ def _nth_empty(spec, env):
 
 
 @pytest.fixture
-def agent_registry():
-    """The agent registry as a test leaves it is put back as it found it."""
-    before = dict(agents.AGENTS)
-    yield agents.AGENTS
-    agents.AGENTS.clear()
-    agents.AGENTS.update(before)
+def agent_registry(registries):
+    return registries[1]
 
 
 def test_register_agent_checks_names_and_factories(agent_registry):

@@ -207,26 +207,19 @@ agents.register_agent("plugin-first", lambda spec, env: FirstEmpty(spec))
 
 
 @pytest.fixture
-def plugin_dir(tmp_path, monkeypatch):
+def plugin_dir(tmp_path, monkeypatch, registries):
     """A folder with plugin modules as the current directory, which is not on the path
     (as for the installed ``gomoku-jax`` script); registrations are undone after."""
     import sys
-
-    from gomoku_jax import agents, networks
 
     (tmp_path / "gjx_test_plugin.py").write_text(_PLUGIN)
     (tmp_path / "gjx_broken_plugin.py").write_text("raise RuntimeError('no GPU here')\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
-    networks_before, agents_before = dict(networks.NETWORKS), dict(agents.AGENTS)
     monkeypatch.setattr(cli, "PLUGINS", [])
     yield tmp_path
     for module in ("gjx_test_plugin", "gjx_broken_plugin"):
         sys.modules.pop(module, None)
-    networks.NETWORKS.clear()
-    networks.NETWORKS.update(networks_before)
-    agents.AGENTS.clear()
-    agents.AGENTS.update(agents_before)
 
 
 def test_a_plugin_makes_its_network_and_agent_known_to_the_command_line(plugin_dir, capsys):

@@ -682,7 +682,7 @@ def test_engine_agent_left_open_at_interpreter_exit():
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_a_registered_agent_of_one_board_and_rule_can_be_a_brain():
+def test_a_registered_agent_of_one_board_and_rule_can_be_a_brain(registries):
     # The name is checked at start-up; which board and rule it plays is START's and the
     # first move's to settle (not a 15x15 freestyle game's).
     from gomoku_jax import agents
@@ -693,13 +693,10 @@ def test_a_registered_agent_of_one_board_and_rule_can_be_a_brain():
         return agents.heuristic_agent(env, name=spec)
 
     agents.register_agent("nine-standard", nine_by_nine_standard)
-    try:
-        replies = _brain("nine-standard", "START 9", "INFO rule 1", "BEGIN", "START 15", "END")
-        assert replies[0] == "OK" and MOVE.fullmatch(replies[1]), replies
-        assert replies[2] == ("ERROR cannot play 15x15 five in a row: nine-standard plays "
-                              "9x9 under the standard rule only")
-    finally:
-        del agents.AGENTS["nine-standard"]
+    replies = _brain("nine-standard", "START 9", "INFO rule 1", "BEGIN", "START 15", "END")
+    assert replies[0] == "OK" and MOVE.fullmatch(replies[1]), replies
+    assert replies[2] == ("ERROR cannot play 15x15 five in a row: nine-standard plays "
+                          "9x9 under the standard rule only")
 
 
 def test_a_rule_the_agent_does_not_play_is_refused_at_info_and_play_goes_on(exported_files):

@@ -432,12 +432,8 @@ _UnresolvedHint = type("_UnresolvedHint", (nn.Module,), {
 
 
 @pytest.fixture
-def registry():
-    """The registry as a test leaves it is put back as it found it."""
-    before = dict(nets.NETWORKS)
-    yield nets.NETWORKS
-    nets.NETWORKS.clear()
-    nets.NETWORKS.update(before)
+def registry(registries):
+    return registries[0]
 
 
 def test_register_network_checks_every_argument(registry):
