@@ -38,7 +38,7 @@ from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
-                               select_games, sgd_step)
+                               select_games, sgd_step, switched_on)
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry, training
 from gomoku_jax import search as search_lib
@@ -378,21 +378,37 @@ class Learner(SearchPlayer, ShardedLearner):
 
     algorithm = "alphazero"
     play_name = "alphazero"
+    HYPERPARAMETERS = (
+        "train.learning_rate", "train.momentum", "train.l2", "train.value_weight",
+        "train.search_value_weight", "train.kl_target", "train.iterations",
+        "selfplay.temperature", "selfplay.temperature_moves", "selfplay.gumbel_moves",
+        "selfplay.playout_cap", "search.c_puct", "search.pb_c_base",
+        "search.dirichlet_alpha", "search.dirichlet_fraction", "search.gumbel_scale",
+        "search.value_scale", "search.maxvisit_init", "tactical.open_three_probability",
+        "tactical.forced_mass")
 
     def __init__(self, config: AlphaZeroConfig, devices=None):
         self._setup_player(config)
         self._setup_mesh(devices, {"selfplay.batch": config.selfplay.batch,
                                    "train.batch_size": config.train.batch_size})
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
-        self.tx = make_optimizer(config.train)
+        self._derive()
         self._opponent = _selfplay_agent(config.selfplay.opponent, "opponent", self.env)
         self._opponent_final = _selfplay_agent(config.selfplay.opponent_final,
                                                "opponent_final", self.env)
-        self.trace_count = 0
-        self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
-        self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
-                                 out_shardings=(self.state_sharding(), self._rep),
-                                 donate_argnums=0)
+        sharding = self.state_sharding()
+        self._init = self._shared_program("init", Learner._init_impl, out_shardings=sharding)
+        self._iteration = self._shared_program(
+            "iteration", Learner._iteration_impl, in_shardings=(sharding,),
+            out_shardings=(sharding, self._rep), donate_argnums=0)
+
+    def _derive(self) -> None:
+        self.tx = make_optimizer(self.config.train)
+
+    def iteration(self, state: TrainState) -> tuple[TrainState, dict]:
+        """One iteration (self-play, buffer, SGD): one compiled program, shared by the
+        learners whose configs differ only in traced settings. Donates ``state``."""
+        return self._iteration(state, self.hyperparameters())
 
     def _opponent_turn(self, games: State) -> jax.Array:
         """``[B]`` bool: the games where ``selfplay.opponent`` is to move."""
@@ -433,8 +449,8 @@ class Learner(SearchPlayer, ShardedLearner):
             board=jnp.zeros((t, b, n, n), jnp.int8), player=jnp.zeros((t, b), jnp.int32),
             last_action=jnp.full((t, b), -1, jnp.int32),
             policy=jnp.zeros((t, b, a), jnp.float32),
-            search_value=(jnp.zeros((t, b), jnp.float32) if cfg.train.search_value_weight
-                          else None),
+            search_value=(jnp.zeros((t, b), jnp.float32)
+                          if switched_on(cfg.train.search_value_weight) else None),
             reward=jnp.zeros((t, b), jnp.float32),
             done=jnp.zeros((t, b), jnp.bool_), train=jnp.zeros((t, b), jnp.bool_),
             inserted=jnp.ones((t, b), jnp.bool_))
@@ -489,7 +505,7 @@ class Learner(SearchPlayer, ShardedLearner):
         def results(out):
             target = search_lib.policy_target(out, cfg.search)
             value = (search_lib.policy_value(out, target).astype(jnp.float32)
-                     if cfg.train.search_value_weight else None)
+                     if switched_on(cfg.train.search_value_weight) else None)
             return target, out.action_weights, out.action, value
 
         def searched(simulations):
@@ -562,7 +578,7 @@ class Learner(SearchPlayer, ShardedLearner):
         b = window.done.shape[1]
         init = (jnp.zeros((b,), jnp.float32), jnp.zeros((b,), jnp.bool_))
         _, (z, known) = jax.lax.scan(back, init, window, reverse=True)
-        if search_value_weight:  # static: without it the targets are z exactly
+        if switched_on(search_value_weight):  # static: without it the targets are z
             z = (1.0 - search_value_weight) * z + search_value_weight * window.search_value
         return z, known
 
@@ -641,7 +657,7 @@ class Learner(SearchPlayer, ShardedLearner):
     def opponent_progress(self, iteration):
         """The share of the sparring partner's moves that ``selfplay.opponent_final``
         plays at ``iteration``: 0 at the first, 1 at the last of ``train.iterations``."""
-        last = max(self.config.train.iterations - 1, 1)
+        last = jnp.maximum(jnp.asarray(self.config.train.iterations, jnp.float32) - 1, 1)
         return jnp.clip(iteration / last, 0.0, 1.0).astype(jnp.float32)
 
     def learning_rate(self, iteration, multiplier):
@@ -654,7 +670,6 @@ class Learner(SearchPlayer, ShardedLearner):
 
     # ------------------------------------------------------------------ iteration
     def _iteration_impl(self, state: TrainState):
-        self.trace_count += 1  # Python side effect: counts traces, not calls
         cfg = self.config
         key, k_play, k_train, k_probe = jax.random.split(state.key, 4)
         progress = self.opponent_progress(state.iteration)

@@ -3,8 +3,12 @@ and per-game selection. (`algorithms.alphazero`, `algorithms.dqn`.)"""
 
 from __future__ import annotations
 
+import collections
+import copy
 import dataclasses
 import functools
+import json
+import threading
 from typing import Any, Callable, Mapping
 
 import jax
@@ -17,8 +21,8 @@ from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError
 
-__all__ = ["SearchPlayer", "ShardedLearner", "keep_if", "make_optimizer", "play_search",
-           "select_games", "sgd_step"]
+__all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "keep_if", "make_optimizer",
+           "play_search", "select_games", "sgd_step", "switched_on"]
 
 
 def make_optimizer(train) -> optax.GradientTransformation:
@@ -84,11 +88,80 @@ class SearchPlayer:
                                        variables, search_cfg)
 
 
+class _NotCompiled:
+    """Stands in, inside a traced view of a config, for a setting that the compiled
+    programs do not read (``seed``, ``eval``...): reading it there is a bug of the
+    learner, so it fails loudly instead of baking in one learner's value."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        raise AttributeError(f"config.{self._name} is not an input of the compiled "
+                             f"programs (read config.{self._name}.{attr} outside them)")
+
+    def __repr__(self):
+        return f"<config.{self._name}: not compiled>"
+
+
+def _get(config, path: str):
+    """The setting at dotted ``path`` (None under a section that is None)."""
+    for part in path.split("."):
+        if config is None:
+            return None
+        config = getattr(config, part)
+    return config
+
+
+def _set_unchecked(config, path: str, value):
+    """A copy of the (frozen, nested) dataclass ``config`` with ``path`` set to
+    ``value``, without ``__post_init__``: only for traced views, whose values were
+    validated as numbers in the learner's own config."""
+    head, _, rest = path.partition(".")
+    new = copy.copy(config)
+    object.__setattr__(new, head, _set_unchecked(getattr(config, head), rest, value)
+                       if rest else value)
+    return new
+
+
+def _traced(value) -> bool:
+    """Whether a hyperparameter's value is an input of the compiled programs: a number
+    that is `switched_on` (None and 0 are compiled in: they may switch a part of the
+    program off, as ``train.kl_target=None`` or ``train.search_value_weight=0`` do)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and switched_on(value))
+
+
+# Compiled programs shared by learners whose configs differ only in traced settings,
+# most recently used last.
+_PROGRAMS: "collections.OrderedDict[tuple, Callable]" = collections.OrderedDict()
+_PROGRAMS_KEPT = 8
+_PROGRAMS_LOCK = threading.Lock()
+
+
+def clear_programs() -> None:
+    """Forget the shared compiled programs (the next learner compiles its own)."""
+    with _PROGRAMS_LOCK:
+        _PROGRAMS.clear()
+
+
 class ShardedLearner:
     """Base of a learner whose games and training batches are split over a ``data``
     mesh axis spanning ``devices`` (default: every device); parameters, optimizer
     state and buffers are replicated. Subclasses set ``config`` (with ``seed``) and
-    ``_init`` (the jitted initialiser) and call `_setup_mesh` first."""
+    call `_setup_mesh` first.
+
+    **Traced hyperparameters.** ``HYPERPARAMETERS`` names the dotted config settings
+    (``train.learning_rate``, ``search.c_puct``...) that are inputs of the compiled
+    programs rather than constants: `_shared_program` compiles a learner's function
+    once for every config that differs from it only in those settings' values (and in
+    ``seed``, ``checkpoint_every`` and ``eval``, which the programs do not read), so a
+    sweep over seeds or learning rates compiles once. A setting at None or 0 is
+    compiled in (it may switch a part of the program off), as are bools, strings and
+    the settings that shape arrays (batch sizes, simulations, network widths)."""
+
+    HYPERPARAMETERS: tuple[str, ...] = ()
+    NOT_COMPILED: tuple[str, ...] = ("seed", "checkpoint_every", "eval")
 
     def _setup_mesh(self, devices, batch_sizes: Mapping[str, int]) -> None:
         devices = list(jax.devices() if devices is None else devices)
@@ -101,9 +174,110 @@ class ShardedLearner:
         self._rep = NamedSharding(self.mesh, P())
         self._games_sharding = NamedSharding(self.mesh, P("data"))
 
+    # ------------------------------------------------------------ hyperparameters
+    def hyperparameters(self) -> dict[str, np.ndarray]:
+        """The traced settings of this learner's config, by dotted name: float32 or
+        int32 scalars (see the class docstring for which settings are traced)."""
+        out = {}
+        for path in self.HYPERPARAMETERS:
+            value = _get(self.config, path)
+            if _traced(value):
+                out[path] = np.asarray(value, np.int32 if isinstance(value, int)
+                                       else np.float32)
+        return out
+
+    def _program_data(self) -> dict:
+        """What a compiled program depends on, as plain data: the config with the traced
+        settings' values and the settings the programs do not read left out."""
+        data = dataclasses.asdict(self.config)
+        for name in self.NOT_COMPILED:
+            data.pop(name, None)
+        for path in self.hyperparameters():
+            if path not in self.HYPERPARAMETERS:
+                continue  # a learner's own traced values (see `_traced_view`)
+            *parents, leaf = path.split(".")
+            node = data
+            for part in parents:
+                node = node[part]
+            node[leaf] = "<traced>"
+        return data
+
+    def _traced_view(self, hyper: Mapping[str, jax.Array]):
+        """This learner with a config whose traced settings are ``hyper``'s (tracers)
+        and whose uncompiled settings cannot be read; `_derive` rebuilds what is
+        computed from the config. A learner that traces values which are not config
+        fields (`hyperparameters` names them) sets them on the view itself."""
+        config = self.config
+        for name in self.NOT_COMPILED:
+            if hasattr(config, name):
+                config = _set_unchecked(config, name, _NotCompiled(name))
+        for path, value in hyper.items():
+            if path in self.HYPERPARAMETERS:
+                config = _set_unchecked(config, path, value)
+        view = copy.copy(self)
+        view.config = config
+        view._derive()
+        return view
+
+    def _derive(self) -> None:
+        """Set what the learner computes from ``self.config`` (its optimizer...); run
+        at construction and again for each traced view."""
+
+    def _shared_program(self, name: str, impl: Callable, **jit_kwargs) -> Callable:
+        """``impl(view, *args)`` compiled as ``program(*args, hyper)``, shared (an LRU
+        of `_PROGRAMS_KEPT`) by every learner of the same class, devices and program
+        key. ``jit_kwargs`` (shardings, donation) describe ``args``; ``hyper`` is
+        replicated. Each trace counts in the compiling learner's `trace_count`
+        (``chex.assert_max_traces`` cannot serve: it counts every program made here as
+        one function)."""
+        devices = tuple(d.id for d in self.mesh.devices.flat)
+        data = json.dumps(self._program_data(), sort_keys=True, default=repr)
+        key = (type(self), name, devices, data)
+        with _PROGRAMS_LOCK:
+            program = _PROGRAMS.get(key)
+            if program is not None:
+                _PROGRAMS.move_to_end(key)
+                return program
+        counts = self._trace_counts
+
+        def traced(*args):
+            *args, hyper = args
+            counts[name] += 1  # a Python side effect: counts traces, not calls
+            return impl(self._traced_view(hyper), *args)
+
+        in_shardings = jit_kwargs.pop("in_shardings", None)
+        if in_shardings is not None:
+            in_shardings = (*in_shardings, self._rep)
+        program = jax.jit(traced, in_shardings=in_shardings, **jit_kwargs)
+        with _PROGRAMS_LOCK:
+            program = _PROGRAMS.setdefault(key, program)
+            _PROGRAMS.move_to_end(key)
+            while len(_PROGRAMS) > _PROGRAMS_KEPT:
+                _PROGRAMS.popitem(last=False)
+        return program
+
+    @property
+    def _trace_counts(self) -> collections.Counter:
+        counts = self.__dict__.get("_traces")
+        if counts is None:
+            counts = self.__dict__["_traces"] = collections.Counter()
+        return counts
+
+    @property
+    def trace_count(self) -> int:
+        """How many times this learner traced its ``iteration`` (0 when it runs a
+        program another learner compiled)."""
+        return self._trace_counts["iteration"]
+
+    @trace_count.setter
+    def trace_count(self, value: int) -> None:  # learners that count their own traces
+        self._trace_counts["iteration"] = value
+
     def init(self, key: jax.Array | None = None):
         """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
         key = jax.random.PRNGKey(self.config.seed) if key is None else key
+        if self.HYPERPARAMETERS:
+            return self._init(key, self.hyperparameters())
         return self._init(key)
 
     def _constrain(self, tree):
@@ -111,6 +285,12 @@ class ShardedLearner:
         if self.mesh.size == 1:
             return tree
         return jax.lax.with_sharding_constraint(tree, self._games_sharding)
+
+
+def switched_on(value) -> bool:
+    """Whether a hyperparameter that may be traced (see `ShardedLearner`) is set: not
+    None and not 0. A traced value is never 0, so this is static."""
+    return value is not None and not (isinstance(value, (int, float)) and value == 0)
 
 
 def keep_if(flag: jax.Array, new: Any, old: Any) -> Any:

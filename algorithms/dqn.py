@@ -84,7 +84,7 @@ import optax
 from flax import struct
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
-from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step
+from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step, switched_on
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry, tactics
 from gomoku_jax.agents import JaxAgent
@@ -433,7 +433,7 @@ def pattern_potential(board, player, k: int, table) -> jax.Array:
     ends = lambda n: 2 * opp[..., idx[f"open_{n}"]] + opp[..., idx[f"half_{n}"]]  # noqa: E731
     value = (jnp.sum(own[..., sel] * w_own, axis=-1) - table["blocked_three"] * ends("three")
              - table["blocked_four"] * ends("four"))
-    if table.get("double_threat"):
+    if switched_on(table.get("double_threat")):
         many = threat_count(board, player, k) >= 2
         value = value + table["double_threat"] * many.astype(jnp.float32)
     return value
@@ -486,17 +486,20 @@ class Learner(ShardedLearner):
     """The compiled pieces of one DQN config. Build with `make_learner`."""
 
     algorithm = "dqn"
+    # and the entries of the reward table, as ``rewards.table.<key>`` (see `hyperparameters`)
+    HYPERPARAMETERS = (
+        "acting.epsilon_start", "acting.epsilon_end", "acting.epsilon_decay",
+        "curriculum.opponent_epsilon", "curriculum.old_opponent_probability",
+        "train.learning_rate", "train.gamma", "train.huber_delta", "train.max_grad_norm",
+        "train.target_tau")
 
     def __init__(self, config: DQNConfig, devices=None):
         self.config = config
         self.env: Gomoku = config.game.env()
         self.module = config.network.module(config.game.size)
-        self.rewards = config.rewards.table()
         self._setup_mesh(devices, {"acting.batch": config.acting.batch,
                                    "train.batch_size": config.train.batch_size})
-        tc = config.train
-        parts = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
-        self.tx = optax.chain(*parts, optax.adam(tc.learning_rate))
+        self._derive()
         phases = config.curriculum.phases
         self._phase_ends = np.cumsum([p.episodes for p in phases]).astype(np.int32)
         # [P, len(OPPONENTS)] cumulative opponent probabilities per phase; exactly 1 from
@@ -516,11 +519,50 @@ class Learner(ShardedLearner):
         self._phase_top_k = (np.asarray(phase_top_k, np.int32)
                              if any(k != top_k for k in phase_top_k) else None)
         self._heuristic = agents_lib.heuristic_agent(self.env, top_k=max(phase_top_k)).policy
-        self.trace_count = 0
-        self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
-        self.iteration = jax.jit(self._iteration_impl, in_shardings=(self.state_sharding(),),
-                                 out_shardings=(self.state_sharding(), self._rep),
-                                 donate_argnums=0)
+        sharding = self.state_sharding()
+        self._init = self._shared_program("init", Learner._init_impl, out_shardings=sharding)
+        self._iteration = self._shared_program(
+            "iteration", Learner._iteration_impl, in_shardings=(sharding,),
+            out_shardings=(sharding, self._rep), donate_argnums=0)
+
+    def _derive(self) -> None:
+        tc = self.config.train
+        self.rewards = self.config.rewards.table()
+        parts = ([optax.clip_by_global_norm(tc.max_grad_norm)]
+                 if switched_on(tc.max_grad_norm) else [])
+        self.tx = optax.chain(*parts, optax.adam(tc.learning_rate))
+
+    # ------------------------------------------------------ traced reward table
+    def hyperparameters(self) -> dict[str, np.ndarray]:
+        """`ShardedLearner.hyperparameters` plus the reward table's entries other than 0
+        (``rewards.table.win``...), so that a sweep over reward weights or tables that
+        switch the same terms on compiles once."""
+        out = super().hyperparameters()
+        for name, value in self.config.rewards.table().items():
+            if switched_on(value):
+                out[f"rewards.table.{name}"] = np.asarray(value, np.float32)
+        return out
+
+    def _program_data(self) -> dict:
+        data = super()._program_data()
+        table = self.config.rewards.table()
+        data["rewards"] = {"form": self.config.rewards.form,
+                           "table": {k: "<traced>" if switched_on(v) else v
+                                     for k, v in sorted(table.items())}}
+        return data
+
+    def _traced_view(self, hyper):
+        view = super()._traced_view(hyper)
+        prefix = "rewards.table."
+        view.rewards = {**view.rewards, **{path[len(prefix):]: value
+                                           for path, value in hyper.items()
+                                           if path.startswith(prefix)}}
+        return view
+
+    def iteration(self, state: TrainState) -> tuple[TrainState, dict]:
+        """One iteration (acting, buffer, updates): one compiled program, shared by the
+        learners whose configs differ only in traced settings. Donates ``state``."""
+        return self._iteration(state, self.hyperparameters())
 
     # ------------------------------------------------------------------- helpers
     def q_values(self, variables, observation):
@@ -648,7 +690,7 @@ class Learner(ShardedLearner):
         action = _epsilon_greedy(k_act, q, s.legal_action_mask, eps)
         s1 = select_games(acting, jax.vmap(env.step)(s, action), s)
         wins_now = acting & s1.terminated & (s1.winner == colour)
-        shaped = any(w[name] for name in ("blocked_three", "blocked_four", "double_threat")
+        shaped = any(switched_on(w[name]) for name in ("blocked_three", "blocked_four", "double_threat")
                      + _OWN_SHAPES)
         potential = cfg.rewards.form == "potential"
         if shaped and not potential:
@@ -774,7 +816,6 @@ class Learner(ShardedLearner):
 
     # ------------------------------------------------------------------ iteration
     def _iteration_impl(self, state: TrainState):
-        self.trace_count += 1  # Python side effect: counts traces, not calls
         cfg = self.config
         cur = cfg.curriculum
         key, k_member, k_play, k_train = jax.random.split(state.key, 4)

@@ -13,9 +13,13 @@ table IV: wins per pure-MCTS level, one column per run) and `plot_sweep` present
 A run whose work directory already holds checkpoints resumes (and a finished one is not
 trained again), so an interrupted sweep continues where it stopped.
 
-Each run builds its own learner and compiles its own programs: the learners read their
-settings (a learning rate as much as a network's width) as constants of the compiled
-iteration, so every value pays a compile (minutes for the CPU default). Runs run one after
+Each run builds its own learner. A learner's traced settings (``HYPERPARAMETERS`` of
+`algorithms.common.ShardedLearner`: learning rates, loss weights, the iterations of a
+schedule, self-play temperatures, search constants, tactical-prior probabilities, the DQN
+reward table...) and ``seed`` are inputs of its compiled programs, so runs that differ
+only in them share one compile. A key that shapes the program (a network's width, the
+number of simulations, a batch size, a string, a bool, a setting turned from 0 or None
+to a number) compiles once per value (minutes for the CPU default). Runs run one after
 another; with ``JAX_COMPILATION_CACHE_DIR`` set, a program compiled before (the same
 settings, e.g. a sweep run again) is loaded from disk instead.
 """

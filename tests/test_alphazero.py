@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from algorithms import alphazero as az
+from algorithms import common
 from gomoku_jax import config as cfglib
 from gomoku_jax import search as search_lib
 from gomoku_jax import symmetry
@@ -24,6 +25,7 @@ def smoke_config():
 
 @pytest.fixture(scope="module")
 def learner(smoke_config):
+    common.clear_programs()  # so that this learner compiles (and traces) its own
     return az.make_learner(smoke_config, devices=jax.devices()[:1])
 
 
@@ -150,6 +152,58 @@ def test_one_iteration_on_the_smoke_config_fills_the_buffer(learner, two_iterati
 
 def test_the_iteration_is_traced_once(learner, two_iterations):
     assert learner.trace_count == 1
+
+
+def _differing(cfg, **sections):
+    return dataclasses.replace(cfg, **{name: dataclasses.replace(getattr(cfg, name), **v)
+                                       for name, v in sections.items()})
+
+
+def test_configs_that_differ_in_traced_settings_share_one_program(smoke_config):
+    a = _differing(smoke_config,
+                   train=dict(search_value_weight=0.2, kl_target=0.01),
+                   selfplay=dict(gumbel_moves=4, playout_cap=0.5, fast_simulations=2))
+    b = _differing(a, train=dict(learning_rate=0.01, l2=3e-4, value_weight=0.5,
+                                 search_value_weight=0.7, kl_target=0.5, iterations=5),
+                   selfplay=dict(gumbel_moves=12, playout_cap=0.9),
+                   search=dict(gumbel_scale=0.3, value_scale=0.2, maxvisit_init=10.0),
+                   tactical=dict(open_three_probability=0.25, forced_mass=0.6),
+                   eval=dict(games=4))
+    b = dataclasses.replace(b, seed=7)
+    one = jax.devices()[:1]
+    common.clear_programs()
+    first = az.make_learner(a, devices=one)
+    state_a, metrics_a = first.iteration(first.init())
+    second = az.make_learner(b, devices=one)
+    shared_state, shared = second.iteration(second.init())
+    assert first.trace_count == 1 and second.trace_count == 0  # one program for both
+    common.clear_programs()
+    alone = az.make_learner(b, devices=one)
+    own_state, own = alone.iteration(alone.init())
+    assert alone.trace_count == 1
+    # b's run on a's program is b's run: nothing of a's settings was compiled in
+    for name in own:
+        np.testing.assert_array_equal(np.asarray(shared[name]), np.asarray(own[name]), name)
+    for x, y in zip(jax.tree.leaves(shared_state), jax.tree.leaves(own_state)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    # and the settings mattered
+    assert float(shared["learning_rate"]) != float(metrics_a["learning_rate"])
+    assert float(shared["loss"]) != float(metrics_a["loss"])
+
+
+def test_a_traced_view_holds_every_traced_setting_and_hides_the_rest(learner):
+    hyper = {path: object() for path in learner.hyperparameters()}
+    assert "train.learning_rate" in hyper and "search.gumbel_scale" in hyper
+    view = learner._traced_view(hyper)
+    for path, value in hyper.items():
+        assert common._get(view.config, path) is value, path
+    assert view.config.game == learner.config.game  # the rest is the learner's
+    with pytest.raises(AttributeError, match="config.eval is not an input"):
+        view.config.eval.games
+    # only the settings whose values are numbers other than 0 are traced
+    off = _differing(learner.config, train=dict(search_value_weight=0.0, kl_target=None))
+    assert "train.search_value_weight" not in az.make_learner(
+        off, devices=jax.devices()[:1]).hyperparameters()
 
 
 def test_augmentation_maps_policies_with_their_boards(learner):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from algorithms import dqn
+from algorithms import common
 from gomoku_jax import agents, arena, exported, networks, symmetry, training
 from gomoku_jax import config as cfglib
 from gomoku_jax.game import Gomoku
@@ -58,6 +59,8 @@ def _smoke_learner(path):
 @pytest.fixture(scope="module")
 def learner():
     """The CPU config's smoke learner, shared by the tests that compile an iteration."""
+    common.clear_programs()  # so that it compiles (and traces) its own program
+    _LEARNERS.clear()
     return _smoke_learner(CPU_CONFIG)
 
 
@@ -394,7 +397,10 @@ def test_the_iteration_fills_the_buffer_and_trains(learner, run):
     data = jax.device_get(state.buffer.data)
     boards = data.board[:n].reshape(n, -1)
     assert (boards[np.arange(n), data.action[:n]] == 0).all()  # actions on empty cells
-    assert set(np.unique(data.discount[:n])) <= {0.0, np.float32(train.gamma**train.n_step)}
+    # 0 at a game's end, else gamma ** n_step (gamma is traced: float32 arithmetic)
+    discounts = np.unique(data.discount[:n])
+    np.testing.assert_allclose(discounts[discounts != 0], train.gamma ** train.n_step,
+                               rtol=1e-6)
 
 
 def test_the_iteration_is_traced_once(learner, run):
@@ -403,6 +409,7 @@ def test_the_iteration_is_traced_once(learner, run):
 
 def test_sharded_and_single_device_iterations_agree(learner):
     assert len(jax.devices()) == 4
+    common.clear_programs()  # the sharded learner compiles its own program
     sharded = dqn.make_learner(learner.config)
     assert sharded.mesh.size == 4
     s1, m1 = learner.iteration(learner.init())
@@ -416,6 +423,40 @@ def test_sharded_and_single_device_iterations_agree(learner):
     assert learner.trace_count == 1
     sharded.iteration(s4)  # a second sharded call reuses the program
     assert sharded.trace_count == 1
+
+
+def test_configs_that_differ_in_traced_settings_share_one_program():
+    a = _config(TINY, **{"rewards.shaping": "table1", "train.target_tau": 0.1})
+    b = _config(TINY, **{
+        "rewards.shaping": "table3",
+        "rewards.weights": {"open_two": 0.05, "half_three": 0.03, "win": 2.0},
+        "acting.epsilon_start": 0.6, "acting.epsilon_end": 0.2, "acting.epsilon_decay": 0.9,
+        "curriculum.opponent_epsilon": 0.3, "curriculum.old_opponent_probability": 0.8,
+        "train.learning_rate": 3e-3, "train.gamma": 0.9, "train.huber_delta": 0.5,
+        "train.max_grad_norm": 0.5, "train.target_tau": 0.4, "seed": 3})
+    one = jax.devices()[:1]
+    common.clear_programs()
+    first = dqn.make_learner(a, devices=one)
+    _, metrics_a = first.iteration(first.init())
+    second = dqn.make_learner(b, devices=one)
+    shared_state, shared = second.iteration(second.init())
+    assert first.trace_count == 1 and second.trace_count == 0  # one program for both
+    assert "rewards.table.open_three" in second.hyperparameters()
+    common.clear_programs()
+    alone = dqn.make_learner(b, devices=one)
+    own_state, own = alone.iteration(alone.init())
+    # b's run on a's program is b's run: nothing of a's settings was compiled in
+    for name in own:
+        np.testing.assert_array_equal(np.asarray(shared[name]), np.asarray(own[name]), name)
+    for x, y in zip(jax.tree.leaves(shared_state), jax.tree.leaves(own_state)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert float(shared["epsilon"]) != float(metrics_a["epsilon"])  # the settings mattered
+    # the reward table entered the result: shaped rewards are in the buffer
+    n = int(own_state.buffer.size)
+    assert n and np.any(np.asarray(own_state.buffer.data.reward[:n]) != 0)
+    # a table that switches a term on or off is another program
+    off = dqn.make_learner(_config(TINY, **{"rewards.shaping": "none"}), devices=one)
+    assert off._program_data() != first._program_data()
 
 
 def _trained_iterations(config, count):

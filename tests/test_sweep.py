@@ -6,6 +6,7 @@ import pathlib
 import jax
 import pytest
 
+from algorithms import common
 from gomoku_jax import config as cfglib
 from gomoku_jax import networks, sweep
 
@@ -49,6 +50,16 @@ def test_one_run_per_value_differing_only_in_the_swept_key(swept):
     assert rows[0]["parameters"] < rows[1]["parameters"]
     assert all(env.size == 9 and env.k == 5 for _, env in seen)
     assert json.loads((workdir / "sweep.json").read_text())[1]["value"] == 8
+
+
+def test_a_sweep_over_a_traced_setting_compiles_once(tmp_path):
+    common.clear_programs()
+    rows = sweep.sweep(CONFIG, "train.learning_rate", [1e-3, 4e-3], iterations=1,
+                       workdir=tmp_path, variant="smoke", overrides={"eval.final_games": 0},
+                       devices=jax.devices()[:1])
+    # one init and one iteration program served both runs (two each if compiled per run)
+    assert sorted(key[1] for key in common._PROGRAMS) == ["init", "iteration"]
+    assert rows[0]["loss"] != rows[1]["loss"]  # and each run trained at its own rate
 
 
 def test_the_table_has_one_row_per_run(swept):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from algorithms import alphazero as az
+from algorithms import common
 from gomoku_jax import search as search_lib
 from gomoku_jax.game import Gomoku
 
@@ -69,6 +70,7 @@ def test_reuse_config_validation():
 # -------------------------------------------------------------------- self-play
 @pytest.fixture(scope="module")
 def learner():
+    common.clear_programs()  # so that it compiles (and traces) its own program
     return az.make_learner(_reuse_config(), devices=jax.devices()[:1])
 
 
