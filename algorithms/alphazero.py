@@ -9,6 +9,11 @@ over every local device along a ``data`` mesh axis; parameters, optimizer state 
 buffer are replicated (several hosts: call ``jax.distributed.initialize`` first, then the
 mesh spans every process's devices).
 
+The settings in ``Learner.HYPERPARAMETERS`` (rates, loss weights, temperatures, search
+constants, tactical probabilities; see `algorithms.common.ShardedLearner`) are inputs of
+the compiled programs, so learners whose configs differ only in them, or in ``seed``,
+share one compile.
+
 Self-play never stops: a finished game restarts in place, so the batch stays full.
 Value targets ``z`` (the final result from the view of the player to move) are computed
 by a backward pass over a window of two iterations' moves: the positions of a game that

@@ -6,6 +6,9 @@ n-step transitions (8 symmetric copies each) into a device-resident uniform repl
 buffer, and runs ``train.updates`` gradient steps, all under one ``jit`` with no host
 round trip. Games are sharded over every local device along a ``data`` mesh axis; the
 online, target and pool parameters, the optimizer state and the buffer are replicated.
+The settings in ``Learner.HYPERPARAMETERS`` and the reward table's entries are inputs of
+the compiled programs (`algorithms.common.ShardedLearner`), so learners whose configs
+differ only in them, or in ``seed``, share one compile.
 
 **Env step.** Every game has the learner's colour (alternating from game to game) and,
 at each step, either the learner to move or, in a fresh game where the learner is
