@@ -9,6 +9,8 @@ Subcommands:
   AlphaZero learner's moves/s and SGD samples/s (`experiments/bench_alphazero.py`).
 * ``bench search``: seconds per simulation as the tree grows, the linear-time
   `gomoku_jax.tree_search` vs mctx (`experiments/bench_search.py`).
+* ``bench sweep``: what a sweep pays to compile, programs shared by its runs vs compiled
+  per run (`experiments/bench_sweep.py`).
 * ``random-game``: play one game of random legal moves and print the board
   (optionally write an SVG picture and the move list).
 * ``tournament``: a round robin between named agents (from a JSON config or the
@@ -36,7 +38,7 @@ import json
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("game", "mcts", "alphazero", "search")
+BENCHMARKS = ("game", "mcts", "alphazero", "search", "sweep")
 OVERVIEWS = {
     "bench": "usage: gomoku-jax bench {" + ",".join(BENCHMARKS) + "} [options]\n\n"
              "Benchmarks (each prints its figures next to a reference timed in the same run):\n"
@@ -45,7 +47,9 @@ OVERVIEWS = {
              "  alphazero  PUCT / Gumbel search simulations/s with a network vs a uniform\n"
              "             evaluate; the learner's self-play moves/s and SGD samples/s\n"
              "  search seconds per simulation from 16 to 800 simulations: the linear-time\n"
-             "         tree search vs mctx\n\n"
+             "         tree search vs mctx\n"
+             "  sweep  a sweep's build and first iteration per run: compiled programs\n"
+             "         shared by the runs vs compiled per run\n\n"
              "Options of one benchmark: gomoku-jax bench NAME --help",
     "records": "usage: gomoku-jax records generate [options]\n\n"
                "  generate  play games between two agents from random openings and write them\n"
