@@ -42,8 +42,8 @@ import jax.numpy as jnp
 from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
-                               select_games, sgd_step, switched_on)
+from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_optimizer,
+                               play_search, select_games, sgd_step, switched_on)
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry, training
 from gomoku_jax import search as search_lib
@@ -409,6 +409,11 @@ class Learner(SearchPlayer, ShardedLearner):
 
     def _derive(self) -> None:
         self.tx = make_optimizer(self.config.train)
+
+    def _program_objects(self) -> tuple:
+        agents = (self._opponent, self._opponent_final)
+        return (self.module, *((a.batch_policy(), fingerprint(a.params))
+                               for a in agents if a is not None))
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict]:
         """One iteration (self-play, buffer, SGD): one compiled program, shared by the

@@ -7,6 +7,7 @@ import collections
 import copy
 import dataclasses
 import functools
+import hashlib
 import json
 import threading
 from typing import Any, Callable, Mapping
@@ -21,8 +22,8 @@ from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError
 
-__all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "keep_if", "make_optimizer",
-           "play_search", "select_games", "sgd_step", "switched_on"]
+__all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "fingerprint", "keep_if",
+           "make_optimizer", "play_search", "select_games", "sgd_step", "switched_on"]
 
 
 def make_optimizer(train) -> optax.GradientTransformation:
@@ -96,9 +97,21 @@ class _NotCompiled:
     def __init__(self, name: str):
         self._name = name
 
+    def _refuse(self, *_):
+        raise TypeError(f"config.{self._name} is not an input of the compiled programs "
+                        "(read it outside them)")
+
     def __getattr__(self, attr):
+        if attr.startswith("__"):  # copy, pickle and the like probe for these
+            raise AttributeError(attr)
         raise AttributeError(f"config.{self._name} is not an input of the compiled "
                              f"programs (read config.{self._name}.{attr} outside them)")
+
+    __bool__ = __int__ = __float__ = __index__ = __len__ = __iter__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __pow__ = __neg__ = _refuse
+    __hash__ = None
 
     def __repr__(self):
         return f"<config.{self._name}: not compiled>"
@@ -124,6 +137,47 @@ def _set_unchecked(config, path: str, value):
     return new
 
 
+def _dtype(config, path: str):
+    """float32 for a setting declared a float (an integer value included), else int32."""
+    *parents, leaf = path.split(".")
+    owner = _get(config, ".".join(parents)) if parents else config
+    declared = {f.name: str(f.type) for f in dataclasses.fields(owner)}.get(leaf, "")
+    return np.float32 if "float" in declared else np.int32
+
+
+def fingerprint(tree) -> str | None:
+    """A digest of the arrays of ``tree`` (None for no arrays): programs that bake them
+    in as constants are keyed on it."""
+    leaves = jax.tree.leaves(tree)
+    if not leaves:
+        return None
+    digest = hashlib.sha256()
+    for leaf in leaves:
+        array = np.asarray(jax.device_get(leaf))
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+class _Program:
+    """A jitted program shared by learners (see `ShardedLearner._shared_program`);
+    ``traces`` counts how many times it was traced, by whichever learner called it."""
+
+    def __init__(self, learner, name: str, impl: Callable, **jit_kwargs):
+        self.name = name
+        self.traces = 0
+
+        def traced(*args):
+            *args, hyper = args
+            self.traces += 1  # a Python side effect: counts traces, not calls
+            return impl(learner._traced_view(hyper), *args)
+
+        self.jitted = jax.jit(traced, **jit_kwargs)
+
+    def __call__(self, *args):
+        return self.jitted(*args)
+
+
 def _traced(value) -> bool:
     """Whether a hyperparameter's value is an input of the compiled programs: a number
     that is `switched_on` (None and 0 are compiled in: they may switch a part of the
@@ -134,8 +188,8 @@ def _traced(value) -> bool:
 
 # Compiled programs shared by learners whose configs differ only in traced settings,
 # most recently used last.
-_PROGRAMS: "collections.OrderedDict[tuple, Callable]" = collections.OrderedDict()
-_PROGRAMS_KEPT = 8
+_PROGRAMS: "collections.OrderedDict[tuple, _Program]" = collections.OrderedDict()
+_PROGRAMS_KEPT = 16
 _PROGRAMS_LOCK = threading.Lock()
 
 
@@ -182,8 +236,7 @@ class ShardedLearner:
         for path in self.HYPERPARAMETERS:
             value = _get(self.config, path)
             if _traced(value):
-                out[path] = np.asarray(value, np.int32 if isinstance(value, int)
-                                       else np.float32)
+                out[path] = np.asarray(value, _dtype(self.config, path))
         return out
 
     def _program_data(self) -> dict:
@@ -223,32 +276,34 @@ class ShardedLearner:
         """Set what the learner computes from ``self.config`` (its optimizer...); run
         at construction and again for each traced view."""
 
-    def _shared_program(self, name: str, impl: Callable, **jit_kwargs) -> Callable:
+    def _program_objects(self) -> tuple:
+        """What the programs bake in besides the config, for their key: objects that
+        were resolved from names when the learner was built (the network's module,
+        whose class a registry may have replaced; compiled opponents and the digest of
+        their parameters). Equal tuples mean the same program."""
+        return (self.module,)
+
+    def _shared_program(self, name: str, impl: Callable, **jit_kwargs) -> _Program:
         """``impl(view, *args)`` compiled as ``program(*args, hyper)``, shared (an LRU
-        of `_PROGRAMS_KEPT`) by every learner of the same class, devices and program
-        key. ``jit_kwargs`` (shardings, donation) describe ``args``; ``hyper`` is
-        replicated. Each trace counts in the compiling learner's `trace_count`
-        (``chex.assert_max_traces`` cannot serve: it counts every program made here as
-        one function)."""
+        of `_PROGRAMS_KEPT`) by every learner of the same class, devices, program data
+        and program objects. ``jit_kwargs`` (shardings, donation) describe ``args``;
+        ``hyper`` is replicated. The program traces through the view of the learner
+        that made it: a learner computes everything it derives from traced settings in
+        `_derive` (which the view runs again), never in ``__init__`` alone. Tests count
+        `trace_count` (``chex.assert_max_traces`` cannot serve: it would count every
+        program made here as one function)."""
         devices = tuple(d.id for d in self.mesh.devices.flat)
         data = json.dumps(self._program_data(), sort_keys=True, default=repr)
-        key = (type(self), name, devices, data)
+        key = (type(self), name, devices, data, self._program_objects())
         with _PROGRAMS_LOCK:
             program = _PROGRAMS.get(key)
             if program is not None:
                 _PROGRAMS.move_to_end(key)
                 return program
-        counts = self._trace_counts
-
-        def traced(*args):
-            *args, hyper = args
-            counts[name] += 1  # a Python side effect: counts traces, not calls
-            return impl(self._traced_view(hyper), *args)
-
         in_shardings = jit_kwargs.pop("in_shardings", None)
         if in_shardings is not None:
-            in_shardings = (*in_shardings, self._rep)
-        program = jax.jit(traced, in_shardings=in_shardings, **jit_kwargs)
+            jit_kwargs["in_shardings"] = (*in_shardings, self._rep)
+        program = _Program(self, name, impl, **jit_kwargs)
         with _PROGRAMS_LOCK:
             program = _PROGRAMS.setdefault(key, program)
             _PROGRAMS.move_to_end(key)
@@ -257,26 +312,22 @@ class ShardedLearner:
         return program
 
     @property
-    def _trace_counts(self) -> collections.Counter:
-        counts = self.__dict__.get("_traces")
-        if counts is None:
-            counts = self.__dict__["_traces"] = collections.Counter()
-        return counts
-
-    @property
     def trace_count(self) -> int:
-        """How many times this learner traced its ``iteration`` (0 when it runs a
-        program another learner compiled)."""
-        return self._trace_counts["iteration"]
+        """How many times this learner's ``iteration`` program was traced (by any of
+        the learners that share it)."""
+        program = self.__dict__.get("_iteration")
+        if isinstance(program, _Program):
+            return program.traces
+        return self.__dict__.get("_own_traces", 0)
 
     @trace_count.setter
     def trace_count(self, value: int) -> None:  # learners that count their own traces
-        self._trace_counts["iteration"] = value
+        self.__dict__["_own_traces"] = value
 
     def init(self, key: jax.Array | None = None):
         """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
         key = jax.random.PRNGKey(self.config.seed) if key is None else key
-        if self.HYPERPARAMETERS:
+        if isinstance(self._init, _Program):
             return self._init(key, self.hyperparameters())
         return self._init(key)
 

@@ -11,6 +11,7 @@ import pytest
 from algorithms import alphazero as az
 from algorithms import common
 from gomoku_jax import config as cfglib
+from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax import symmetry
 
@@ -159,36 +160,85 @@ def _differing(cfg, **sections):
                                        for name, v in sections.items()})
 
 
-def test_configs_that_differ_in_traced_settings_share_one_program(smoke_config):
-    a = _differing(smoke_config,
-                   train=dict(search_value_weight=0.2, kl_target=0.01),
-                   selfplay=dict(gumbel_moves=4, playout_cap=0.5, fast_simulations=2))
-    b = _differing(a, train=dict(learning_rate=0.01, l2=3e-4, value_weight=0.5,
-                                 search_value_weight=0.7, kl_target=0.5, iterations=5),
-                   selfplay=dict(gumbel_moves=12, playout_cap=0.9),
-                   search=dict(gumbel_scale=0.3, value_scale=0.2, maxvisit_init=10.0),
-                   tactical=dict(open_three_probability=0.25, forced_mass=0.6),
-                   eval=dict(games=4))
-    b = dataclasses.replace(b, seed=7)
+# (first config's changes to the smoke config, second config's changes to the first):
+# together they reach every traced setting, each case one the other's search ignores.
+SHARED_CASES = {
+    "gumbel-adam": (
+        dict(train=dict(search_value_weight=0.2, kl_target=0.01, min_buffer=8),
+             selfplay=dict(gumbel_moves=4, playout_cap=0.5, fast_simulations=2)),
+        dict(train=dict(learning_rate=0.01, l2=3e-4, value_weight=0.5,
+                        search_value_weight=0.7, kl_target=0.5, iterations=5),
+             selfplay=dict(gumbel_moves=12, playout_cap=0.9),
+             search=dict(gumbel_scale=0.3, value_scale=0.2, maxvisit_init=10.0),
+             tactical=dict(open_three_probability=0.25, forced_mass=0.6))),
+    "puct-sgd": (
+        dict(search=dict(algorithm="puct"), selfplay=dict(opponent_final="heuristic"),
+             train=dict(optimizer="sgd", learning_rate=0.02, lr_schedule="step",
+                        min_buffer=8)),
+        dict(train=dict(learning_rate=0.05, momentum=0.5, iterations=4),
+             selfplay=dict(temperature=0.5, temperature_moves=10),
+             search=dict(c_puct=2.0, pb_c_base=500.0, dirichlet_alpha=0.1,
+                         dirichlet_fraction=0.5))),
+}
+
+
+def _two_iterations(learner):
+    state, out = learner.init(), []
+    for _ in range(2):
+        state, metrics = learner.iteration(state)
+        out.append(jax.device_get(metrics))
+    return jax.device_get(state), out
+
+
+@pytest.mark.parametrize("case", sorted(SHARED_CASES))
+def test_configs_that_differ_in_traced_settings_share_one_program(smoke_config, case):
+    first_changes, second_changes = SHARED_CASES[case]
+    a = _differing(smoke_config, **first_changes)
+    b = dataclasses.replace(_differing(a, eval=dict(games=4), **second_changes), seed=7)
     one = jax.devices()[:1]
     common.clear_programs()
     first = az.make_learner(a, devices=one)
-    state_a, metrics_a = first.iteration(first.init())
+    _, metrics_a = _two_iterations(first)
     second = az.make_learner(b, devices=one)
-    shared_state, shared = second.iteration(second.init())
-    assert first.trace_count == 1 and second.trace_count == 0  # one program for both
+    shared_state, shared = _two_iterations(second)
+    assert second._iteration is first._iteration and second._init is first._init
+    assert first.trace_count == 1  # one program for both, traced once
     common.clear_programs()
     alone = az.make_learner(b, devices=one)
-    own_state, own = alone.iteration(alone.init())
-    assert alone.trace_count == 1
+    own_state, own = _two_iterations(alone)
+    assert alone._iteration is not first._iteration and alone.trace_count == 1
     # b's run on a's program is b's run: nothing of a's settings was compiled in
-    for name in own:
-        np.testing.assert_array_equal(np.asarray(shared[name]), np.asarray(own[name]), name)
+    assert bool(own[1]["trained"])  # the optimizer and the loss took part
+    for got, want in zip(shared, own):
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], name)
     for x, y in zip(jax.tree.leaves(shared_state), jax.tree.leaves(own_state)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        np.testing.assert_array_equal(x, y)
     # and the settings mattered
-    assert float(shared["learning_rate"]) != float(metrics_a["learning_rate"])
-    assert float(shared["loss"]) != float(metrics_a["loss"])
+    assert float(shared[1]["learning_rate"]) != float(metrics_a[1]["learning_rate"])
+    assert float(shared[1]["loss"]) != float(metrics_a[1]["loss"])
+
+
+def test_a_program_is_not_shared_across_what_its_names_resolved_to(smoke_config, registries):
+    class Replacement(networks.ResNet):
+        pass
+
+    first = az.make_learner(smoke_config, devices=jax.devices()[:1])
+    assert az.make_learner(smoke_config, devices=jax.devices()[:1])._init is first._init
+    networks.register_network("resnet", Replacement, "policy-value", "a replaced entry",
+                              replace=True)
+    second = az.make_learner(smoke_config, devices=jax.devices()[:1])
+    assert type(second.module) is Replacement
+    assert second._init is not first._init and second._iteration is not first._iteration
+
+
+def test_parameters_baked_into_a_program_key_it_by_their_values():
+    params = {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert common.fingerprint(params) == common.fingerprint(
+        {"w": jnp.arange(6, dtype=jnp.float32).reshape(2, 3)})  # equal values, new arrays
+    assert common.fingerprint(params) != common.fingerprint({"w": params["w"] + 1})
+    assert common.fingerprint(params) != common.fingerprint({"w": params["w"].reshape(3, 2)})
+    assert common.fingerprint(None) is None
 
 
 def test_a_traced_view_holds_every_traced_setting_and_hides_the_rest(learner):
@@ -200,6 +250,13 @@ def test_a_traced_view_holds_every_traced_setting_and_hides_the_rest(learner):
     assert view.config.game == learner.config.game  # the rest is the learner's
     with pytest.raises(AttributeError, match="config.eval is not an input"):
         view.config.eval.games
+    with pytest.raises(TypeError, match="config.seed is not an input"):
+        bool(view.config.seed)
+    # a float setting is float32 whatever its value's Python type: 1 and 0.5 share
+    ints = _differing(learner.config, train=dict(value_weight=1))
+    hyper = az.make_learner(ints, devices=jax.devices()[:1]).hyperparameters()
+    assert hyper["train.value_weight"].dtype == np.float32
+    assert hyper["train.iterations"].dtype == np.int32
     # only the settings whose values are numbers other than 0 are traced
     off = _differing(learner.config, train=dict(search_value_weight=0.0, kl_target=None))
     assert "train.search_value_weight" not in az.make_learner(
