@@ -14,7 +14,9 @@ constants, the reward table...). For each value of ``--key``, a learner is built
 is run from a fresh state, timed with the learner's construction: a sweep's cost per run
 before it trains. The reference, in the same run: the same runs with the shared programs
 forgotten before each (`algorithms.common.clear_programs`), so each run compiles its own,
-as every run did when settings were constants of the program. The report gives both
+as every run did when settings were constants of the program (JAX's persistent
+compilation cache is off while it runs, so that compiles are timed, not loads from disk).
+The report gives both
 totals, their ratio and how many times each run traced its iteration (1 where it
 compiled, 0 where it ran a program another run compiled).
 """
@@ -33,6 +35,7 @@ from algorithms import common
 from experiments.common import add_out_argument, device_description, publish
 from gomoku_jax import config as cfglib
 
+REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "az_9x9_cpu.json"
 
 
@@ -53,18 +56,34 @@ def _first_iterations(args, shared: bool) -> list[dict]:
             common.clear_programs()
         start = time.perf_counter()
         learner = _learner(args, value)
+        before = learner.trace_count  # its program's traces by earlier runs
         state, metrics = learner.iteration(learner.init())
         jax.block_until_ready((state, metrics))
         rows.append({"value": value, "seconds": time.perf_counter() - start,
-                     "traces": learner.trace_count})
+                     "traces": learner.trace_count - before})
     return rows
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when inside it (reports stay portable)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPOSITORY))
+    except ValueError:
+        return str(path)
+
+
 def run(args) -> dict:
-    separate = _first_iterations(args, shared=False)
-    shared = _first_iterations(args, shared=True)
+    # A program loaded from JAX's persistent cache on disk would make the reference's
+    # compiles look free; this benchmark times compiling.
+    cache = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        separate = _first_iterations(args, shared=False)
+        shared = _first_iterations(args, shared=True)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cache)
     total = lambda rows: sum(r["seconds"] for r in rows)  # noqa: E731
-    return {"device": device_description(), "config": str(args.config),
+    return {"device": device_description(), "config": _shown(args.config),
             "variant": args.variant, "overrides": list(args.set), "key": args.key,
             "values": list(args.values), "compiled_per_run": separate, "shared": shared,
             "compiled_per_run_s": total(separate), "shared_s": total(shared),
