@@ -6,9 +6,10 @@ n-step transitions (8 symmetric copies each) into a device-resident uniform repl
 buffer, and runs ``train.updates`` gradient steps, all under one ``jit`` with no host
 round trip. Games are sharded over every local device along a ``data`` mesh axis; the
 online, target and pool parameters, the optimizer state and the buffer are replicated.
-The settings in ``Learner.HYPERPARAMETERS`` and the reward table's entries are inputs of
-the compiled programs (`algorithms.common.ShardedLearner`), so learners whose configs
-differ only in them, or in ``seed``, share one compile.
+The settings in ``Learner.HYPERPARAMETERS``, the reward table's entries and the
+curriculum's phases (their lengths, opponents and heuristic strength; not their number or
+top-k) are inputs of the compiled programs (`algorithms.common.ShardedLearner`), so
+learners whose configs differ only in them, or in ``seed``, share one compile.
 
 **Env step.** Every game has the learner's colour (alternating from game to game) and,
 at each step, either the learner to move or, in a fresh game where the learner is
@@ -485,11 +486,29 @@ def _epsilon_greedy(key, q, legal, epsilon):
 
 
 # ---------------------------------------------------------------------- the learner
+_CURRICULUM_TABLES = ("ends", "cum", "has_self", "blocks")
+
+
+def _curriculum_tables(phases) -> dict[str, np.ndarray]:
+    """The curriculum as arrays: each phase's end (cumulative episodes, ``[P]`` int32),
+    its opponents' cumulative probabilities (``[P, len(OPPONENTS)]``; exactly 1 from the
+    last opponent with a weight on, so rounding never picks a weightless one), whether
+    it plays ``self`` (``[P]`` bool) and its heuristic's block probability (``[P]``)."""
+    weights = np.asarray([p.weights() for p in phases], np.float64)
+    cum = np.cumsum(weights, axis=1)
+    for row, w in zip(cum, weights):
+        row[np.flatnonzero(w).max():] = 1.0
+    return {"ends": np.cumsum([p.episodes for p in phases]).astype(np.int32),
+            "cum": cum.astype(np.float32),
+            "has_self": weights[:, OPPONENTS.index("self")] > 0,
+            "blocks": np.asarray([p.heuristic_blocks for p in phases], np.float32)}
+
+
 class Learner(ShardedLearner):
     """The compiled pieces of one DQN config. Build with `make_learner`."""
 
     algorithm = "dqn"
-    # and the entries of the reward table, as ``rewards.table.<key>`` (see `hyperparameters`)
+    # and the reward table's entries and the curriculum's tables (see `hyperparameters`)
     HYPERPARAMETERS = (
         "acting.epsilon_start", "acting.epsilon_end", "acting.epsilon_decay",
         "curriculum.opponent_epsilon", "curriculum.old_opponent_probability",
@@ -504,16 +523,6 @@ class Learner(ShardedLearner):
                                    "train.batch_size": config.train.batch_size})
         self._derive()
         phases = config.curriculum.phases
-        self._phase_ends = np.cumsum([p.episodes for p in phases]).astype(np.int32)
-        # [P, len(OPPONENTS)] cumulative opponent probabilities per phase; exactly 1 from
-        # the last opponent with a weight on, so rounding never picks a weightless one.
-        weights = np.asarray([p.weights() for p in phases], np.float64)
-        cum = np.cumsum(weights, axis=1)
-        for row, w in zip(cum, weights):
-            row[np.flatnonzero(w).max():] = 1.0
-        self._phase_cum = cum.astype(np.float32)
-        self._phase_has_self = weights[:, OPPONENTS.index("self")] > 0
-        self._phase_blocks = np.asarray([p.heuristic_blocks for p in phases], np.float32)
         top_k = config.curriculum.heuristic_top_k
         phase_top_k = [top_k if p.heuristic_top_k is None else p.heuristic_top_k
                        for p in phases]
@@ -534,16 +543,23 @@ class Learner(ShardedLearner):
         parts = ([optax.clip_by_global_norm(tc.max_grad_norm)]
                  if switched_on(tc.max_grad_norm) else [])
         self.tx = optax.chain(*parts, optax.adam(tc.learning_rate))
+        for name, table in _curriculum_tables(self.config.curriculum.phases).items():
+            setattr(self, f"_phase_{name}", table)
 
-    # ------------------------------------------------------ traced reward table
+    # ------------------------------------------- traced reward table and curriculum
     def hyperparameters(self) -> dict[str, np.ndarray]:
         """`ShardedLearner.hyperparameters` plus the reward table's entries other than 0
-        (``rewards.table.win``...), so that a sweep over reward weights or tables that
-        switch the same terms on compiles once."""
+        (``rewards.table.win``...) and the curriculum's tables (``curriculum.ends``:
+        where each phase ends, ``.cum``: its opponents' cumulative probabilities,
+        ``.has_self``, ``.blocks``: its heuristic's block probability), so that a sweep
+        over reward weights, tables that switch the same terms on, or curricula of as
+        many phases compiles once."""
         out = super().hyperparameters()
         for name, value in self.config.rewards.table().items():
             if switched_on(value):
                 out[f"rewards.table.{name}"] = np.asarray(value, np.float32)
+        for name, table in _curriculum_tables(self.config.curriculum.phases).items():
+            out[f"curriculum.{name}"] = table
         return out
 
     def _program_data(self) -> dict:
@@ -552,6 +568,9 @@ class Learner(ShardedLearner):
         data["rewards"] = {"form": self.config.rewards.form,
                            "table": {k: "<traced>" if switched_on(v) else v
                                      for k, v in sorted(table.items())}}
+        # the phases' number and top-k shape the program; the rest is in the tables
+        data["curriculum"]["phases"] = [{"heuristic_top_k": p.heuristic_top_k}
+                                        for p in self.config.curriculum.phases]
         return data
 
     def _traced_view(self, hyper):
@@ -560,6 +579,8 @@ class Learner(ShardedLearner):
         view.rewards = {**view.rewards, **{path[len(prefix):]: value
                                            for path, value in hyper.items()
                                            if path.startswith(prefix)}}
+        for name in _CURRICULUM_TABLES:
+            setattr(view, f"_phase_{name}", hyper[f"curriculum.{name}"])
         return view
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict]:

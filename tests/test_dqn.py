@@ -433,7 +433,11 @@ def test_configs_that_differ_in_traced_settings_share_one_program():
         "acting.epsilon_start": 0.6, "acting.epsilon_end": 0.2, "acting.epsilon_decay": 0.9,
         "curriculum.opponent_epsilon": 0.3, "curriculum.old_opponent_probability": 0.8,
         "train.learning_rate": 3e-3, "train.gamma": 0.9, "train.huber_delta": 0.5,
-        "train.max_grad_norm": 0.5, "train.target_tau": 0.4, "seed": 3})
+        "train.max_grad_norm": 0.5, "train.target_tau": 0.4, "seed": 3,
+        "curriculum.phases": [
+            {"opponent": {"heuristic": 1, "random": 1}, "episodes": 3,
+             "heuristic_blocks": 0.5},
+            {"opponent": "self", "episodes": 1}, {"opponent": "random", "episodes": 500}]})
     one = jax.devices()[:1]
     common.clear_programs()
     first = dqn.make_learner(a, devices=one)
@@ -459,6 +463,11 @@ def test_configs_that_differ_in_traced_settings_share_one_program():
     # a table that switches a term on or off is another program
     off = dqn.make_learner(_config(TINY, **{"rewards.shaping": "none"}), devices=one)
     assert off._program_data() != first._program_data()
+    # and so is a curriculum of another number of phases
+    two = dqn.make_learner(_config(TINY, **{"curriculum.phases": [
+        {"opponent": "random", "episodes": 2}, {"opponent": "self", "episodes": 9}]}),
+        devices=one)
+    assert two._program_data() != first._program_data()
 
 
 def _trained_iterations(config, count):
