@@ -401,11 +401,7 @@ class Learner(SearchPlayer, ShardedLearner):
         self._opponent = _selfplay_agent(config.selfplay.opponent, "opponent", self.env)
         self._opponent_final = _selfplay_agent(config.selfplay.opponent_final,
                                                "opponent_final", self.env)
-        sharding = self.state_sharding()
-        self._init = self._shared_program("init", Learner._init_impl, out_shardings=sharding)
-        self._iteration = self._shared_program(
-            "iteration", Learner._iteration_impl, in_shardings=(sharding,),
-            out_shardings=(sharding, self._rep), donate_argnums=0)
+        self._setup_programs()
 
     def _derive(self) -> None:
         self.tx = make_optimizer(self.config.train)
@@ -414,11 +410,6 @@ class Learner(SearchPlayer, ShardedLearner):
         agents = (self._opponent, self._opponent_final)
         return (self.module, *((a.batch_policy(), fingerprint(a.params))
                                for a in agents if a is not None))
-
-    def iteration(self, state: TrainState) -> tuple[TrainState, dict]:
-        """One iteration (self-play, buffer, SGD): one compiled program, shared by the
-        learners whose configs differ only in traced settings. Donates ``state``."""
-        return self._iteration(state, self.hyperparameters())
 
     def _opponent_turn(self, games: State) -> jax.Array:
         """``[B]`` bool: the games where ``selfplay.opponent`` is to move."""

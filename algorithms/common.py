@@ -203,7 +203,7 @@ class ShardedLearner:
     """Base of a learner whose games and training batches are split over a ``data``
     mesh axis spanning ``devices`` (default: every device); parameters, optimizer
     state and buffers are replicated. Subclasses set ``config`` (with ``seed``) and
-    call `_setup_mesh` first.
+    call `_setup_mesh` first, then `_setup_programs` last (or set ``_init`` themselves).
 
     **Traced hyperparameters.** ``HYPERPARAMETERS`` names the dotted config settings
     (``train.learning_rate``, ``search.c_puct``...) that are inputs of the compiled
@@ -245,7 +245,7 @@ class ShardedLearner:
         data = dataclasses.asdict(self.config)
         for name in self.NOT_COMPILED:
             data.pop(name, None)
-        for path in self.hyperparameters():
+        for path in self._hyper:
             if path not in self.HYPERPARAMETERS:
                 continue  # a learner's own traced values (see `_traced_view`)
             *parents, leaf = path.split(".")
@@ -282,6 +282,25 @@ class ShardedLearner:
         whose class a registry may have replaced; compiled opponents and the digest of
         their parameters). Equal tuples mean the same program."""
         return (self.module,)
+
+    def _setup_programs(self) -> None:
+        """The learner's traced settings (`hyperparameters`, read once: the config is
+        frozen) and its shared programs: ``_init`` from ``_init_impl(key)`` and
+        ``_iteration`` from ``_iteration_impl(state) -> (state, metrics)``, which
+        donates the state. Call it last in ``__init__``."""
+        self._hyper = self.hyperparameters()
+        sharding = self.state_sharding()
+        cls = type(self)
+        self._init = self._shared_program("init", cls._init_impl, out_shardings=sharding)
+        self._iteration = self._shared_program(
+            "iteration", cls._iteration_impl, in_shardings=(sharding,),
+            out_shardings=(sharding, self._rep), donate_argnums=0)
+
+    def iteration(self, state):
+        """One iteration: one compiled program, shared by the learners whose configs
+        differ only in traced settings. Donates ``state``; returns ``(state,
+        metrics)``."""
+        return self._iteration(state, self._hyper)
 
     def _shared_program(self, name: str, impl: Callable, **jit_kwargs) -> _Program:
         """``impl(view, *args)`` compiled as ``program(*args, hyper)``, shared (an LRU
@@ -328,7 +347,7 @@ class ShardedLearner:
         """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
         key = jax.random.PRNGKey(self.config.seed) if key is None else key
         if isinstance(self._init, _Program):
-            return self._init(key, self.hyperparameters())
+            return self._init(key, self._hyper)
         return self._init(key)
 
     def _constrain(self, tree):

@@ -531,11 +531,7 @@ class Learner(ShardedLearner):
         self._phase_top_k = (np.asarray(phase_top_k, np.int32)
                              if any(k != top_k for k in phase_top_k) else None)
         self._heuristic = agents_lib.heuristic_agent(self.env, top_k=max(phase_top_k)).policy
-        sharding = self.state_sharding()
-        self._init = self._shared_program("init", Learner._init_impl, out_shardings=sharding)
-        self._iteration = self._shared_program(
-            "iteration", Learner._iteration_impl, in_shardings=(sharding,),
-            out_shardings=(sharding, self._rep), donate_argnums=0)
+        self._setup_programs()
 
     def _derive(self) -> None:
         tc = self.config.train
@@ -555,19 +551,18 @@ class Learner(ShardedLearner):
         over reward weights, tables that switch the same terms on, or curricula of as
         many phases compiles once."""
         out = super().hyperparameters()
-        for name, value in self.config.rewards.table().items():
+        for name, value in self.rewards.items():  # `_derive` made them from the config
             if switched_on(value):
                 out[f"rewards.table.{name}"] = np.asarray(value, np.float32)
-        for name, table in _curriculum_tables(self.config.curriculum.phases).items():
-            out[f"curriculum.{name}"] = table
+        for name in _CURRICULUM_TABLES:
+            out[f"curriculum.{name}"] = getattr(self, f"_phase_{name}")
         return out
 
     def _program_data(self) -> dict:
         data = super()._program_data()
-        table = self.config.rewards.table()
         data["rewards"] = {"form": self.config.rewards.form,
                            "table": {k: "<traced>" if switched_on(v) else v
-                                     for k, v in sorted(table.items())}}
+                                     for k, v in sorted(self.rewards.items())}}
         # the phases' number and top-k shape the program; the rest is in the tables
         data["curriculum"]["phases"] = [{"heuristic_top_k": p.heuristic_top_k}
                                         for p in self.config.curriculum.phases]
@@ -583,10 +578,6 @@ class Learner(ShardedLearner):
             setattr(view, f"_phase_{name}", hyper[f"curriculum.{name}"])
         return view
 
-    def iteration(self, state: TrainState) -> tuple[TrainState, dict]:
-        """One iteration (acting, buffer, updates): one compiled program, shared by the
-        learners whose configs differ only in traced settings. Donates ``state``."""
-        return self._iteration(state, self.hyperparameters())
 
     # ------------------------------------------------------------------- helpers
     def q_values(self, variables, observation):
@@ -714,8 +705,8 @@ class Learner(ShardedLearner):
         action = _epsilon_greedy(k_act, q, s.legal_action_mask, eps)
         s1 = select_games(acting, jax.vmap(env.step)(s, action), s)
         wins_now = acting & s1.terminated & (s1.winner == colour)
-        shaped = any(switched_on(w[name]) for name in ("blocked_three", "blocked_four", "double_threat")
-                     + _OWN_SHAPES)
+        shaped = any(switched_on(w[name]) for name
+                     in ("blocked_three", "blocked_four", "double_threat") + _OWN_SHAPES)
         potential = cfg.rewards.form == "potential"
         if shaped and not potential:
             pattern = pattern_reward(s.board, s1.board, colour, env.k, w)
