@@ -32,10 +32,10 @@ import jax
 
 import algorithms
 from algorithms import common
-from experiments.common import add_out_argument, device_description, publish
+from experiments.common import (add_out_argument, device_description, publish,
+                                repository_path)
 from gomoku_jax import config as cfglib
 
-REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "az_9x9_cpu.json"
 
 
@@ -64,14 +64,6 @@ def _first_iterations(args, shared: bool) -> list[dict]:
     return rows
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository when inside it (reports stay portable)."""
-    try:
-        return str(Path(path).resolve().relative_to(REPOSITORY))
-    except ValueError:
-        return str(path)
-
-
 def run(args) -> dict:
     # A program loaded from JAX's persistent cache on disk would make the reference's
     # compiles look free; this benchmark times compiling.
@@ -83,7 +75,7 @@ def run(args) -> dict:
     finally:
         jax.config.update("jax_enable_compilation_cache", cache)
     total = lambda rows: sum(r["seconds"] for r in rows)  # noqa: E731
-    return {"device": device_description(), "config": _shown(args.config),
+    return {"device": device_description(), "config": repository_path(args.config),
             "variant": args.variant, "overrides": list(args.set), "key": args.key,
             "values": list(args.values), "compiled_per_run": separate, "shared": shared,
             "compiled_per_run_s": total(separate), "shared_s": total(shared),

@@ -11,6 +11,17 @@ import numpy as np
 
 from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def repository_path(path) -> str:
+    """``path`` from the repository's root when it lies inside (reports stay portable),
+    else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(REPOSITORY))
+    except ValueError:
+        return str(path)
+
 
 def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: int,
                                repeats_help: str, report_example: str) -> None:

@@ -179,19 +179,11 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
     return out
 
 
-def _relative(path: Path) -> str:
-    """``path`` from the repository's root when it lies inside (reports stay portable)."""
-    try:
-        return str(path.resolve().relative_to(RUN.parents[2].resolve()))
-    except ValueError:
-        return str(path)
-
-
 def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: int = 0,
                opponents=OPPONENTS, progress: bool = True) -> dict:
     """The round robin of ``run/final.gjx`` against ``opponents``; writes the reports."""
     from gomoku_jax import agents, arena, exported
-    from experiments.common import device_description
+    from experiments.common import device_description, repository_path
 
     run = Path(run)
     loaded = exported.load(run / "final.gjx", name=f"{run.name} final")
@@ -203,7 +195,7 @@ def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: 
     report = result.report()
     report["config"] = {
         "game": {"size": env.size, "k": env.k, "rule": env.rule},
-        "agents": [_relative(run / "final.gjx")] + list(opponents),
+        "agents": [repository_path(run / "final.gjx")] + list(opponents),
         "games_per_pair": games, "opening_stones": opening_stones, "seed": seed}
     report["device"] = device_description()
     report["wall_seconds"] = round(time.perf_counter() - start, 1)
