@@ -564,8 +564,8 @@ def register_network(name: str, cls: type[nn.Module], kind: str, description: st
     as ``module.apply(variables, x [B, N, N, C], train=...)``; its other fields, with
     type hints (``int``, ``float``, ``bool``, ``str``, tuples of them, ``X | None``;
     ``dtype: Any`` for a compute dtype) and defaults, are the network's options.
-    ``kind``: one of `NETWORK_KINDS`, what it returns (see the module docs); a ``kind`` class attribute, where ``cls`` has one,
-    must agree. ``description``: one line for listings. A name already taken (built-in
+    ``kind``: one of `NETWORK_KINDS`, what it returns (see the module docs); a ``kind``
+    class attribute, where ``cls`` has one, must agree. ``description``: one line for listings. A name already taken (built-in
     or not) is refused unless ``replace=True``. Every refusal is a ``ValueError``.
     """
     if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
