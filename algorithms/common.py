@@ -1,5 +1,6 @@
-"""What the compiled learners share: the device mesh, batch sharding, a gated SGD step
-and per-game selection. (`algorithms.alphazero`, `algorithms.dqn`.)"""
+"""What the compiled learners share: the device mesh, batch sharding, programs that
+take the hyperparameters as inputs (compiled once for a sweep), a gated SGD step and
+per-game selection. (`algorithms.alphazero`, `algorithms.dqn`, `algorithms.imitation`.)"""
 
 from __future__ import annotations
 
@@ -203,7 +204,8 @@ class ShardedLearner:
     """Base of a learner whose games and training batches are split over a ``data``
     mesh axis spanning ``devices`` (default: every device); parameters, optimizer
     state and buffers are replicated. Subclasses set ``config`` (with ``seed``) and
-    call `_setup_mesh` first, then `_setup_programs` last (or set ``_init`` themselves).
+    call `_setup_mesh` first, then `_setup_programs` last (or make their own programs
+    with `_shared_program`, ``_init`` and ``_iteration`` among them).
 
     **Traced hyperparameters.** ``HYPERPARAMETERS`` names the dotted config settings
     (``train.learning_rate``, ``search.c_puct``...) that are inputs of the compiled
@@ -334,21 +336,12 @@ class ShardedLearner:
     def trace_count(self) -> int:
         """How many times this learner's ``iteration`` program was traced (by any of
         the learners that share it)."""
-        program = self.__dict__.get("_iteration")
-        if isinstance(program, _Program):
-            return program.traces
-        return self.__dict__.get("_own_traces", 0)
-
-    @trace_count.setter
-    def trace_count(self, value: int) -> None:  # learners that count their own traces
-        self.__dict__["_own_traces"] = value
+        return self._iteration.traces
 
     def init(self, key: jax.Array | None = None):
         """A fresh state from ``key`` (default: ``PRNGKey(config.seed)``)."""
         key = jax.random.PRNGKey(self.config.seed) if key is None else key
-        if isinstance(self._init, _Program):
-            return self._init(key, self._hyper)
-        return self._init(key)
+        return self._init(key, self._hyper)
 
     def _constrain(self, tree):
         """A training batch split over the devices along its first axis."""

@@ -44,6 +44,12 @@ players (e.g. the master in seed 001's third stage); the other positions train t
 value only. ``data.generate`` plays games (`experiments.generate_records`) into the
 first path when no file matches: how the smoke variants get their tiny dataset.
 
+**Compiling once.** The learning rate, momentum, weight decay, ``l2``, value weight
+and number of iterations (the schedules' length) are inputs of the compiled programs
+(`algorithms.common.ShardedLearner`): learners whose configs differ only in those
+values, the seed or the evaluation share one set of programs, so a sweep over them
+compiles once.
+
 The learner fits `gomoku_jax.training.run` (checkpoints, resume, evaluation, export);
 the exported agent searches with the network (``search`` with ``eval.simulations``,
 argmax, no noise) like AlphaZero's.
@@ -361,23 +367,41 @@ class Learner(SearchPlayer, ShardedLearner):
     play_name = "imitation"
     play_label = "Learner (imitation)"
 
+    HYPERPARAMETERS = ("train.learning_rate", "train.momentum", "train.weight_decay",
+                       "train.l2", "train.value_weight", "train.iterations")
+
     def __init__(self, config: ImitationConfig, devices=None):
         self._setup_player(config)
         self._setup_mesh(devices, {"train.batch_size": config.train.batch_size,
                                    "train.validation_batch": config.train.validation_batch})
-        self.tx = make_optimizer(config.train)
-        self.trace_count = 0
+        self._derive()
         self.data_errors: list = []
         self.data_summary: dict | None = None
         self._data = None
-        self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding())
-        state_sh, rep = self.state_sharding(), self._rep
-        self._iterate = jax.jit(self._iteration_impl, in_shardings=(state_sh, rep, rep),
-                                out_shardings=(state_sh, rep), donate_argnums=0)
-        self._plan = jax.jit(self._plan_impl, in_shardings=(state_sh, rep), out_shardings=rep)
-        self._chunk = jax.jit(self._chunk_impl, out_shardings=rep, donate_argnums=(0, 1))
-        self._finish = jax.jit(self._finish_impl, out_shardings=(state_sh, rep),
-                               donate_argnums=(0, 1))
+        # five programs shared by the learners whose configs differ only in traced
+        # settings (`ShardedLearner`); they read the records only through their
+        # arguments, never the learner's own loaded data
+        self._hyper = self.hyperparameters()
+        state_sh, rep, cls = self.state_sharding(), self._rep, type(self)
+        self._init = self._shared_program("init", cls._init_impl, out_shardings=state_sh)
+        self._iteration = self._shared_program(
+            "iteration", cls._iteration_impl, in_shardings=(state_sh, rep, rep),
+            out_shardings=(state_sh, rep), donate_argnums=0)
+        self._plan = self._shared_program("plan", cls._plan_impl, in_shardings=(state_sh, rep),
+                                          out_shardings=rep)
+        self._chunk = self._shared_program("chunk", cls._chunk_impl, out_shardings=rep,
+                                           donate_argnums=(0, 1))
+        self._finish = self._shared_program("finish", cls._finish_impl,
+                                            out_shardings=(state_sh, rep), donate_argnums=(0, 1))
+
+    def _derive(self) -> None:
+        self.tx = make_optimizer(self.config.train)
+
+    @property
+    def trace_count(self) -> int:
+        """How many times the programs of an iteration were traced (the scanned one,
+        or the chunk of steps and the finish), by any of the learners sharing them."""
+        return sum(p.traces for p in (self._iteration, self._chunk, self._finish))
 
     # ------------------------------------------------------------------------ data
     def load_data(self) -> tuple[Dataset, Dataset]:
@@ -390,10 +414,15 @@ class Learner(SearchPlayer, ShardedLearner):
     @property
     def steps_per_iteration(self) -> int:
         """SGD steps per iteration (``train.steps``, or one epoch of the loaded data)."""
+        return self._step_count(self.load_data()[0])
+
+    def _step_count(self, train: Dataset) -> int:
+        """SGD steps per iteration on ``train`` (the compiled programs read the data
+        they are given, never the learner's own)."""
         cfg = self.config.train
         if cfg.steps is not None:
             return cfg.steps
-        return max(1, math.ceil(self.load_data()[0].size / cfg.batch_size))
+        return max(1, math.ceil(train.size / cfg.batch_size))
 
     # --------------------------------------------------------------------- state
     def init_variables(self, key) -> Any:
@@ -515,23 +544,25 @@ class Learner(SearchPlayer, ShardedLearner):
         """One iteration (see the module docstring): ``(state, metrics)``."""
         train, val = self.load_data()
         if self.config.train.unroll == 0:
-            return self._iterate(state, train, val)
+            return self._iteration(state, train, val, self._hyper)
         k = self.config.train.unroll
-        key, rows, keys, active = self._plan(state, train)
+        key, rows, keys, active = self._plan(state, train, self._hyper)
         variables, opt_state, parts = state.variables, state.opt_state, []
         first = state.iteration * self.steps_per_iteration
         for c in range(rows.shape[0]):
             variables, opt_state, aux = self._chunk(variables, opt_state, rows[c], keys[c],
-                                                    active[c], first + c * k, train)
+                                                    active[c], first + c * k, train,
+                                                    self._hyper)
             parts.append(aux)
-        return self._finish(variables, opt_state, key, state.iteration, parts, active, val)
+        return self._finish(variables, opt_state, key, state.iteration, parts, active, val,
+                            self._hyper)
 
     def _plan_impl(self, state: TrainState, train: Dataset):
         """The iteration's new key, rows ``[C, K, B]``, step keys ``[C, K]`` and which
         of the ``C * K`` steps are real ``[C, K]`` (``K = unroll``, or all steps in one
         chunk for ``unroll = 0``)."""
         cfg = self.config.train
-        steps, b = self.steps_per_iteration, cfg.batch_size
+        steps, b = self._step_count(train), cfg.batch_size
         k = cfg.unroll or steps
         chunks = -(-steps // k)
         key, k_rows, k_steps = jax.random.split(state.key, 3)
@@ -544,7 +575,7 @@ class Learner(SearchPlayer, ShardedLearner):
                scan: bool):
         """SGD steps on ``rows [S, B]`` (inactive steps change nothing); per-step aux."""
         cfg = self.config.train
-        total_steps = self.steps_per_iteration * cfg.iterations
+        total_steps = self._step_count(train) * cfg.iterations
 
         def step(carry, xs):
             variables, opt_state = carry
@@ -572,29 +603,25 @@ class Learner(SearchPlayer, ShardedLearner):
         return variables, opt_state, jax.tree.map(lambda *x: jnp.stack(x), *auxes)
 
     def _chunk_impl(self, variables, opt_state, rows, keys, active, first, train: Dataset):
-        self.trace_count += 1  # Python side effect: counts traces, not calls
         return self._steps(variables, opt_state, rows, keys, active, first, train, scan=False)
 
     def _finish_impl(self, variables, opt_state, key, iteration, parts, active, val: Dataset):
-        self.trace_count += 1
         aux = jax.tree.map(lambda *x: jnp.concatenate(x), *parts)
         on = active.reshape(-1).astype(jnp.float32)
         metrics = jax.tree.map(lambda x: jnp.sum(x * on) / jnp.sum(on), aux)
         if val.size:
             metrics.update(self._validate(variables, val))
-        metrics["moves"] = jnp.int32(self.steps_per_iteration * self.config.train.batch_size)
+        metrics["moves"] = jnp.sum(active, dtype=jnp.int32) * self.config.train.batch_size
         state = TrainState(variables=variables, opt_state=opt_state, key=key,
                            iteration=iteration + 1)
         return state, metrics
 
     def _iteration_impl(self, state: TrainState, train: Dataset, val: Dataset):
         """The whole iteration as one program (``unroll = 0``: a ``lax.scan``)."""
-        self.trace_count += 1
         key, rows, keys, active = self._plan_impl(state, train)
-        first = state.iteration * self.steps_per_iteration
+        first = state.iteration * self._step_count(train)
         variables, opt_state, aux = self._steps(state.variables, state.opt_state, rows[0],
                                                 keys[0], active[0], first, train, scan=True)
-        self.trace_count -= 1  # _finish_impl counts this trace once more
         return self._finish_impl(variables, opt_state, key, state.iteration, [aux], active, val)
 
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from algorithms import common
 from algorithms import imitation as im
 from gomoku_jax import agents, arena, exported, features, records, symmetry, training
 from gomoku_jax import config as cfglib
@@ -183,6 +184,96 @@ def test_four_devices_give_the_result_of_one(one_move_file):
         # weight by up to lr * (a few 1e-3); a sharding bug moves it by lr
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
     assert out[0][1] == pytest.approx(out[1][1], rel=1e-5)
+
+
+# (first config's train settings, second config's changes to them): together they reach
+# every traced setting, one case on the unrolled chunks, the other on the scanned program
+SHARED_CASES = {
+    "sgd-unrolled": (dict(optimizer="sgd", momentum=0.9, l2=1e-4, lr_schedule="cosine"),
+                     dict(learning_rate=0.05, momentum=0.5, l2=1e-3, value_weight=0.5,
+                          iterations=6)),
+    "adamw-scanned": (dict(optimizer="adamw", weight_decay=0.01, unroll=0,
+                           lr_schedule="step"),
+                      dict(weight_decay=0.2, learning_rate=0.003, iterations=3)),
+}
+PROGRAMS = ("_init", "_iteration", "_plan", "_chunk", "_finish")
+
+
+def _run(learner, iterations):
+    state, out = learner.init(), []
+    for _ in range(iterations):
+        state, metrics = learner.iteration(state)
+        out.append(jax.device_get(metrics))
+    return jax.device_get(state), out
+
+
+def _assert_same_run(got, want):
+    (got_state, got_metrics), (want_state, want_metrics) = got, want
+    for g, w in zip(got_metrics, want_metrics):
+        for name in w:
+            np.testing.assert_array_equal(g[name], w[name], name)
+    for x, y in zip(jax.tree.leaves(got_state), jax.tree.leaves(want_state)):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("case", sorted(SHARED_CASES))
+def test_configs_that_differ_in_traced_settings_share_one_set_of_programs(one_move_file,
+                                                                           case):
+    first, second = SHARED_CASES[case]
+    small = dict(steps=4, unroll=2)
+    a = _config([one_move_file], **{**small, **first})
+    b = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config([one_move_file], **{**small, **first, **second})),
+        {"seed": 3, "eval.games": 6}))
+    one = jax.devices()[:1]
+    common.clear_programs()
+    learner_a = im.make_learner(a, devices=one)
+    _, metrics_a = _run(learner_a, 2)
+    traces = learner_a.trace_count
+    learner_b = im.make_learner(b, devices=one)
+    shared = _run(learner_b, 2)
+    assert all(getattr(learner_b, p) is getattr(learner_a, p) for p in PROGRAMS)
+    assert learner_a.trace_count == traces  # b ran on a's programs without tracing
+    common.clear_programs()
+    alone = im.make_learner(b, devices=one)
+    own = _run(alone, 2)
+    assert all(getattr(alone, p) is not getattr(learner_a, p) for p in PROGRAMS)
+    # b's run on a's programs is b's run: nothing of a's settings was compiled in
+    _assert_same_run(shared, own)
+    # and the settings mattered
+    assert float(shared[1][1]["learning_rate"]) != float(metrics_a[1]["learning_rate"])
+    assert float(shared[1][1]["loss"]) != float(metrics_a[1]["loss"])
+
+
+def test_shared_programs_take_each_learners_own_records(tmp_path):
+    """Learners of one config but for the seed split the games differently: one epoch
+    is another number of steps, and a program shared with the first learner runs the
+    second's."""
+    path = tmp_path / "lengths.jsonl"
+    records.write_records(path, [_game(BLACK_WINS, 0)] * 2
+                          + [_game(WHITE_WINS, 1, opening=2)] * 2, ENV)
+
+    def config(seed):
+        return cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+            cfglib.to_dict(_config([path])),
+            {"seed": seed, "data.validation_fraction": 0.5, "train.steps": None,
+             "train.batch_size": 2, "train.unroll": 4, "train.validation_batch": 2}))
+
+    sizes = {im.load_dataset(config(seed))[0].size: seed for seed in range(20)}
+    assert len(sizes) > 1  # the games are 9 and 6 positions long
+    (size_a, seed_a), (size_b, seed_b) = sorted(sizes.items())[:2]
+    one = jax.devices()[:1]
+    common.clear_programs()
+    learner_a = im.make_learner(config(seed_a), devices=one)
+    _run(learner_a, 1)
+    learner_b = im.make_learner(config(seed_b), devices=one)
+    shared = _run(learner_b, 1)
+    assert learner_b._chunk is learner_a._chunk
+    steps = -(-size_b // 2)  # one epoch of batches of 2
+    assert learner_b.steps_per_iteration == steps != learner_a.steps_per_iteration
+    assert shared[1][0]["moves"] == 2 * steps
+    common.clear_programs()
+    _assert_same_run(shared, _run(im.make_learner(config(seed_b), devices=one), 1))
 
 
 class Killed(Exception):
