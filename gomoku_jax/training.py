@@ -9,8 +9,10 @@ and ``variables``. The driver adds what lives on the host:
 * ``<workdir>/config.json`` the full config; ``metrics.csv`` one row per iteration;
   ``tensorboard/`` the same scalars for TensorBoard; ``checkpoints/`` orbax checkpoints
   of the whole learner state plus the driver's own progress (best score, patience);
-  ``eval/iter_XXXXXX.json`` each evaluation; ``best.gjx`` and ``final.gjx`` exported
-  agents; ``report.json`` / ``report.md`` the final evaluation (the json also names the device).
+  ``eval/iter_XXXXXX.json`` each periodic evaluation (``eval.every``); ``best.gjx``
+  (the best of those, its iteration the report's ``best_iteration``, null without
+  them) and ``final.gjx`` exported agents; ``report.json`` / ``report.md`` the final
+  evaluation (the json also names the device).
 * Resuming: run the same command again. The run continues from the last checkpoint,
   rows logged after it are dropped, and everything that follows is what an
   uninterrupted run would have produced (all randomness comes from the state's key
@@ -261,8 +263,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
     log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)
-    (workdir / "eval").mkdir(exist_ok=True)
     ev = config.eval
+    if ev.every:
+        (workdir / "eval").mkdir(exist_ok=True)
     env = learner.env
 
     def export(path, variables, iteration):
@@ -314,7 +317,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
               "stopped_because": _stop_reason(ev, prog),
-              "best_iteration": int(prog["best_iteration"]),
+              "best_iteration": _best_iteration(prog),
               "device": arena.device_description(), "evaluation": {}}
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
@@ -337,6 +340,11 @@ def _host_copy(tree):
         return jax.device_get(x)
 
     return jax.tree.map(copy, tree)
+
+
+def _best_iteration(prog) -> int | None:
+    """The iteration of ``best.gjx`` (None: no periodic evaluation ran, so no best)."""
+    return int(prog["best_iteration"]) if float(prog["best_score"]) >= 0 else None
 
 
 def _stop_reason(ev, prog) -> str | None:

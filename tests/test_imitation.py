@@ -290,7 +290,10 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run_and_exports_a_search_ag
         trained, tmp_path):
     learner = trained[0]
     straight = tmp_path / "straight"
-    training.run(learner, straight, iterations=3, progress=False, tensorboard=False)
+    report = training.run(learner, straight, iterations=3, progress=False, tensorboard=False)
+    # no periodic evaluation (eval.every = 0): no best agent and no eval folder
+    assert report["best_iteration"] is None
+    assert not (straight / "eval").exists() and not (straight / "best.gjx").exists()
 
     def kill_at_two(iteration, metrics):
         if iteration == 2:
