@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 from pathlib import Path
 from typing import Sequence
 
