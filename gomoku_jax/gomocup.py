@@ -56,7 +56,10 @@ cell) is kept on the board and answered ``ERROR game over: ...``; ``TAKEBACK``,
 Time: before each move the engine sets the agent's deadline from ``timeout_turn`` and
 from the match clock (``time_left``, else ``timeout_match``, divided by an estimate of
 the moves still to play), keeping 10% and 50 ms in reserve; without limits the agent
-gets no deadline.
+gets no deadline. Agents that budget their search (pure MCTS, alpha-beta) answer by
+it; a network's search plays its fixed number of simulations (``@N``) whatever the
+time, and the first move of an agent answered past its deadline is reported on the
+log.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ _OWN, _OPP, _DEAD = 1, 2, 3  # BOARD fields
 _RULE_EXACT, _RULE_CONTINUOUS = 1, 2
 _SUPPORTED_RULE_BITS = _RULE_EXACT | _RULE_CONTINUOUS
 _RESERVE_FRACTION, _RESERVE_S = 0.10, 0.050
+_LATE_S = 0.05  # an answer later than the deadline by more than this is reported
 _MIN_MOVES_LEFT, _MAX_MOVES_LEFT = 5, 25
 
 _RULE_WORDS = {"freestyle": "five or more in a row wins", "standard": "exactly five wins"}
@@ -243,6 +247,7 @@ class Engine:
         self._log = log
         self._agents: dict[tuple[int, str], tuple[Gomoku, Agent]] = {}
         self._unfit: dict[tuple[int, str], str] = {}  # the factory's refusals, by (size, rule)
+        self._late: set[str] = set()  # agents already reported answering past a deadline
         self._game: _Game | None = None
         self._rule_bits = 0
         self._timeout_turn: int | None = None  # ms; 0 = as fast as possible
@@ -343,11 +348,11 @@ class Engine:
         if self._warmup:
             tic = time.perf_counter()
             game = _Game(size)
-            self._decide(env, agent, game, time.perf_counter() + 0.5)
+            self._decide(env, agent, game, time.perf_counter() + 0.5, timed=False)
             centre = (size // 2) * size + size // 2
             game.cells.reshape(-1)[centre] = _OPP
             game.last = centre
-            self._decide(env, agent, game, time.perf_counter() + 0.5)
+            self._decide(env, agent, game, time.perf_counter() + 0.5, timed=False)
             self._note(f"{agent.name} on {env.id} ready in {time.perf_counter() - tic:.2f} s")
         self._agents[(size, rule)] = (env, agent)
         return env, agent
@@ -367,8 +372,11 @@ class Engine:
         budget = min(budgets) * (1 - _RESERVE_FRACTION) - _RESERVE_S
         return start + max(budget, 0.0)
 
-    def _decide(self, env: Gomoku, agent: Agent, game: _Game, deadline: float | None) -> int:
-        """The agent's move; a legal cell whatever the agent does."""
+    def _decide(self, env: Gomoku, agent: Agent, game: _Game, deadline: float | None,
+                timed: bool = True) -> int:
+        """The agent's move; a legal cell whatever the agent does. A ``timed`` move
+        answered past its deadline is reported once per agent (agents of a fixed
+        budget, such as a network's search of ``@N`` simulations, do not read it)."""
         key = jax.random.fold_in(self._key, self._decisions)
         self._decisions += 1
         try:
@@ -376,6 +384,13 @@ class Engine:
         except Exception as err:
             self._note(f"{agent.name} raised {type(err).__name__}: {err}; playing a fallback move")
             return _fallback_move(game.cells)
+        late = None if deadline is None else time.perf_counter() - deadline
+        if timed and late is not None and late > _LATE_S and agent.name not in self._late:
+            self._late.add(agent.name)
+            self._note(f"{agent.name} answered {late:.2f} s past its deadline (from the "
+                       "time limits); an agent of a fixed budget, such as a network's "
+                       "search of @N simulations, does not read the deadline: lower its "
+                       "budget to fit (reported once)")
         n = game.size
         if (isinstance(action, (int, np.integer)) and not isinstance(action, bool)
                 and 0 <= action < n * n and game.cells.reshape(-1)[action] == 0):

@@ -271,6 +271,33 @@ def test_deadline_reaches_the_agent():
     assert tic + 1.7 < deadline < time.perf_counter() + 1.9
 
 
+class Slow(Recorder):
+    """Answers ``late`` seconds past the deadline it is given."""
+
+    def __init__(self, env, late):
+        super().__init__(env)
+        self.name, self.late = "slow", late
+
+    def act(self, state, key, deadline=None):
+        if deadline is not None:
+            time.sleep(max(deadline - time.perf_counter(), 0) + self.late)
+        return super().act(state, key, deadline)
+
+
+@pytest.mark.parametrize("late", [0.0, 0.2])
+def test_an_answer_past_the_deadline_is_reported_once(late):
+    log = io.StringIO()
+    engine = gomocup.Engine(lambda e: Slow(e, late), warmup=True, log=log)
+    say(engine, "START 9", "INFO timeout_turn 100")
+    one(engine, "BEGIN")
+    one(engine, "TURN 0,8")
+    notes = [line for line in log.getvalue().splitlines() if "past its deadline" in line]
+    if late:  # the warm-up's moves are not timed; of the two late moves, one report
+        assert len(notes) == 1 and "slow answered" in notes[0] and "@N" in notes[0]
+    else:
+        assert notes == []
+
+
 def test_heuristic_engine_blocks_fours():
     engine = make_engine("heuristic")
     one(engine, "START 15")
