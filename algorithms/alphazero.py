@@ -60,6 +60,7 @@ __all__ = [
     "TrainSettings",
     "TrainState",
     "check_run",
+    "explained_variance",
     "make_learner",
 ]
 
@@ -378,6 +379,20 @@ def _masked_log_softmax(logits, legal):
     return jax.nn.log_softmax(logits, axis=-1)
 
 
+_NO_VARIANCE = 1e-8  # a variance below this counts as none
+
+
+def explained_variance(target: jax.Array, prediction: jax.Array) -> jax.Array:
+    """``1 - var(target - prediction) / var(target)``; for targets without variance
+    (a batch of one outcome), 1 when they are predicted exactly and else 0, as
+    scikit-learn's ``explained_variance_score`` has it."""
+    var_target = jnp.var(target)
+    var_error = jnp.var(target - prediction)
+    return jnp.where(var_target > _NO_VARIANCE,
+                     1.0 - var_error / jnp.maximum(var_target, _NO_VARIANCE),
+                     jnp.where(var_error > _NO_VARIANCE, 0.0, 1.0))
+
+
 class Learner(SearchPlayer, ShardedLearner):
     """The compiled pieces of one AlphaZero config. Build with `make_learner`."""
 
@@ -621,10 +636,8 @@ class Learner(SearchPlayer, ShardedLearner):
         total = cfg.value_weight * value_loss + policy_loss + cfg.l2 * l2
         probs = jnp.exp(logp)
         entropy = -jnp.mean(jnp.sum(jnp.where(legal, probs * logp, 0.0), -1))
-        var_z = jnp.var(batch.value)
-        explained = 1.0 - jnp.var(batch.value - value) / jnp.maximum(var_z, 1e-8)
         aux = dict(loss=total, value_loss=value_loss, policy_loss=policy_loss, l2=l2,
-                   entropy=entropy, explained_variance=explained)
+                   entropy=entropy, explained_variance=explained_variance(batch.value, value))
         return total, (aux, new_stats)
 
     def _train(self, variables, opt_state, buffer, key, learning_rate):

@@ -580,3 +580,13 @@ def test_an_iteration_with_an_opponent_reports_the_learners_results(opponent_lea
             won.sum(), lost.sum())
         games += ended.sum()
     assert games > 0
+
+
+def test_explained_variance_and_targets_without_variance():
+    rng = np.random.default_rng(0)
+    target, prediction = rng.normal(size=64), rng.normal(size=64)
+    want = 1 - np.var(target - prediction) / np.var(target)
+    assert float(az.explained_variance(target, prediction)) == pytest.approx(want, rel=1e-5)
+    same = np.full(64, -1.0, np.float32)  # a batch of one outcome
+    assert float(az.explained_variance(same, same)) == 1.0
+    assert float(az.explained_variance(same, same + prediction)) == 0.0
