@@ -1,6 +1,6 @@
 """Benchmark: AlphaZero search (PUCT and Gumbel) with a network, and the learner's speed.
 
-Commands (the full sweep takes long on a 2-core CPU; ``--quick`` about a minute)::
+Commands (the full sweep takes long on a 2-core CPU; ``--quick`` about 3 minutes)::
 
     gomoku-jax bench alphazero --out experiments/results/bench_alphazero_cpu.json
     gomoku-jax bench alphazero --parts search --backend linear \
