@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -45,9 +46,18 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
     add_out_argument(parser, report_example)
 
 
+def output_file(text: str) -> Path:
+    """An ``argparse`` type for a file a command writes when it is done: a directory is
+    refused at once, not after the work."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give the file to write")
+    return path
+
+
 def add_out_argument(parser, report_example: str) -> None:
     """``--out`` (alias ``--json``): where every benchmark writes its report as JSON."""
-    parser.add_argument("--out", "--json", dest="out", type=Path, default=None,
+    parser.add_argument("--out", "--json", dest="out", type=output_file, default=None,
                         help=f"also write the report here as JSON, e.g. {report_example}")
 
 

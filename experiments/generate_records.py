@@ -197,6 +197,8 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from experiments.common import output_file  # imports JAX: not in the workers' import
+
     parser = argparse.ArgumentParser(
         prog="gomoku-jax records generate",
         description="Play games between two agents from random openings and write them as "
@@ -215,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=max(1, min(os.cpu_count() or 1, 8)),
                         help="worker processes (default: the CPU count, at most 8)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", type=Path, required=True,
+    parser.add_argument("--out", type=output_file, required=True,
                         help="the records file to write (.jsonl or .jsonl.gz)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser

@@ -111,3 +111,16 @@ def test_tiny_run_times_ours_and_mctx_in_the_same_report(tmp_path):
     assert summary["selection_growth"]["ratio"] == pytest.approx(
         1 + (rows["linear", 40]["mean_depth"] - rows["linear", 4]["mean_depth"])
         * sel["interior_s"] / rows["linear", 4]["s_per_sim"])
+
+
+@pytest.mark.parametrize("module", ["bench_alphazero", "bench_game", "bench_mcts",
+                                    "bench_search", "bench_sweep", "generate_records"])
+def test_an_output_file_that_is_a_directory_is_refused_before_any_work(module, tmp_path,
+                                                                       capsys):
+    import importlib
+
+    main = importlib.import_module(f"experiments.{module}").main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert f"{tmp_path} is a directory; give the file to write" in capsys.readouterr().err
