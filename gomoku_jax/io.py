@@ -21,7 +21,8 @@ Layout of ``directory``::
 A save is written into the temporary directory and renamed when complete, so a crash
 mid-save leaves the earlier checkpoints intact. Each save also records a SHA-256 of
 every leaf (in the step's orbax metadata); :meth:`Checkpointer.restore` checks the
-config, the tree structure, every leaf's shape and dtype, and these hashes, and raises
+config, the tree structure, every leaf's shape and dtype, that every stored value reads
+back (a truncated or missing data file), and these hashes, and raises
 :class:`CheckpointError` saying what is wrong instead of returning damaged values.
 
 Leaves may be ``jax.Array`` (any sharding), NumPy arrays and scalars, Python
@@ -97,6 +98,9 @@ _LENGTH = struct.Struct("<I")  # header length, unsigned 32-bit little-endian
 _HEADER_START = len(EXPORT_MAGIC) + _LENGTH.size  # 12
 _CONFIG_FILE = "config.json"
 _METADATA_KEY = "gomoku_jax"  # our entry in an orbax step's custom metadata
+_ITEM = "default"  # the sub-directory of a step holding the state (orbax's item name)
+_TS_DETAILS = " See full TensorStore details"  # where tensorstore errors quote a whole spec
+_READS_AT_ONCE = 64  # values read together by the data check (bounds its memory)
 
 
 def write_atomic(path, data: bytes | str) -> None:
@@ -441,13 +445,14 @@ class Checkpointer:
     def _corrupt(self, step: int, what: str) -> CheckpointError:
         step_dir = self.directory / str(step)
         older = [s for s in self.steps() if s < step]
-        what = brief(what)  # orbax / tensorstore errors can quote a whole storage spec
+        # orbax / tensorstore errors can quote a whole storage spec
+        what = brief(str(what).split(_TS_DETAILS)[0].rstrip(" ."))
         fallback = (f"Delete that directory to go back to the previous checkpoint (step "
                     f"{older[-1]}, which a run resumes from)" if older
                     else "Delete that directory to start afresh")
         return CheckpointError(
-            f"checkpoint {step_dir} is unreadable or corrupt: {what}. {fallback}, or choose "
-            "another workdir"
+            f"checkpoint {step_dir} (step {step}) is unreadable or corrupt: {what}. {fallback}, "
+            "or choose another workdir"
         )
 
     def restore(self, target, step: int | None = None):
@@ -483,11 +488,16 @@ class Checkpointer:
         custom = getattr(step_meta, "custom_metadata", None) or {}
         hashes = custom.get(_METADATA_KEY, {}).get("sha256") if isinstance(custom, dict) else None
         if not isinstance(hashes, dict):
-            raise self._corrupt(step, "its step metadata (_CHECKPOINT_METADATA) is missing or unreadable")
+            raise self._corrupt(
+                step, "its step metadata (_CHECKPOINT_METADATA) is missing or unreadable"
+            )
         tree = getattr(tree_meta, "tree", tree_meta)
         if tree is None:
-            raise self._corrupt(step, "its tree metadata (default/_METADATA) is missing or unreadable")
+            raise self._corrupt(
+                step, f"its tree metadata ({_ITEM}/_METADATA) is missing or unreadable"
+            )
         self._check_tree(step, tree, abstract)
+        self._check_data(step)
 
         try:
             restored = self._manager.restore(
@@ -501,9 +511,50 @@ class Checkpointer:
                 raise self._corrupt(step, f"leaf {name!r} does not match its SHA-256")
         return jax.tree_util.tree_map(_like_target, restored, target)
 
+    def _check_data(self, step: int) -> None:
+        """Reads every stored value of checkpoint ``step`` (`_READS_AT_ONCE` at a time),
+        raising CheckpointError if one cannot be read (a data file truncated, damaged or
+        gone).
+
+        orbax's restore reads all arrays concurrently on an event loop it closes as soon
+        as one read fails; the reads still in flight then fail against the closed loop
+        on TensorStore's threads, which print a traceback each. Reading here first, with
+        no event loop, turns such damage into one error before orbax starts.
+        """
+        item = self.directory / str(step) / _ITEM
+        if not (item / "manifest.ocdbt").exists():
+            return  # not an OCDBT store (or its manifest is gone): orbax's restore reports it
+        import tensorstore as ts
+
+        spec = {"driver": "ocdbt", "base": {"driver": "file", "path": f"{item}/"}}
+        try:
+            store = ts.KvStore.open(spec).result()
+            keys = store.list().result()
+        except Exception as e:  # noqa: BLE001 - tensorstore raises several kinds
+            raise self._corrupt(
+                step, f"the index of its data files ({_ITEM}/manifest.ocdbt, {_ITEM}/d/, "
+                f"{_ITEM}/ocdbt.process_*/) is truncated or damaged ({brief(e)})"
+            ) from None
+        for start in range(0, len(keys), _READS_AT_ONCE):
+            batch = keys[start:start + _READS_AT_ONCE]
+            reads = [store.read(key) for key in batch]  # concurrent, on TensorStore's threads
+            for key, read in zip(batch, reads):
+                try:
+                    # Every value orbax stores (array metadata, a compressed chunk) has
+                    # bytes; TensorStore reads one whose data file is gone as empty.
+                    why = "its data file is missing" if not read.result().value else ""
+                except Exception as e:  # noqa: BLE001
+                    why = brief(e)
+                if why:
+                    raise self._corrupt(
+                        step, f"a data file under {_ITEM}/ocdbt.process_*/d/ is truncated, "
+                        f"damaged or missing (reading {key.decode('utf-8', 'replace')!r}: {why})"
+                    )
+
     def _check_tree(self, step: int, tree, abstract) -> None:
-        stored = {_path_str(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
-        wanted = {_path_str(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(abstract)[0]}
+        flat = jax.tree_util.tree_flatten_with_path
+        stored = {_path_str(p): leaf for p, leaf in flat(tree)[0]}
+        wanted = {_path_str(p): leaf for p, leaf in flat(abstract)[0]}
         missing = sorted(set(wanted) - set(stored))
         extra = sorted(set(stored) - set(wanted))
         if missing or extra:
@@ -639,7 +690,9 @@ def read_exported(path) -> tuple[dict, dict]:
     except Exception as e:  # noqa: BLE001 - msgpack raises several kinds
         raise fail(f"corrupt payload ({type(e).__name__}: {e})") from None
     if not isinstance(variables, dict):
-        raise fail(f"corrupt payload: expected a map of variables, found {type(variables).__name__}")
+        raise fail(
+            f"corrupt payload: expected a map of variables, found {type(variables).__name__}"
+        )
     variables = jax.tree_util.tree_map(
         lambda x: np.array(x) if isinstance(x, np.ndarray) else x, variables
     )

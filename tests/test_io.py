@@ -250,6 +250,46 @@ def test_corrupt_checkpoint_raises_checkpoint_error(tmp_path, damage):
     _assert_state_equal(_ckpt(tmp_path).restore(target, step=1), _state(1))
 
 
+@pytest.mark.parametrize("damage", ["truncate", "remove"])
+def test_truncated_data_file_gives_one_clean_error(tmp_path, capfd, damage):
+    # A data file cut short (e.g. a disk that filled up) used to fail inside orbax's
+    # concurrent restore, whose other reads then printed "Event loop is closed"
+    # tracebacks from TensorStore's threads, and the error quoted a TensorStore repr.
+    state = {f"w{i}": jax.random.normal(jax.random.PRNGKey(i), (32, 32)) for i in range(40)}
+    ck = _ckpt(tmp_path)
+    ck.save(1, state)
+    ck.save(2, state)
+    step_dir = tmp_path / "run" / "2"
+    data_files = _files(step_dir / "default" / "ocdbt.process_0" / "d")
+    biggest = max(data_files, key=os.path.getsize)
+    if damage == "truncate":
+        with open(biggest, "r+b") as f:
+            f.truncate(100)
+    else:
+        os.remove(biggest)
+    capfd.readouterr()
+    with pytest.raises(CheckpointError) as err:
+        _ckpt(tmp_path).restore(state)
+    msg = str(err.value)
+    assert f"checkpoint {step_dir} (step 2) is unreadable or corrupt" in msg
+    assert "a data file under default/ocdbt.process_*/d/ is truncated, damaged or missing" in msg
+    assert "previous checkpoint (step 1" in msg and "another workdir" in msg
+    assert "TensorStore" not in msg and "\n" not in msg and len(msg) < 600
+    out, errors = capfd.readouterr()
+    assert out == "" and errors == ""
+    got = _ckpt(tmp_path).restore(state, step=1)
+    assert all(np.array_equal(got[k], state[k]) for k in state)
+
+
+def test_a_tensorstore_repr_is_left_out_of_the_message(tmp_path):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    err = ck._corrupt(1, "Exception: Encountered error while reading array index: (slice(0, 4, "
+                      "1),). See full TensorStore details: <bound method spec of TensorStore({")
+    assert "reading array index: (slice(0, 4, 1),). Delete that directory" in str(err)
+    assert "TensorStore" not in str(err)
+
+
 def test_silently_damaged_array_data_is_caught_by_the_hashes(tmp_path):
     # Random bits do not compress, so the array's bytes lie in the data file as they
     # are; flipping one changes a value without any decoding error.
