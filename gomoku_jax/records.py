@@ -435,7 +435,9 @@ def _parse_game(obj: Any, config: GameConfig) -> Game:
         raise ValueError(f"a game must be a JSON object, got {type(obj).__name__}")
     missing = [key for key in _GAME_KEYS if key not in obj]
     if missing:
-        raise ValueError(f"missing key(s) {', '.join(missing)}")
+        repeat = (" (a game line repeats the header's size, k and rule)"
+                  if {"size", "k", "rule"} & set(missing) else "")
+        raise ValueError(f"missing key(s) {', '.join(missing)}{repeat}")
     for key in ("size", "k", "opening"):
         if not _is_int(obj[key]):
             raise ValueError(f"{key} must be an integer, got {obj[key]!r}")

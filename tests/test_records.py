@@ -4,6 +4,7 @@ positions and the records generator."""
 import dataclasses
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -156,6 +157,30 @@ def test_malformed_records_warn_without_an_errors_list_and_raise_on_request(tmp_
         records.read_records(path, on_error="raise")
     with pytest.raises(ValueError, match="on_error must be"):
         records.read_records(path, on_error="ignore")
+
+
+def test_the_readme_describes_the_game_lines_the_writer_writes(tmp_path):
+    # The README once listed only moves, winner, black, white and opening for a game
+    # line, so a line written from it was skipped: "missing key(s) size, k, rule".
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Game records", 1)[1].split("\n## ", 1)[0]
+    template = re.search(r"one game per line, `(\{.*?\})`", section, re.S).group(1)
+    described = re.findall(r'"(\w+)":', template)
+    path = tmp_path / "games.jsonl"
+    records.write_records(path, [game(BLACK_WIN, 0)], ENV, source="hand")
+    written = json.loads(path.read_text().splitlines()[1])
+    assert described == [key for key in written if key != "source"]
+    assert set(described) == set(records._GAME_KEYS)
+    assert '"source"' in section
+
+    # A line without them is still refused, saying where they come from.
+    short = {key: value for key, value in written.items() if key not in ("size", "k", "rule")}
+    path.write_text(HEADER + "\n" + json.dumps(short) + "\n")
+    with pytest.raises(RecordError, match=r"games.jsonl:2: missing key\(s\) size, k, rule "
+                       r"\(a game line repeats the header's size, k and rule\)"):
+        records.read_records(path, on_error="raise")
 
 
 def test_a_file_without_a_proper_header_raises(tmp_path):
