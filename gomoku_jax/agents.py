@@ -403,12 +403,31 @@ def make(spec: str, env: Gomoku) -> Agent:
         return alphabeta.by_name(spec, env)
     except ValueError:
         pass
+    _refuse_other_file(spec)
     registered = ", ".join(f"{name}*" if name.endswith("-") else name for name in AGENTS)
     raise ValueError(
         f"unknown agent {spec!r}: known are {_known_names()}"
         + (f", the registered {registered}" if AGENTS else "")
         + ", each optionally with +killer"
     )
+
+
+def _refuse_other_file(spec: str) -> None:
+    """ValueError for a name that is an existing file or folder other than an exported
+    agent (such a file is never read: only ``.gjx`` files are, as data)."""
+    import os
+
+    for path in dict.fromkeys((spec, spec.rpartition("@")[0] or spec)):
+        if not os.path.lexists(path):
+            continue
+        if os.path.isdir(path):
+            inside = os.path.join(path, "final.gjx")
+            hint = f" (did you mean {inside}?)" if os.path.isfile(inside) else ""
+            raise ValueError(f"agent {spec!r}: {path} is a folder, not an exported agent "
+                             f"(a FILE.gjx written by training or `gomoku-jax export`){hint}")
+        raise ValueError(f"agent {spec!r}: the file {path} exists but is not an exported "
+                         "agent (a FILE.gjx written by training or `gomoku-jax export`); "
+                         "only .gjx files are played")
 
 
 def parse_exported(spec: str) -> tuple[str, int | None] | None:

@@ -101,6 +101,10 @@ def _tournament_config(args: argparse.Namespace) -> dict:
                 f"tournament config {args.config}: unknown keys {sorted(unknown)}; "
                 f"allowed: {sorted(TOURNAMENT_KEYS)}"
             )
+        try:
+            _check_tournament_file(config)
+        except ValueError as err:
+            raise config_lib.ConfigError(f"tournament config {args.config}: {err}") from None
     game = dict(config.get("game", {}))
     for key in ("size", "k", "rule"):
         if getattr(args, key) is not None:
@@ -113,11 +117,41 @@ def _tournament_config(args: argparse.Namespace) -> dict:
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
     for key, value in _exported_game(config["agents"]).items():
         game.setdefault(key, value)  # what was not given: an exported agent's game
-    env = Gomoku(**game)  # the rest: the game's defaults, all in the report
+    # the rest: the game's defaults, all in the report; a wrong value names its game.KEY
+    env = config_lib.from_dict(Gomoku, game, "game")
     config["game"] = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
         config.setdefault(key, value)  # every setting in the report, defaults included
     return config
+
+
+def _check_tournament_file(config: dict) -> None:
+    """ValueError naming the key of a tournament config file whose value is wrong (the
+    game's values are checked with the options merged in, by `config.from_dict`)."""
+    import dataclasses
+
+    from gomoku_jax import config as config_lib
+    from gomoku_jax.game import Gomoku
+
+    if "game" in config:
+        game = config["game"]
+        known = [field.name for field in dataclasses.fields(Gomoku) if field.init]
+        if not isinstance(game, dict):
+            raise ValueError(f"game must be an object with {', '.join(known)}, got {game!r}")
+        for key in game:
+            if key not in known:
+                raise ValueError(f"game.{key}: unknown setting; known: {', '.join(known)}")
+    if "agents" in config:
+        names = config["agents"]
+        if not isinstance(names, list):
+            raise ValueError(f"agents must be a list of agent names, got {names!r}")
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"agents[{i}] must be an agent name (a non-empty string), "
+                                 f"got {name!r}")
+    for key, minimum in (("games_per_pair", 1), ("opening_stones", 0), ("seed", None)):
+        if key in config:
+            config_lib.check_int("", key, config[key], minimum)
 
 
 def _exported_game(names) -> dict:
@@ -164,7 +198,7 @@ def _play(args: argparse.Namespace) -> int:
     from gomoku_jax import play
 
     app = play.PlayApp(args.agent, budget=args.simulations, colour=args.colour, size=args.size,
-                       k=args.k, rule=args.rule, seed=args.seed)
+                       k=args.k, rule=args.rule, seed=args.seed, budget_name="--simulations")
     play.serve(app, host=args.host, port=args.port, open_browser=args.open,
                verbose=args.verbose)
     return 0
@@ -176,9 +210,23 @@ def _pbrain(args: argparse.Namespace) -> int:
     return gomocup.run_engine(args.agent, sys.stdin, sys.stdout, seed=args.seed)
 
 
+def _check_workdir(path: Path, option: str = "--workdir") -> None:
+    """ValueError unless ``path`` is a folder or can be made one (no file in the way)."""
+    for part in (path, *path.parents):
+        if part.is_dir():
+            return
+        if part.exists() or part.is_symlink():
+            if part == path:
+                raise ValueError(f"{option} {path} exists and is not a folder; give the "
+                                 "folder of a run (new or to resume)")
+            raise ValueError(f"{option} {path}: {part} exists and is not a folder, so no "
+                             "folder can be made inside it")
+
+
 def _train(args: argparse.Namespace) -> int:
     from gomoku_jax import training
 
+    _check_workdir(args.workdir)
     learner, description = _learner_from_args(args)
     print(f"training {args.config} in {args.workdir}")
     if description:
@@ -327,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--k", type=int, default=None,
                       help="stones in a row to win (config, else an exported agent's game, else 5)")
     tour.add_argument("--rule", default=None, choices=["freestyle", "standard"])
-    tour.add_argument("--games-per-pair", type=int, default=None,
+    tour.add_argument("--games-per-pair", type=_positive_int, default=None,
                       help="games each pair plays, colours alternating (config or 20)")
     tour.add_argument("--opening-stones", type=int, default=None,
                       help="random stones near the centre before each pair of games (config or 0)")

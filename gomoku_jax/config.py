@@ -43,10 +43,15 @@ class ConfigError(ValueError):
     """A config file, a ``--set`` override or a config value is wrong."""
 
 
-def check_int(owner: str, name: str, value, minimum: int = 1) -> None:
-    """For a config's ``__post_init__``: ``value`` is an integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+def check_int(owner: str, name: str, value, minimum: int | None = 1) -> None:
+    """For a config's ``__post_init__``: ``value`` is an integer >= ``minimum`` (any
+    integer when ``minimum`` is None). The error names ``owner.name`` (``name`` alone
+    when ``owner`` is empty)."""
+    if isinstance(value, bool) or not isinstance(value, int) or (
+            minimum is not None and value < minimum):
+        label = f"{owner}.{name}" if owner else name
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(f"{label} must be an integer{bound}, got {value!r}")
 
 
 def check_number(owner: str, name: str, value, low: float, high: float,
@@ -238,13 +243,37 @@ def load_file(
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
     known = data.get("variants", {})
+    algorithm = data.get("algorithm", "alphazero")
     for name in variants:
         if name not in known:
             raise ConfigError(f"config file {str(path)!r} has no variant {name!r}; it has: "
                               f"{', '.join(sorted(known)) or 'none'}")
+        if isinstance(known[name], Mapping) and known[name].get(
+                "algorithm", algorithm) != algorithm:
+            raise ConfigError(f"config file {str(path)!r}: variant {name!r} sets algorithm, "
+                              f"which the file chooses ({algorithm!r}); a variant cannot "
+                              "change it")
         data = apply_overrides(data, known[name])
+    if not isinstance(overrides, Mapping):
+        overrides = dict(parse_override(item) for item in overrides)
+    _check_meta_overrides(path, overrides, algorithm)
     data = apply_overrides(data, overrides)
     description = data.get("description", "")
     if variants:
         description += f" [variants: {', '.join(variants)}]"
     return from_dict(cls, data), description
+
+
+def _check_meta_overrides(path, overrides: Mapping[str, Any], algorithm) -> None:
+    """ConfigError for an override the config file keeps for itself: a different
+    ``algorithm`` (the rest of the file is that algorithm's config) or the ``variants``
+    (applied before any override)."""
+    for key, value in overrides.items():
+        if key == "algorithm" and value != algorithm:
+            raise ConfigError(
+                f"algorithm is chosen by the config file ({str(path)!r}: {algorithm!r}); "
+                f"an override (--set algorithm={value}) cannot change it: use a config "
+                "file of that algorithm")
+        if key.split(".")[0] == "variants":
+            raise ConfigError(f"{key}: variants are applied (--variant, --smoke) before "
+                              "any override; an override cannot change them")

@@ -178,7 +178,8 @@ def _q_analysis_fn(module):
     return jax.jit(analyse)
 
 
-def _exported_player(path: str, budget: int | None, stored: int | None, env: Gomoku) -> _Player:
+def _exported_player(path: str, budget: int | None, stored: int | None, env: Gomoku,
+                     budget_name: str | None = None) -> _Player:
     from gomoku_jax import exported
     from gomoku_jax import search as search_lib
 
@@ -194,8 +195,9 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
     kind = meta.get("agent", "search")
     if kind == "q-greedy":
         if budget is not None or stored is not None:
+            hint = f"; leave out {budget_name}" if budget_name and budget is not None else ""
             raise PlayError(f"{path} holds a Q network, which plays without search: it takes "
-                            "no budget")
+                            f"no budget{hint}")
         fn = _q_analysis_fn(module)
 
         def analyse_q(key, state):
@@ -274,10 +276,14 @@ def _plain_player(spec: str, env: Gomoku) -> _Player:
     return _Player(spec, spec, None, None, env, act, None)
 
 
-def _check_budget(budget) -> int | None:
+def _check_budget(budget, budget_name: str | None = None) -> int | None:
+    """``budget`` checked; the error names ``budget_name`` (None: the API's budget field)."""
     if budget is None:
         return None
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
+        if budget_name:
+            raise PlayError(f"{budget_name} must be an integer from 1 to {MAX_BUDGET}, "
+                            f"got {budget!r}")
         raise PlayError(f"budget must be an integer from 1 to {MAX_BUDGET} or null, "
                         f"got {budget!r}")
     return budget
@@ -305,11 +311,13 @@ class PlayApp:
       colour: the human's colour, ``"black"`` or ``"white"`` (white: the agent opens).
       size, k, rule: the game; None takes an exported agent's game, else 15, 5, freestyle.
       seed: seeds the agents' randomness (each move folds in the game and move number).
+      budget_name: what the caller calls ``budget`` in the errors about it (e.g.
+        ``"--simulations"``; None: the API's budget field).
     """
 
     def __init__(self, agent: str = "heuristic", budget: int | None = None,
                  colour: str = "black", size: int | None = None, k: int | None = None,
-                 rule: str | None = None, seed: int = 0):
+                 rule: str | None = None, seed: int = 0, budget_name: str | None = None):
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self._lock = threading.Lock()
@@ -322,7 +330,8 @@ class PlayApp:
                 if value is not None}
         try:
             self._start(self._request({"colour": colour, "agent": agent, "budget": budget,
-                                       **({"game": game} if game else {})}, "new"))
+                                       **({"game": game} if game else {})}, "new"),
+                        budget_name)
         except PlayError as err:
             raise ValueError(str(err)) from None
 
@@ -359,23 +368,27 @@ class PlayApp:
         except ValueError as err:
             raise PlayError(f"game: {err}") from None
 
-    def player(self, agent: Any, budget: Any, env: Gomoku) -> _Player:
-        """The cached player for (game, agent, budget); built (and later compiled) once."""
+    def player(self, agent: Any, budget: Any, env: Gomoku,
+               budget_name: str | None = None) -> _Player:
+        """The cached player for (game, agent, budget); built (and later compiled) once.
+        Errors about the budget call it ``budget_name`` (None: the API's budget field)."""
         if not isinstance(agent, str) or not agent.strip():
             raise PlayError(f"agent must be a non-empty string, got {agent!r}")
         spec = agent.strip()
-        budget = _check_budget(budget)
+        budget = _check_budget(budget, budget_name)
         key = (env, spec, budget)
         with self._lock:
             if key in self._players:
                 return self._players[key]
-        player, default = self._build(spec, budget, env)
+        player, default = self._build(spec, budget, env, budget_name)
         with self._lock:
             player = self._players.setdefault(key, player)
             self._defaults.setdefault(key, default)
         return player
 
-    def _build(self, spec: str, budget: int | None, env: Gomoku) -> tuple[_Player, int | None]:
+    def _build(self, spec: str, budget: int | None, env: Gomoku,
+               budget_name: str | None = None) -> tuple[_Player, int | None]:
+        field = budget_name or "the budget field"
         killer = spec.endswith("+killer")
         base = spec[: -len("+killer")] if killer else spec
         exported = _split_exported(base)
@@ -384,9 +397,9 @@ class PlayApp:
             if killer:  # the wrapped agent plays; its budget is in the name
                 if budget is not None:
                     raise PlayError(f"agent {spec!r} with +killer takes its budget in its "
-                                    "name (FILE.gjx@N+killer), not in the budget field")
+                                    f"name (FILE.gjx@N+killer), not in {field}")
                 return _plain_player(spec, env), None
-            player = _exported_player(path, budget, stored, env)
+            player = _exported_player(path, budget, stored, env, budget_name)
             return player, (stored if stored is not None else player.budget)
         if base.startswith("pure-mcts-") and base[len("pure-mcts-"):].isdigit():
             stored = _check_budget(int(base[len("pure-mcts-"):]))
@@ -394,10 +407,11 @@ class PlayApp:
                 return _mcts_player(base, budget if budget is not None else stored, env), stored
             if budget is not None:
                 raise PlayError(f"agent {spec!r} with +killer takes its budget in its name "
-                                "(pure-mcts-N+killer), not in the budget field")
+                                f"(pure-mcts-N+killer), not in {field}")
         elif budget is not None:
             _plain_player(spec, env)  # an unknown name is reported first
-            raise PlayError(f"agent {spec!r} has no search budget; send budget null")
+            unset = f"leave out {budget_name}" if budget_name else "send budget null"
+            raise PlayError(f"agent {spec!r} has no search budget; {unset}")
         return _plain_player(spec, env), None
 
     def _game_of(self, body: dict) -> Gomoku:
@@ -421,12 +435,13 @@ class PlayApp:
                 return Gomoku(file_env.size, file_env.k, file_env.rule)
         return current if current is not None else Gomoku()
 
-    def _start(self, body: dict) -> None:
+    def _start(self, body: dict, budget_name: str | None = None) -> None:
         colour = body.get("colour", "black")
         if colour not in _COLOURS:
             raise PlayError(f"colour must be \"black\" or \"white\", got {colour!r}")
         env = self._game_of(body)
-        player = self.player(body.get("agent", "heuristic"), body.get("budget"), env)
+        player = self.player(body.get("agent", "heuristic"), body.get("budget"), env,
+                             budget_name)
         with self._lock:
             self._env_now = env
             self._player = player

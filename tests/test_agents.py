@@ -338,3 +338,33 @@ def test_the_play_page_lists_registered_agents(agent_registry):
         server.shutdown()
         server.server_close()
     assert listed == [*play.BASELINES, "first-empty"]  # a prefix needs its suffix: not listed
+
+
+def test_a_file_or_folder_that_is_not_an_exported_agent_is_named_and_never_read(
+        tmp_path, monkeypatch):
+    import pickle
+
+    class Marker:  # unpickling it would create the file "ran"
+        def __reduce__(self):
+            return open, (str(tmp_path / "ran"), "w")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent.pkl").write_bytes(pickle.dumps(Marker()))
+    (tmp_path / "agent.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\n")
+    (tmp_path / "README.md").write_text("# notes\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "final.gjx").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    for spec, message in (
+            ("README.md", "the file README.md exists but is not an exported agent"),
+            ("agent.pkl", "the file agent.pkl exists but is not an exported agent"),
+            ("agent.pkl@3+killer", "the file agent.pkl exists but is not an exported agent"),
+            ("agent.py", "the file agent.py exists but is not an exported agent"),
+            ("empty", "empty is a folder, not an exported agent"),
+            ("run", r"run is a folder, not an exported agent .*did you mean run/final.gjx\?")):
+        with pytest.raises(ValueError, match=message) as error:
+            agents.make(spec, ENV)
+        assert "unknown agent" not in str(error.value)
+    assert not (tmp_path / "ran").exists()
+    with pytest.raises(ValueError, match="unknown agent 'nothing.pkl'"):
+        agents.make("nothing.pkl", ENV)  # no such file: an unknown name

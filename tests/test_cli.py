@@ -93,6 +93,17 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     ('{"agents": []}', "a tournament needs agents"),
     ("[1, 2", "is not valid JSON"),
     (b"\xff\xfe{}", "is not UTF-8 text"),
+    ('{"game": {"size": 9, "kk": 3}, "agents": ["random", "heuristic"]}',
+     "bad.json: game.kk: unknown setting; known: size, k, rule"),
+    ('{"game": [9], "agents": ["random", "heuristic"]}', "bad.json: game must be an object"),
+    ('{"game": {"rule": 3}, "agents": ["random", "heuristic"]}', "game.rule: expected a string"),
+    ('{"agents": "random"}', "agents must be a list of agent names, got 'random'"),
+    ('{"agents": ["random", 3]}', "agents[1] must be an agent name (a non-empty string), got 3"),
+    ('{"agents": ["random", "heuristic"], "seed": "abc"}', "seed must be an integer, got 'abc'"),
+    ('{"agents": ["random", "heuristic"], "games_per_pair": 0}',
+     "games_per_pair must be an integer >= 1, got 0"),
+    ('{"agents": ["random", "heuristic"], "opening_stones": 1.5}',
+     "opening_stones must be an integer >= 0, got 1.5"),
 ])
 def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
     config = tmp_path / "bad.json"
@@ -102,7 +113,50 @@ def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
         config.write_text(content)
     assert cli.main(["tournament", "--config", str(config), "--size", "5", "--k", "4"]) == 2
     err = capsys.readouterr().err
-    assert text in err and "Traceback" not in err
+    assert text in err and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_tournament_refuses_a_games_per_pair_below_one(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["tournament", "--agents", "random", "heuristic", "--games-per-pair", "0"])
+    assert exit_.value.code == 2
+    assert "--games-per-pair: must be an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_an_exported_agent_is_named_as_such(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("# notes\n")
+    assert cli.main(["tournament", "--agents", "README.md", "random"]) == 2
+    err = capsys.readouterr().err
+    assert ("the file README.md exists but is not an exported agent" in err
+            and "unknown agent" not in err and err.count("\n") == 1), err
+    assert (tmp_path / "README.md").read_text() == "# notes\n"
+
+
+def test_train_refuses_an_algorithm_override(tmp_path, capsys):
+    config = "experiments/configs/az_9x9_cpu.json"
+    for value in ("dqn", "banana"):
+        argv = ["train", "--config", config, "--smoke", "--set", f"algorithm={value}",
+                "--workdir", str(tmp_path / "x")]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert (f"algorithm is chosen by the config file ('{config}': 'alphazero'); an "
+                f"override (--set algorithm={value}) cannot change it" in err), err
+    assert not (tmp_path / "x").exists()
+
+
+def test_train_refuses_a_workdir_that_is_a_file(tmp_path, capsys):
+    config = "experiments/configs/az_9x9_cpu.json"
+    path = tmp_path / "file"
+    path.write_text("keep me")
+    for workdir, text in ((path, f"--workdir {path} exists and is not a folder"),
+                          (path / "sub", f"--workdir {path / 'sub'}: {path} exists and is "
+                                         "not a folder")):
+        argv = ["train", "--config", config, "--smoke", "--workdir", str(workdir)]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert text in err and "Errno" not in err and err.count("\n") == 1, err
+    assert path.read_text() == "keep me"
 
 
 def test_bench_mcts_reports_ratio_against_numpy(tmp_path):

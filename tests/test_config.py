@@ -78,3 +78,43 @@ def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
         cfglib.load_file(Outer, tmp_path / "bad.json")
     with pytest.raises(cfglib.ConfigError, match="does not exist"):
         cfglib.load_file(Outer, tmp_path / "missing.json")
+
+
+def test_the_file_keeps_its_algorithm_and_variants_from_overrides(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({
+        "algorithm": "dqn", "inner": {"depth": 5},
+        "variants": {"smoke": {"seed": 9}, "other": {"algorithm": "alphazero"},
+                     "same": {"algorithm": "dqn", "seed": 2}},
+    }))
+    for overrides in (["algorithm=alphazero"], ["algorithm=banana"], {"algorithm": "x"}):
+        with pytest.raises(cfglib.ConfigError, match=r"algorithm is chosen by the config file "
+                                                     r"\(.*c.json': 'dqn'\); an override"):
+            cfglib.load_file(Outer, path, overrides)
+    with pytest.raises(cfglib.ConfigError, match="variants are applied .* before any override"):
+        cfglib.load_file(Outer, path, ["variants.smoke.seed=3"], variants=["smoke"])
+    with pytest.raises(cfglib.ConfigError, match="variant 'other' sets algorithm"):
+        cfglib.load_file(Outer, path, variants=["other"])
+    # the file's own algorithm, restated, changes nothing
+    cfg, _ = cfglib.load_file(Outer, path, ["algorithm=dqn"], variants=["same"])
+    assert cfg.seed == 2
+
+
+def test_a_sweep_refuses_to_sweep_or_override_the_algorithm(tmp_path):
+    from gomoku_jax import sweep
+
+    config = "experiments/configs/az_9x9_cpu.json"
+    with pytest.raises(cfglib.ConfigError, match="algorithm is chosen by the config file"):
+        sweep.sweep(config, "algorithm", ["dqn"], workdir=tmp_path / "a", variant="smoke")
+    with pytest.raises(cfglib.ConfigError, match="algorithm is chosen by the config file"):
+        sweep.sweep(config, "seed", [1], overrides=["algorithm=dqn"], workdir=tmp_path / "b",
+                    variant="smoke")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_check_int_names_a_bare_key_and_takes_any_integer_without_a_minimum():
+    cfglib.check_int("", "seed", -3, None)
+    with pytest.raises(ValueError, match=r"^seed must be an integer, got 'abc'$"):
+        cfglib.check_int("", "seed", "abc", None)
+    with pytest.raises(ValueError, match=r"^train.steps must be an integer >= 1, got 0$"):
+        cfglib.check_int("train", "steps", 0)

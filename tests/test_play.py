@@ -369,3 +369,20 @@ def test_a_full_game_in_headless_chromium():
         driver.quit()
         server.shutdown()
         server.server_close()
+
+
+def test_cli_play_speaks_of_simulations_not_of_the_api_budget(capsys):
+    from gomoku_jax import cli
+
+    for argv, text in ((["--agent", "heuristic", "--simulations", "100"],
+                        "agent 'heuristic' has no search budget; leave out --simulations"),
+                       (["--agent", "pure-mcts-10", "--simulations", "0"],
+                        "--simulations must be an integer from 1 to 20000, got 0"),
+                       (["--agent", "pure-mcts-10+killer", "--simulations", "5"],
+                        "(pure-mcts-N+killer), not in --simulations")):
+        assert cli.main(["play", "--size", "9", *argv]) == 2
+        err = capsys.readouterr().err
+        assert text in err and "budget null" not in err and "budget field" not in err, err
+    # the web API keeps its own words
+    with pytest.raises(ValueError, match="has no search budget; send budget null"):
+        PlayApp("heuristic", budget=100, size=9)
