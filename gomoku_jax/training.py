@@ -262,6 +262,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
+    if restored is not None and progress:
+        tqdm.write(f"resuming {workdir} from its checkpoint of iteration {start}")
     log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)
     ev = config.eval
     if ev.every:
@@ -365,6 +367,8 @@ def _report_markdown(report: dict, how: str) -> str:
     lines = [f"# Final evaluation after {n} iteration{'' if n == 1 else 's'}", ""]
     if stopped:
         lines += [f"Stopped early, {stopped}.", ""]
+    if not report["evaluation"]:
+        return "\n".join(lines + ["No final evaluation (`eval.final_games` is 0)."]) + "\n"
     lines += [how, "",
              "| opponent | games | wins | losses | draws | score | 95% interval | s/move |",
              "|---|---|---|---|---|---|---|---|"]

@@ -294,6 +294,7 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run_and_exports_a_search_ag
     # no periodic evaluation (eval.every = 0): no best agent and no eval folder
     assert report["best_iteration"] is None
     assert not (straight / "eval").exists() and not (straight / "best.gjx").exists()
+    assert "No final evaluation (`eval.final_games` is 0)." in (straight / "report.md").read_text()
 
     def kill_at_two(iteration, metrics):
         if iteration == 2:

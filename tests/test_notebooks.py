@@ -1,6 +1,7 @@
 """Every notebook runs end to end: its code cells are executed in order in one namespace."""
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs(path, capsys):
+def test_notebook_runs(path, capsys, tmp_path, monkeypatch):
+    # a notebook's "fresh temporary folder" lands in this test's folder, cleaned by pytest
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     nb = json.loads(path.read_text())
     assert nb["nbformat"] == 4
     namespace = {"__name__": "__notebook__"}

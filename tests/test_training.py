@@ -66,7 +66,8 @@ def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupte
     assert "| random |" in (workdir / "report.md").read_text()
 
 
-def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted, tmp_path):
+def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted, tmp_path,
+                                                         capsys):
     straight, report = uninterrupted
 
     def kill_at_two(iteration, metrics):
@@ -76,7 +77,9 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted,
     with pytest.raises(Killed):
         training.run(learner, tmp_path, progress=False, on_iteration=kill_at_two)
     assert len(_rows(tmp_path)) == 2
-    resumed = training.run(learner, tmp_path, progress=False)
+    capsys.readouterr()
+    resumed = training.run(learner, tmp_path, progress=True)
+    assert f"resuming {tmp_path} from its checkpoint of iteration 1" in capsys.readouterr().out
     assert _rows(tmp_path) == _rows(straight)
     for a, b in zip(_variables(tmp_path / "final.gjx"), _variables(straight / "final.gjx")):
         np.testing.assert_array_equal(a, b)
