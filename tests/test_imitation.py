@@ -257,7 +257,7 @@ def test_shared_programs_take_each_learners_own_records(tmp_path):
         return cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
             cfglib.to_dict(_config([path])),
             {"seed": seed, "data.validation_fraction": 0.5, "train.steps": None,
-             "train.batch_size": 2, "train.unroll": 4, "train.validation_batch": 2}))
+             "train.batch_size": 2, "train.unroll": 1, "train.validation_batch": 2}))
 
     sizes = {im.load_dataset(config(seed))[0].size: seed for seed in range(20)}
     assert len(sizes) > 1  # the games are 9 and 6 positions long
