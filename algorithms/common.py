@@ -324,7 +324,9 @@ class ShardedLearner:
         in_shardings = jit_kwargs.pop("in_shardings", None)
         if in_shardings is not None:
             jit_kwargs["in_shardings"] = (*in_shardings, self._rep)
-        program = _Program(self, name, impl, **jit_kwargs)
+        # a copy as the learner is now: the cache does not keep the learner alive, nor
+        # what it loads later (an imitation learner's records)
+        program = _Program(copy.copy(self), name, impl, **jit_kwargs)
         with _PROGRAMS_LOCK:
             program = _PROGRAMS.setdefault(key, program)
             _PROGRAMS.move_to_end(key)

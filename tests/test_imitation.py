@@ -245,6 +245,20 @@ def test_configs_that_differ_in_traced_settings_share_one_set_of_programs(one_mo
     assert float(shared[1][1]["loss"]) != float(metrics_a[1]["loss"])
 
 
+def test_shared_programs_keep_neither_a_learner_nor_its_records(one_move_file):
+    import gc
+    import weakref
+
+    learner = im.make_learner(_config([one_move_file], steps=4, unroll=2),
+                              devices=jax.devices()[:1])
+    learner.iteration(learner.init())
+    chunk, records = learner._chunk, weakref.ref(learner.load_data()[0].board)
+    learner = weakref.ref(learner)
+    gc.collect()
+    assert learner() is None and records() is None  # while the programs stay cached
+    assert chunk in [p for p in common._PROGRAMS.values()]
+
+
 def test_shared_programs_take_each_learners_own_records(tmp_path):
     """Learners of one config but for the seed split the games differently: one epoch
     is another number of steps, and a program shared with the first learner runs the
