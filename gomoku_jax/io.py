@@ -103,6 +103,12 @@ _TS_DETAILS = " See full TensorStore details"  # where tensorstore errors quote 
 _READS_AT_ONCE = 64  # values read together by the data check (bounds its memory)
 
 
+def _reason(error) -> str:
+    """A storage error in one line, without the whole storage spec that TensorStore
+    errors quote."""
+    return brief(str(error).split(_TS_DETAILS)[0].rstrip(" ."))
+
+
 def write_atomic(path, data: bytes | str) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` through a temporary file renamed over
     it: a reader (another process of a run, a crash half-way) sees the old file or the
@@ -445,8 +451,7 @@ class Checkpointer:
     def _corrupt(self, step: int, what: str) -> CheckpointError:
         step_dir = self.directory / str(step)
         older = [s for s in self.steps() if s < step]
-        # orbax / tensorstore errors can quote a whole storage spec
-        what = brief(str(what).split(_TS_DETAILS)[0].rstrip(" ."))
+        what = brief(what)
         fallback = (f"Delete that directory to go back to the previous checkpoint (step "
                     f"{older[-1]}, which a run resumes from)" if older
                     else "Delete that directory to start afresh")
@@ -484,7 +489,7 @@ class Checkpointer:
             step_meta = self._manager.metadata(step)
             tree_meta = self._manager.item_metadata(step)
         except Exception as e:  # noqa: BLE001 - orbax / tensorstore raise many kinds
-            raise self._corrupt(step, f"{type(e).__name__}: {e}") from e
+            raise self._corrupt(step, f"{type(e).__name__}: {_reason(e)}") from e
         custom = getattr(step_meta, "custom_metadata", None) or {}
         hashes = custom.get(_METADATA_KEY, {}).get("sha256") if isinstance(custom, dict) else None
         if not isinstance(hashes, dict):
@@ -504,7 +509,7 @@ class Checkpointer:
                 step, args=self._ocp.args.StandardRestore(abstract)
             )
         except Exception as e:  # noqa: BLE001
-            raise self._corrupt(step, f"{type(e).__name__}: {e}") from e
+            raise self._corrupt(step, f"{type(e).__name__}: {_reason(e)}") from e
 
         for name, found in _leaf_hashes(restored).items():
             if hashes.get(name, found) != found:
@@ -533,7 +538,7 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001 - tensorstore raises several kinds
             raise self._corrupt(
                 step, f"the index of its data files ({_ITEM}/manifest.ocdbt, {_ITEM}/d/, "
-                f"{_ITEM}/ocdbt.process_*/) is truncated or damaged ({brief(e)})"
+                f"{_ITEM}/ocdbt.process_*/) is truncated or damaged ({_reason(e)})"
             ) from None
         for start in range(0, len(keys), _READS_AT_ONCE):
             batch = keys[start:start + _READS_AT_ONCE]
@@ -544,7 +549,7 @@ class Checkpointer:
                     # bytes; TensorStore reads one whose data file is gone as empty.
                     why = "its data file is missing" if not read.result().value else ""
                 except Exception as e:  # noqa: BLE001
-                    why = brief(e)
+                    why = _reason(e)
                 if why:
                     raise self._corrupt(
                         step, f"a data file under {_ITEM}/ocdbt.process_*/d/ is truncated, "

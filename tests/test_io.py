@@ -23,6 +23,7 @@ from gomoku_jax.io import (
     EXPORT_VERSION,
     CheckpointError,
     Checkpointer,
+    _reason,
     read_exported,
     write_exported,
 )
@@ -284,9 +285,11 @@ def test_truncated_data_file_gives_one_clean_error(tmp_path, capfd, damage):
 def test_a_tensorstore_repr_is_left_out_of_the_message(tmp_path):
     ck = _ckpt(tmp_path)
     ck.save(1, _state(1))
-    err = ck._corrupt(1, "Exception: Encountered error while reading array index: (slice(0, 4, "
-                      "1),). See full TensorStore details: <bound method spec of TensorStore({")
-    assert "reading array index: (slice(0, 4, 1),). Delete that directory" in str(err)
+    error = ValueError("Encountered error while reading array index: (slice(0, 4, 1),). See "
+                       "full TensorStore details: <bound method spec of TensorStore({")
+    err = ck._corrupt(1, f"the store ({_reason(error)})")
+    # cut before the spec, the sentence and its parenthesis closed
+    assert "reading array index: (slice(0, 4, 1),)). Delete that directory" in str(err)
     assert "TensorStore" not in str(err)
 
 
