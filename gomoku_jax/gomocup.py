@@ -388,9 +388,9 @@ class Engine:
         if timed and late is not None and late > _LATE_S and agent.name not in self._late:
             self._late.add(agent.name)
             self._note(f"{agent.name} answered {late:.2f} s past its deadline (from the "
-                       "time limits); an agent of a fixed budget, such as a network's "
-                       "search of @N simulations, does not read the deadline: lower its "
-                       "budget to fit (reported once)")
+                       "time limits; reported once). A network's search (FILE.gjx@N) "
+                       "plays its N simulations whatever the time: if this is one, lower "
+                       "N to fit")
         n = game.size
         if (isinstance(action, (int, np.integer)) and not isinstance(action, bool)
                 and 0 <= action < n * n and game.cells.reshape(-1)[action] == 0):
