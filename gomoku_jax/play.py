@@ -402,7 +402,7 @@ class PlayApp:
             player = _exported_player(path, budget, stored, env, budget_name)
             return player, (stored if stored is not None else player.budget)
         if base.startswith("pure-mcts-") and base[len("pure-mcts-"):].isdigit():
-            stored = _check_budget(int(base[len("pure-mcts-"):]))
+            stored = _check_budget(int(base[len("pure-mcts-"):]), f"agent {spec!r}: its N")
             if not killer:
                 return _mcts_player(base, budget if budget is not None else stored, env), stored
             if budget is not None:

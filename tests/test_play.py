@@ -379,7 +379,9 @@ def test_cli_play_speaks_of_simulations_not_of_the_api_budget(capsys):
                        (["--agent", "pure-mcts-10", "--simulations", "0"],
                         "--simulations must be an integer from 1 to 20000, got 0"),
                        (["--agent", "pure-mcts-10+killer", "--simulations", "5"],
-                        "(pure-mcts-N+killer), not in --simulations")):
+                        "(pure-mcts-N+killer), not in --simulations"),
+                       (["--agent", "pure-mcts-0"],  # the budget in the name
+                        "agent 'pure-mcts-0': its N must be an integer from 1 to 20000, got 0")):
         assert cli.main(["play", "--size", "9", *argv]) == 2
         err = capsys.readouterr().err
         assert text in err and "budget null" not in err and "budget field" not in err, err
