@@ -285,17 +285,20 @@ class ShardedLearner:
         their parameters). Equal tuples mean the same program."""
         return (self.module,)
 
-    def _setup_programs(self) -> None:
+    def _setup_programs(self, replicated_inputs: int = 0) -> None:
         """The learner's traced settings (`hyperparameters`, read once: the config is
         frozen) and its shared programs: ``_init`` from ``_init_impl(key)`` and
-        ``_iteration`` from ``_iteration_impl(state) -> (state, metrics)``, which
-        donates the state. Call it last in ``__init__``."""
+        ``_iteration`` from ``_iteration_impl(state, *inputs) -> (state, metrics)``,
+        which donates the state; its ``replicated_inputs`` further inputs (an imitation
+        learner's records) are replicated. Call it last in ``__init__``, or before the
+        learner's other programs."""
         self._hyper = self.hyperparameters()
         sharding = self.state_sharding()
         cls = type(self)
         self._init = self._shared_program("init", cls._init_impl, out_shardings=sharding)
         self._iteration = self._shared_program(
-            "iteration", cls._iteration_impl, in_shardings=(sharding,),
+            "iteration", cls._iteration_impl,
+            in_shardings=(sharding,) + (self._rep,) * replicated_inputs,
             out_shardings=(sharding, self._rep), donate_argnums=0)
 
     def iteration(self, state):

@@ -381,12 +381,8 @@ class Learner(SearchPlayer, ShardedLearner):
         # five programs shared by the learners whose configs differ only in traced
         # settings (`ShardedLearner`); they read the records only through their
         # arguments, never the learner's own loaded data
-        self._hyper = self.hyperparameters()
+        self._setup_programs(replicated_inputs=2)  # init; the scanned iteration
         state_sh, rep, cls = self.state_sharding(), self._rep, type(self)
-        self._init = self._shared_program("init", cls._init_impl, out_shardings=state_sh)
-        self._iteration = self._shared_program(
-            "iteration", cls._iteration_impl, in_shardings=(state_sh, rep, rep),
-            out_shardings=(state_sh, rep), donate_argnums=0)
         self._plan = self._shared_program("plan", cls._plan_impl, in_shardings=(state_sh, rep),
                                           out_shardings=rep)
         self._chunk = self._shared_program("chunk", cls._chunk_impl, out_shardings=rep,
