@@ -81,6 +81,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def _override_mapping(overrides: Mapping[str, Any] | Sequence[str]) -> Mapping[str, Any]:
+    """Overrides as a dotted key -> value mapping (``k=v`` strings parsed)."""
+    if isinstance(overrides, Mapping):
+        return overrides
+    return dict(parse_override(item) for item in overrides)
+
+
 def apply_overrides(
     data: Mapping[str, Any], overrides: Mapping[str, Any] | Sequence[str]
 ) -> dict[str, Any]:
@@ -89,9 +96,8 @@ def apply_overrides(
     Intermediate objects are created when missing; unknown keys are caught later, by
     `from_dict`, which knows the schema.
     """
-    if not isinstance(overrides, Mapping):
-        overrides = dict(parse_override(item) for item in overrides)
     out = json.loads(json.dumps(data))
+    overrides = _override_mapping(overrides)
     for key, value in overrides.items():
         node = out
         parts = key.split(".")
@@ -254,8 +260,7 @@ def load_file(
                               f"which the file chooses ({algorithm!r}); a variant cannot "
                               "change it")
         data = apply_overrides(data, known[name])
-    if not isinstance(overrides, Mapping):
-        overrides = dict(parse_override(item) for item in overrides)
+    overrides = _override_mapping(overrides)
     _check_meta_overrides(path, overrides, algorithm)
     data = apply_overrides(data, overrides)
     description = data.get("description", "")
