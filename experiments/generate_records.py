@@ -219,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--out", type=output_file, required=True,
                         help="the records file to write (.jsonl or .jsonl.gz)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out if it exists (refused without it)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -228,6 +230,9 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     args = build_parser().parse_args(argv)
     from gomoku_jax import records
     from gomoku_jax.game import Gomoku
+    from gomoku_jax.io import check_new_files
+
+    check_new_files([args.out], args.force)  # before the games, which may take hours
 
     played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
                       args.opening_stones, args.workers, args.seed, progress=not args.no_progress,

@@ -169,11 +169,19 @@ def _exported_game(names) -> dict:
     return {}
 
 
+# The files `tournament --out DIR` writes into DIR.
+TOURNAMENT_REPORTS = ("tournament.json", "tournament.md", "heatmap.png")
+
+
 def _tournament(args: argparse.Namespace) -> int:
     from gomoku_jax import agents, arena
     from gomoku_jax.game import Gomoku
+    from gomoku_jax.io import check_new_files
 
     config = _tournament_config(args)
+    if args.out is not None:
+        check_new_files([args.out / name for name in TOURNAMENT_REPORTS], args.force,
+                        f"--out {args.out}")
     env = Gomoku(**config["game"])
     players = [agents.make(name, env) for name in config["agents"]]
     result = arena.round_robin(
@@ -186,9 +194,10 @@ def _tournament(args: argparse.Namespace) -> int:
     print(markdown)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "tournament.json").write_text(json.dumps(report, indent=2))
-        (args.out / "tournament.md").write_text(markdown + "\n")
-        arena.heatmap(report, args.out / "heatmap.png",
+        report_json, report_md, heatmap = (args.out / name for name in TOURNAMENT_REPORTS)
+        report_json.write_text(json.dumps(report, indent=2))
+        report_md.write_text(markdown + "\n")
+        arena.heatmap(report, heatmap,
                       title=f"{env.id}: {report['colours']['games']} games")
         print(f"report written to {args.out}/tournament.json, tournament.md and heatmap.png")
     return 0
@@ -269,11 +278,13 @@ def _export(args: argparse.Namespace) -> int:
     import algorithms
     from gomoku_jax import config as config_lib, exported, training
     from gomoku_jax import io as gio
+    from gomoku_jax.io import check_new_files
 
     workdir = Path(args.workdir)
     if args.out.is_dir():
         raise ValueError(f"--out {args.out} is a directory; give the file to write, e.g. "
                          f"{args.out / 'agent.gjx'}")
+    check_new_files([args.out], args.force, "--out")
     if args.which == "best":
         source = workdir / "best.gjx"
         if not source.exists():
@@ -381,6 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="random stones near the centre before each pair of games (config or 0)")
     tour.add_argument("--seed", type=int, default=None, help="random seed (config or 0)")
     tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
+    tour.add_argument("--force", action="store_true",
+                      help="replace the reports already in --out (refused without it)")
     play = sub.add_parser("play", help="play against an agent in the browser (a local page)")
     play.add_argument("--agent", default="heuristic",
                       help="agent name, e.g. heuristic, pure-mcts-1000, runs/x/final.gjx@200 "
@@ -429,6 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True, help="the file to write (.gjx)")
     export.add_argument("--which", choices=["latest", "best"], default="latest",
                         help="latest checkpoint or best evaluated model (default latest)")
+    export.add_argument("--force", action="store_true",
+                        help="replace --out if it exists (refused without it)")
     records = sub.add_parser(
         "records", help="game records (options after the action; see `records generate --help`)",
         add_help=False,

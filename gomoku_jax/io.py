@@ -124,6 +124,17 @@ def write_atomic(path, data: bytes | str) -> None:
             os.remove(tmp)
 
 
+def check_new_files(paths, force: bool, option: str = "--out") -> None:
+    """Refuse, before any work, to replace files that exist unless ``force`` (a command's
+    ``--force``): an export, a dataset or a report written over by mistake is lost.
+    ``option`` names the command-line option the paths come from."""
+    existing = [os.fspath(p) for p in paths if os.path.exists(p)]
+    if existing and not force:
+        raise ValueError(f"{option}: {', '.join(existing)} already "
+                         f"{'exists' if len(existing) == 1 else 'exist'}; pass --force to "
+                         "replace, or choose another path")
+
+
 class CheckpointError(ValueError):
     """A checkpoint or exported file cannot be written or read as asked; says why."""
 

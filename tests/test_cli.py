@@ -73,9 +73,17 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     assert report["colours"]["games"] == 4
     assert "### Elo" in (out / "tournament.md").read_text()
     assert "Win rate" in capsys.readouterr().out
+    # reports already in --out are kept unless --force; refused before any game
+    before = (out / "tournament.json").read_bytes()
+    again = ["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4",
+             "--games-per-pair", "2", "--out", str(out)]
+    assert cli.main(again) == 2
+    out_text, err = capsys.readouterr()
+    assert f"--out {out}: {out / 'tournament.json'}, {out / 'tournament.md'}, " in err
+    assert "pass --force to replace" in err and "Win rate" not in out_text
+    assert (out / "tournament.json").read_bytes() == before
     # settings left at their defaults are in the report too
-    assert cli.main(["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4",
-                     "--games-per-pair", "2", "--out", str(out)]) == 0
+    assert cli.main(again + ["--force"]) == 0
     config = json.loads((out / "tournament.json").read_text())["config"]
     assert config == {"agents": ["random", "heuristic"], "games_per_pair": 2, "seed": 0,
                       "opening_stones": 0, "game": {"size": 5, "k": 4, "rule": "freestyle",

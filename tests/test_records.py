@@ -389,6 +389,15 @@ def test_generator_settings_are_checked(tmp_path, capsys):
     assert cli.main(["records", "generate"] + ARGS + ["--black", "nobody", "--out", str(out)]) == 2
     assert "unknown agent 'nobody'" in capsys.readouterr().err
     assert not out.exists()
+    # an existing file is kept unless --force; refused before any game (an unknown agent
+    # would otherwise be the error)
+    out.write_text("a dataset\n")
+    assert cli.main(["records", "generate"] + ARGS + ["--black", "nobody", "--out", str(out)]) == 2
+    assert f"--out: {out} already exists; pass --force" in capsys.readouterr().err
+    assert out.read_text() == "a dataset\n"
+    assert cli.main(["records", "generate"] + ARGS + ["--workers", "1", "--out", str(out),
+                                                      "--force"]) == 0
+    assert out.read_text() != "a dataset\n"
 
 
 class _Stubborn(PythonAgent):

@@ -152,8 +152,15 @@ def test_cli_export_and_bad_overrides(uninterrupted, tmp_path, capsys):
     assert cli.main(["export", "--workdir", str(straight), "--out", str(out)]) == 0
     for a, b in zip(_variables(out), _variables(straight / "final.gjx")):
         np.testing.assert_array_equal(a, b)
+    # an existing file is kept unless --force, and the refusal comes before any work
+    before = out.read_bytes()
     assert cli.main(["export", "--workdir", str(straight), "--out", str(out),
-                     "--which", "best"]) == 0
+                     "--which", "best"]) == 2
+    assert f"--out: {out} already exists; pass --force" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert cli.main(["export", "--workdir", str(straight), "--out", str(out),
+                     "--which", "best", "--force"]) == 0
+    assert out.read_bytes() == (straight / "best.gjx").read_bytes() != before
     code = cli.main(["train", "--config", str(CONFIG), "--smoke", "--workdir", str(tmp_path),
                      "--set", "search.num_simulatons=8"])
     assert code == 2
@@ -395,7 +402,7 @@ def test_export_refuses_a_damaged_best_and_its_own_file(uninterrupted, tmp_path,
     run = tmp_path / "run"
     shutil.copytree(straight, run)
     assert cli.main(["export", "--workdir", str(run), "--which", "best",
-                     "--out", str(run / "best.gjx")]) == 2
+                     "--out", str(run / "best.gjx"), "--force"]) == 2
     assert f"is {run / 'best.gjx'} itself" in capsys.readouterr().err
     (run / "best.gjx").write_bytes(b"\x00" * 100)
     out = tmp_path / "deep" / "dir" / "copy.gjx"
