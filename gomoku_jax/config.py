@@ -248,6 +248,10 @@ def load_file(
     data = read_json(path)
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
+    if not data:  # an empty file written by mistake would start a long default run
+        raise ConfigError(f"config file {str(path)!r} is an empty object and sets nothing; "
+                          'for every default write {"algorithm": "alphazero"} (or another '
+                          "algorithm)")
     known = data.get("variants", {})
     algorithm = data.get("algorithm", "alphazero")
     for name in variants:

@@ -78,6 +78,13 @@ def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
         cfglib.load_file(Outer, tmp_path / "bad.json")
     with pytest.raises(cfglib.ConfigError, match="does not exist"):
         cfglib.load_file(Outer, tmp_path / "missing.json")
+    # an empty object would be a default run of the whole experiment: refused
+    (tmp_path / "empty.json").write_text("{}\n")
+    with pytest.raises(cfglib.ConfigError, match=r"empty.json' is an empty object and sets "
+                                                 r'nothing; for every default write \{"algorithm"'):
+        cfglib.load_file(Outer, tmp_path / "empty.json")
+    (tmp_path / "defaults.json").write_text('{"algorithm": "alphazero"}')
+    assert cfglib.load_file(Outer, tmp_path / "defaults.json")[0] == Outer()
 
 
 def test_the_file_keeps_its_algorithm_and_variants_from_overrides(tmp_path):
