@@ -6,6 +6,7 @@ deepening and by_name."""
 from __future__ import annotations
 
 import functools
+import re
 import time
 
 import jax
@@ -321,21 +322,31 @@ def test_standard_rule_overline_is_not_a_win():
 
 
 def test_self_play_finishes_with_legal_moves(env9):
-    black, white = GomokuBotAgent(env9), NegamaxAgent(env9, 2)
-    g = NumpyGomoku(9, 5)
-    r = rng(5)
-    while not g.terminated:
-        agent = (black, white)[g.current_player]
-        g.step(agent.select(env9.from_board(g.board, to_move=g.current_player), r))
-    assert g.move_count <= 81
+    def game():
+        black, white = GomokuBotAgent(env9), NegamaxAgent(env9, 2)
+        g = NumpyGomoku(9, 5)
+        r, moves = rng(5), []
+        while not g.terminated:
+            agent = (black, white)[g.current_player]
+            move = agent.select(env9.from_board(g.board, to_move=g.current_player), r)
+            assert move in g.legal_actions(), (len(moves), move)
+            g.step(int(move))
+            moves.append(int(move))
+        return g, moves
+
+    g, moves = game()
+    assert g.winner in (0, 1) or (g.winner == -1 and len(moves) == 81)
+    if g.winner >= 0:  # the last move made five for its player
+        assert len(moves) % 2 == (1 if g.winner == 0 else 0)
+    assert game()[1] == moves  # the same rng plays the same game
 
 
 def test_settings_are_checked(env9):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="depth must be an integer >= 1, got 0"):
         NegamaxAgent(env9, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="top_n must be a positive integer or None, got 0"):
         GomokuBotAgent(env9, top_n=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"unknown pattern weights \['six'\]; known: five"):
         NegamaxAgent(env9, 2, weights={"six": 1.0})
 
 
@@ -444,19 +455,47 @@ def test_search_stops_at_the_deadline_with_the_last_completed_depth(env15, kind,
         assert depth >= 1
 
 
+class RecordingClock:
+    """The real clock (``time.perf_counter``), keeping every reading the agent takes
+    and the agent's node count at that reading."""
+
+    agent = None
+
+    def __init__(self):
+        self.readings: list[float] = []
+        self.nodes: list[int] = []
+
+    def __call__(self) -> float:
+        self.readings.append(time.perf_counter())
+        self.nodes.append(self.agent.nodes)
+        return self.readings[-1]
+
+
 @pytest.mark.parametrize("kind", ["negamax", "gomokubot"])
-def test_close_deadline_returns_in_time(env15, kind):
-    """A deep search with 50 ms left answers a legal move without running on. Wall-clock
-    timing is noisy, so only a loose bound is asserted (0.5 s of slack): the point is
-    that the search stops, not the exact time (see the node-clock test for that)."""
-    agent = NegamaxAgent(env15, 6) if kind == "negamax" else GomokuBotAgent(env15, 14)
+def test_close_deadline_stops_soon_after_the_clock_passes_it(env15, kind):
+    """A deep search on the real clock with 50 ms left answers a legal move, and once it
+    has read the clock past its cut-off searches at most the nodes between two readings
+    (how long that took is the machine's business; the node-clock test pins where the
+    search stops)."""
+    clock = RecordingClock()
+    make = NegamaxAgent if kind == "negamax" else GomokuBotAgent
+    agent = clock.agent = make(env15, 6 if kind == "negamax" else 14, clock=clock)
     for board in MIDGAMES:
         state = env15.from_board(board, to_move=0)
         key = jax.random.key(0)
         agent.act(state, key, deadline=time.perf_counter() + 0.05)  # warm up (compiles)
+        clock.readings.clear()
+        clock.nodes.clear()
         deadline = time.perf_counter() + 0.05
         move = agent.act(state, key, deadline=deadline)
-        assert time.perf_counter() < deadline + 0.5
+        # the search's cut-off: the deadline less a margin of the time left at the start
+        now = clock.readings[0]
+        stop_at = deadline - min(AB._MARGIN_MAX, max(AB._MARGIN_MIN,
+                                                     AB._MARGIN_FRACTION * (deadline - now)))
+        past = [i for i, t in enumerate(clock.readings) if t >= stop_at]
+        assert past, "the search finished before its cut-off: no deadline was tested"
+        assert agent.nodes - clock.nodes[past[0]] <= AB._CHECK_EVERY, (
+            kind, clock.nodes[past[0]], agent.nodes)
         assert board.reshape(-1)[move] == 0
         assert agent.completed_depth < agent.depth
 
@@ -491,8 +530,12 @@ def test_by_name(env9, ttt):
     b = by_name("gomokubot", env9)
     assert isinstance(b, GomokuBotAgent) and b.depth == 6 and b.top_n == 10
     assert by_name("GomokuBot-4", env9).depth == 4
-    for bad in ("minimax-3", "alphabeta-0", "mcts", "gomokubot-x", ""):
-        with pytest.raises(ValueError):
+    for bad, why in (("minimax-3", "minimax searches to the end and takes no depth"),
+                     ("alphabeta-0", "the depth must be at least 1"),
+                     ("mcts", "unknown search agent 'mcts'"),
+                     ("gomokubot-x", "unknown search agent 'gomokubot-x'"),
+                     ("", "unknown search agent ''")):
+        with pytest.raises(ValueError, match=re.escape(why)):
             by_name(bad, env9)
 
 
@@ -517,13 +560,42 @@ def _five_cells(board: np.ndarray, stone: int, k: int = 5) -> list[tuple[int, in
     return out
 
 
+def _open_four_move(board: np.ndarray, stone: int) -> bool:
+    """Whether ``stone`` has a move after which one line through it holds two cells
+    that make five in that line (an open four: the defender cannot block both)."""
+    n = board.shape[0]
+    for r, c in zip(*np.nonzero(board == 0)):
+        board[r, c] = stone
+        try:
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                wins = 0
+                for step in range(-4, 5):
+                    rr, cc = r + step * dr, c + step * dc
+                    if not (0 <= rr < n and 0 <= cc < n) or board[rr, cc]:
+                        continue
+                    run = 1
+                    for sgn in (1, -1):
+                        ar, ac = rr + sgn * dr, cc + sgn * dc
+                        while 0 <= ar < n and 0 <= ac < n and board[ar, ac] == stone:
+                            run, ar, ac = run + 1, ar + sgn * dr, ac + sgn * dc
+                    wins += run >= 5
+                if wins >= 2:
+                    return True
+        finally:
+            board[r, c] = 0
+    return False
+
+
 def _brute_vcf(board: np.ndarray, stone: int, fours: int) -> bool:
-    """Whether ``stone`` (to move) wins by at most ``fours`` continuous fours: every
-    empty cell is tried, the defender blocks the single winning cell."""
+    """Whether ``stone`` (to move) wins by at most ``fours`` continuous fours, every
+    empty cell tried and the defender blocking the single winning cell, and then, as
+    the threat-space search counts it, by an open four once the fours are spent."""
     if _five_cells(board, stone):
         return True
-    if fours == 0 or _five_cells(board, 3 - stone):
+    if _five_cells(board, 3 - stone):
         return False
+    if fours == 0:
+        return _open_four_move(board, stone)
     for r, c in zip(*np.nonzero(board == 0)):
         board[r, c] = stone
         wins = _five_cells(board, stone)
@@ -573,16 +645,19 @@ def test_vcf_finds_a_forced_win_through_fours(env15):
 
 def test_vcf_search_agrees_with_brute_force_on_random_9x9_positions(env9):
     agent = GomokuBotAgent(env9)
-    found = 0
-    for seed in range(12):
-        board, player = random_position(9, 5, "freestyle", seed, plies=24)
+    found = checked = 0
+    for plies, seed in [(p, s) for p in (24, 32) for s in range(20)]:
+        board, player = random_position(9, 5, "freestyle", seed, plies=plies)
         stone = player + 1
         if _five_cells(board, stone) or _five_cells(board, 3 - stone):
-            continue
+            continue  # a win in one, or a five to block: no search needed
         sb = AB._SearchBoard(agent._geom, agent._patterns, board)
         got = agent._forced_win(sb, stone, False, 2, 100_000) >= 0
-        assert got == _brute_vcf(board.copy(), stone, 2), seed
+        assert got == _brute_vcf(board.copy(), stone, 2), (plies, seed)
         found += got
+        checked += 1
+    # both answers are exercised: positions with a win by fours and positions without
+    assert 5 <= found <= checked - 5, (found, checked)
     assert agent.threat_nodes > 0
 
 
@@ -606,17 +681,17 @@ def test_defends_against_the_opponents_vcf(env9):
 
 
 def test_threat_settings_are_checked(env9):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="vcf_depth must be an integer >= 0, got -1"):
         AB.ThreatSettings(vcf_depth=-1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="defend must be a bool, got 1"):
         AB.ThreatSettings(defend=1)
     with pytest.raises(ValueError, match="defend_vct_depth"):
         AB.ThreatSettings(defend_vct_depth=-2)
     with pytest.raises(ValueError, match="max_nodes"):
         AB.ThreatSettings(max_nodes=1.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="threats must be ThreatSettings or None"):
         GomokuBotAgent(env9, threats={"vcf_depth": 3})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("shape_bonus takes 4 numbers, got (1.0, 2.0)")):
         GomokuBotAgent(env9, shape_bonus=(1.0, 2.0))
     assert GomokuBotAgent(env9, threats=None).threats is None
 

@@ -30,17 +30,21 @@ def test_bad_settings_give_one_clear_line(argv, text, capsys):
 
 
 def test_unknown_options_and_commands_are_refused(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["random-game", "--colour", "red"])
-    with pytest.raises(SystemExit):
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --colour red" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "chess"])
-    assert "invalid choice" in capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "invalid choice: 'chess'" in capsys.readouterr().err
 
 
 def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    cli.main(["bench", "game", "--sizes", "5", "--batches", "4", "8", "--k", "4", "--repeats", "1",
-              "--numpy-seconds", "0.05", "--no-progress", "--json", str(out)])
+    assert cli.main(["bench", "game", "--sizes", "5", "--batches", "4", "8", "--k", "4",
+                     "--repeats", "1", "--numpy-seconds", "0.05", "--no-progress",
+                     "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["device"].startswith("cpu")
     ref = report["numpy_reference"]["5"]["plies_per_s"]
@@ -55,8 +59,9 @@ def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
 def test_bench_refuses_bad_options(capsys):
     assert cli.main(["bench", "game", "--sizes", "2"]) == 2
     assert "GameConfig.size must be from 3 to 19, got 2" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "game", "--repeats", "0"])
+    assert exit_.value.code == 2
     assert "--repeats and --batches must be positive" in capsys.readouterr().err
 
 
@@ -90,8 +95,9 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
                                                     "observation": "stones-colour",
                                                     "positional_bias": None}}
     # an option given after the command, where it is not one: a hint
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["random-game", "--size", "5", "--plugin", "x"])
+    assert exit_.value.code == 2
     assert "--plugin goes before the command" in capsys.readouterr().err
 
 
@@ -219,8 +225,9 @@ def test_train_refuses_a_workdir_that_is_a_file_and_bad_iterations(tmp_path, cap
     afile.write_text("mine")
     assert cli.main(["train", "--config", config, "--smoke", "--workdir", str(afile)]) == 2
     assert str(afile) in capsys.readouterr().err and afile.read_text() == "mine"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["train", "--config", config, "--workdir", str(tmp_path), "--iterations", "0"])
+    assert exit_.value.code == 2
     assert "must be an integer >= 1, got 0" in capsys.readouterr().err
 
 

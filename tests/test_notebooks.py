@@ -1,9 +1,13 @@
-"""Every notebook runs end to end: its code cells are executed in order in one namespace."""
+"""Every notebook runs end to end: its code cells are executed in order in one namespace,
+and what it shows is then checked against the files it read or wrote and facts worked
+out by hand."""
 
+import csv
 import json
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
@@ -29,3 +33,72 @@ def test_notebook_runs(path, capsys, tmp_path, monkeypatch):
         )
         exec(compile(source, f"{path.name}[cell {i}]", "exec"), namespace)
     assert capsys.readouterr().out  # the tour prints what it shows
+    CHECKS[path.name](namespace)
+
+
+def _check_ablation_sweep(ns):
+    rows, values = ns["rows"], ns["VALUES"]
+    assert [(row["key"], row["value"]) for row in rows] == [(ns["KEY"], v) for v in values]
+    ladder = ns["LADDER"]
+    for row, value in zip(rows, values):
+        assert row["iterations"] == ns["ITERATIONS"]
+        run = Path(row["run"])
+        assert (run / "final.gjx").is_file()
+        stored = json.loads((run / "config.json").read_text())
+        for part in ns["KEY"].split("."):
+            stored = stored[part]
+        assert stored == value  # each run trained with its own value
+        levels = row["ladder"]
+        assert levels[0]["simulations"] == ladder["start"]
+        passed = [lv["simulations"] for lv in levels if lv["wins"] >= ladder["pass_wins"]]
+        assert row["ladder_cleared"] == (passed[-1] if passed else 0)
+        assert all(lv["games"] == ladder["games"] for lv in levels)
+
+
+def _check_analysis(ns):
+    with (ns["run"] / "metrics.csv").open() as f:
+        lines = list(csv.reader(f))
+    assert len(ns["rows"]) == len(lines) - 1 and list(ns["rows"][0]) == lines[0]
+    final = json.loads((ns["run"] / "report.json").read_text())
+    assert max(ns["evals"]) == final["iterations"]
+    for result in ns["evals"].values():
+        for r in result.values():
+            assert r["wins"] + r["losses"] + r["draws"] == r["games"]
+            assert r["score"] == pytest.approx((r["wins"] + 0.5 * r["draws"]) / r["games"])
+
+
+def _check_game_tour(ns):
+    final, moves = ns["final"], np.asarray(ns["moves"])
+    assert np.asarray(final.terminated).all()
+    # each game's recorded moves (padded with -1) are as many as its stones
+    np.testing.assert_array_equal((moves >= 0).sum(1), np.asarray(final.move_count))
+    # the puzzle: black's open three on row 4, columns 2-4: no win at once, one open three,
+    # stopped at either end (4, 1) or (4, 5)
+    board = ns["puzzle"].board
+    tactics = ns["tactics"]
+    assert not np.asarray(tactics.winning_moves(board, 0, 5)).any()
+    threes = tactics.open_threes(board, 0)
+    assert int(threes.count) == 1
+    blocks = {tuple(c) for c in np.argwhere(np.asarray(threes.blocks)).tolist()}
+    assert {(4, 1), (4, 5)} <= blocks <= {(4, 0), (4, 1), (4, 5), (4, 6)}
+
+
+def _check_quickstart(ns):
+    assert ns["report"]["iterations"] == ns["ITERATIONS"]
+    assert (ns["workdir"] / "final.gjx").is_file()
+    for name, match in ns["results"].items():
+        score = match.score(ns["agent"].name)
+        assert score["games"] == ns["EVAL_GAMES"]
+        assert score["wins"] + score["losses"] + score["draws"] == score["games"]
+    record, state = ns["record"], ns["state"]
+    # the game replayed from its record ends as the record says
+    assert int(state.move_count) == len(record.moves) and bool(state.terminated)
+    assert int(state.winner) == record.winner
+
+
+CHECKS = {"ablation_sweep.ipynb": _check_ablation_sweep, "analysis.ipynb": _check_analysis,
+          "game_tour.ipynb": _check_game_tour, "quickstart.ipynb": _check_quickstart}
+
+
+def test_every_notebook_has_its_checks():
+    assert sorted(CHECKS) == [p.name for p in NOTEBOOKS]

@@ -597,9 +597,9 @@ def test_move_scores_by_hand():
 
 def test_invalid_arguments():
     b = np.zeros((5, 5), np.int8)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rule must be one of freestyle, standard, got 'renju'"):
         T.winning_moves(b, 0, 5, "renju")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="k must be an integer >= 3, got 2"):
         T.shape_counts(b, 2)
 
 
