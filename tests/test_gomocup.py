@@ -4,11 +4,13 @@ engines as arena agents."""
 import collections
 import functools
 import io
+import queue
 import random
 import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -271,31 +273,55 @@ def test_deadline_reaches_the_agent():
     assert tic + 1.7 < deadline < time.perf_counter() + 1.9
 
 
-class Slow(Recorder):
-    """Answers ``late`` seconds past the deadline it is given."""
+class FakeTime:
+    """The engine's ``time`` module with a clock that moves only when told to."""
 
-    def __init__(self, env, late):
+    def __init__(self, now: float = 100.0):
+        self.now = now
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+class Slow(Recorder):
+    """Answers ``late`` seconds past the deadline it is given, on ``clock``."""
+
+    def __init__(self, env, late, clock):
         super().__init__(env)
-        self.name, self.late = "slow", late
+        self.name, self.late, self.clock = "slow", late, clock
 
     def act(self, state, key, deadline=None):
         if deadline is not None:
-            time.sleep(max(deadline - time.perf_counter(), 0) + self.late)
+            self.clock.now = max(self.clock.now, deadline) + self.late
         return super().act(state, key, deadline)
 
 
-@pytest.mark.parametrize("late", [0.0, 0.2])
-def test_an_answer_past_the_deadline_is_reported_once(late):
-    log = io.StringIO()
-    engine = gomocup.Engine(lambda e: Slow(e, late), warmup=True, log=log)
+@pytest.mark.parametrize("late", [0.0, gomocup._LATE_S / 2, 0.2])
+def test_an_answer_past_the_deadline_is_reported_once(late, monkeypatch):
+    clock = FakeTime()
+    monkeypatch.setattr(gomocup, "time", clock)
+    log, built = io.StringIO(), []
+
+    def factory(env):
+        built.append(Slow(env, late, clock))
+        return built[-1]
+
+    engine = gomocup.Engine(factory, warmup=True, log=log)
     say(engine, "START 9", "INFO timeout_turn 100")
+    assert len(built) == 1 and len(built[0].states) == 2  # the warm-up's moves, as late
     assert "past its deadline" not in log.getvalue()  # the warm-up's moves are not timed
     one(engine, "BEGIN")
     one(engine, "TURN 0,8")
+    deadlines = [deadline for _, deadline in built[0].states]
+    assert len(deadlines) == 4 and None not in deadlines
     notes = [line for line in log.getvalue().splitlines() if "past its deadline" in line]
-    if late:  # of the two late moves, one report
-        assert len(notes) == 1 and "slow answered" in notes[0] and "lower N" in notes[0]
-    else:
+    if late > gomocup._LATE_S:  # of the two late moves, one report
+        assert len(notes) == 1 and "slow answered 0.20 s past" in notes[0], notes
+        assert "lower N" in notes[0]
+    else:  # on time, or late by less than the tolerance
         assert notes == []
 
 
@@ -407,20 +433,39 @@ def test_cli_rejects_unknown_agents(capsys):
 # ---------------------------------------------------------------- over real pipes
 
 
-def test_subprocess_session_over_pipes():
-    proc = subprocess.Popen(PBRAIN + ["heuristic"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, bufsize=1)
+PIPE_WAIT_S = 120  # a reply that takes longer: the engine hangs, the test fails
+
+
+def test_subprocess_session_over_pipes(tmp_path):
+    err_path = tmp_path / "stderr.txt"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(PBRAIN + ["heuristic"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+    out = queue.Queue()  # stdout's lines, read by a thread; None at the end
+    reader = threading.Thread(target=gomocup._pump, args=(proc.stdout, out), daemon=True)
+    reader.start()
+    ready = re.compile(r"gomoku-jax pbrain: heuristic on gomoku-15x15-k5-freestyle "
+                       r"ready in \d+\.\d\d s")
     try:
+        def reply(after: str) -> str:
+            try:
+                line = out.get(timeout=PIPE_WAIT_S)
+            except queue.Empty:
+                pytest.fail(f"no reply to {after!r} in {PIPE_WAIT_S} s: the engine hangs")
+            assert line is not None, f"the engine closed stdout after {after!r}"
+            return line.rstrip("\n")
+
         def ask(line: str) -> str:
             proc.stdin.write(line + "\n")
             proc.stdin.flush()
-            return proc.stdout.readline().rstrip("\n")
+            return reply(line)
 
         assert ask("START 15") == "OK"
+        # The warm-up's note is written (and flushed) before OK: the agent was built
+        # and compiled during START, before any move was asked for.
+        assert len(ready.findall(err_path.read_text())) == 1, err_path.read_text()
         proc.stdin.write("INFO timeout_turn 500\nINFO timeout_match 100000\nINFO time_left 90000\n")
-        tic = time.perf_counter()
         x, y = xy(ask("BEGIN"))
-        assert time.perf_counter() - tic < 1.0  # compiled during START, not now
         taken = {(x, y)}
         for cell in [(0, 0), (14, 14), (3, 9)]:
             if cell in taken:
@@ -433,21 +478,23 @@ def test_subprocess_session_over_pipes():
         assert ask("bogus").startswith("ERROR unknown command")
         proc.stdin.write("BOARD\n7,7,1\n7,8,2\n8,8,2\nDONE\n")
         proc.stdin.flush()
-        assert xy(proc.stdout.readline().strip()) not in {(7, 7), (7, 8), (8, 8)}
+        assert xy(reply("BOARD ... DONE")) not in {(7, 7), (7, 8), (8, 8)}
         assert ask("TAKEBACK 7,7") == "OK"
         assert ask("RESTART") == "OK"
         assert ask("ABOUT").startswith('name="gomoku-jax"')
         proc.stdin.write("END\n")
         proc.stdin.flush()
-        assert proc.wait(timeout=10) == 0
-        assert proc.stdout.read() == ""  # nothing else on stdout
+        assert proc.wait(timeout=PIPE_WAIT_S) == 0
+        assert out.get(timeout=PIPE_WAIT_S) is None  # nothing else on stdout
+        # Nor was the agent built or compiled again for the moves.
+        assert len(ready.findall(err_path.read_text())) == 1, err_path.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        proc.stdout.close()
+        reader.join(timeout=PIPE_WAIT_S)
         proc.stdin.close()
-        proc.stderr.close()
+        proc.stdout.close()
 
 
 def test_match_between_two_engines_in_the_arena():
@@ -496,37 +543,41 @@ def test_engine_agent_reads_moves_and_skips_messages():
     with gomocup.EngineAgent(cmd, env, name="fake") as agent:
         assert agent.act(env.init(), None) == 5 * 7 + 2
         state = env.play(env.init(), 0, 0)
-        assert agent.act(state, None, deadline=time.perf_counter() + 1) == 37
+        assert agent.act(state, None, deadline=time.perf_counter() + 60) == 37
     assert agent.returncode == 0
 
 
-@pytest.mark.parametrize("body, match", [
+SLOW = {"turn_ms": 5000, "grace_s": 60.0}  # whatever the load, no case of these times out
+QUICK = {"turn_ms": 100, "grace_s": 0.3}  # the case that never answers: 0.4 s
+
+
+@pytest.mark.parametrize("body, timing, match", [
     ("""
         if w == 'START': out('OK')
         elif w == 'BEGIN': out('ERROR out of ideas')
-     """, "answered 'ERROR out of ideas' to BEGIN"),
+     """, SLOW, "fake: answered 'ERROR out of ideas' to BEGIN$"),
     ("""
         if w == 'START': out('OK')
         elif w == 'BEGIN': sys.exit(3)
-     """, "exited \\(code 3\\)"),
+     """, SLOW, "exited \\(code 3\\)"),
     ("""
         if w == 'START': out('OK')
-     """, "no answer to BEGIN in time"),
+     """, QUICK, "no answer to BEGIN in time"),
     ("""
         if w == 'START': out('OK')
         elif w == 'BEGIN': out('99,0')
-     """, "off the 7x7 board"),
+     """, SLOW, "off the 7x7 board"),
     ("""
         if w == 'START': out('ERROR no thanks')
-     """, "ERROR no thanks"),
+     """, SLOW, "ERROR no thanks"),
     ("""
         if w == 'START': out('OK')
         elif w == 'BEGIN': out('hello')
-     """, "not a move"),
+     """, SLOW, "not a move"),
 ])
-def test_engine_agent_failures_raise_clearly(body, match):
+def test_engine_agent_failures_raise_clearly(body, timing, match):
     env = Gomoku(7, 5)
-    agent = gomocup.EngineAgent(fake_engine(body), env, name="fake", turn_ms=100, grace_s=0.3)
+    agent = gomocup.EngineAgent(fake_engine(body), env, name="fake", **timing)
     with agent:
         with pytest.raises(gomocup.EngineError, match=match):
             agent.act(env.init(), None)
@@ -540,7 +591,8 @@ def test_engine_agent_restarts_a_dead_engine_and_arena_counts_forfeits():
         elif w == 'DONE': out('3,3')
     """)
     with gomocup.EngineAgent(cmd, env, name="flaky") as agent:
-        with pytest.raises(gomocup.EngineError):
+        with pytest.raises(gomocup.EngineError,
+                           match="flaky: the engine exited \\(code 1\\) while we waited for BEGIN"):
             agent.act(env.init(), None)
         state = env.play(env.init(), 0, 0)
         assert agent.act(state, None) == 3 * 7 + 3  # a fresh process
@@ -656,15 +708,45 @@ def test_exported_agent_of_another_k_is_refused_naming_k(exported_files, capsys)
     assert "every START will be answered ERROR" in capsys.readouterr().err
 
 
-def test_engine_agent_plays_a_standard_rule_exported_brain(exported_files):
+def spy_on_engine_agents(monkeypatch) -> list[tuple[str, str]]:
+    """What EngineAgents do, in order: ``("spawn", "")`` for each process started (and
+    sent START), ``(waiting_for, answer)`` for each answer read, ``(waiting_for,
+    "EngineError: ...")`` for each read that failed."""
+    events = []
+    spawn, reply = gomocup.EngineAgent._spawn, gomocup.EngineAgent._reply
+
+    def spy_spawn(self):
+        events.append(("spawn", ""))
+        spawn(self)
+
+    def spy_reply(self, until, waiting_for):
+        try:
+            answer = reply(self, until, waiting_for)
+        except gomocup.EngineError as err:
+            events.append((waiting_for, f"EngineError: {err}"))
+            raise
+        events.append((waiting_for, answer))
+        return answer
+
+    monkeypatch.setattr(gomocup.EngineAgent, "_spawn", spy_spawn)
+    monkeypatch.setattr(gomocup.EngineAgent, "_reply", spy_reply)
+    return events
+
+
+def test_engine_agent_plays_a_standard_rule_exported_brain(exported_files, monkeypatch):
+    events = spy_on_engine_agents(monkeypatch)
     env = Gomoku(7, 5, "standard")
     brain = gomocup.EngineAgent(PBRAIN + [exported_files["std7"]], env, name="std7",
-                                start_timeout_s=30, stderr=subprocess.DEVNULL)
-    tic = time.perf_counter()
+                                stderr=subprocess.DEVNULL)
     with brain:
         result = arena.play_match(env, brain, agents.make("random", env), games=2, seed=1)
     assert [r.forfeit for r in result.records] == [None, None]
-    assert time.perf_counter() - tic < 30  # no wait for an answer that never comes
+    # One process, whose START was answered OK, and every move asked for was answered:
+    # no read ended in an error or a timeout.
+    assert events[:2] == [("spawn", ""), ("START 7", "OK")], events
+    moves = events[2:]
+    assert moves and all(asked in ("BEGIN", "BOARD") and MOVE.fullmatch(answer)
+                         for asked, answer in moves), events
     assert brain.returncode == 0
 
 
@@ -680,18 +762,27 @@ def test_engine_agent_sends_the_rule_before_start():
         assert agent.act(env.init(), None) == 3 * 7 + 3
 
 
-def test_engine_agent_does_not_wait_after_an_error_to_start():
+def test_engine_agent_does_not_wait_after_an_error_to_start(monkeypatch):
+    events = spy_on_engine_agents(monkeypatch)
+    reply = gomocup.EngineAgent._reply  # the spy
+
+    def from_a_fresh_process(self, until, waiting_for):
+        if waiting_for.startswith("START") and events[-1][0] != "spawn":
+            pytest.fail("waits (up to the start timeout) for a second answer to START from "
+                        "the engine that answered ERROR, instead of starting a fresh one")
+        return reply(self, until, waiting_for)
+
+    monkeypatch.setattr(gomocup.EngineAgent, "_reply", from_a_fresh_process)
     env = Gomoku(7, 5)
     cmd = fake_engine("""
         if w == 'START': out('ERROR no thanks')
     """)
-    with gomocup.EngineAgent(cmd, env, name="fake", start_timeout_s=10) as agent:
-        tic = time.perf_counter()
-        for _ in range(2):  # the second move restarts the engine, START again: no timeout
-            with pytest.raises(gomocup.EngineError,
-                               match="fake: answered 'ERROR no thanks' to START 7"):
+    error = "fake: answered 'ERROR no thanks' to START 7"
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        for _ in range(2):  # the second move restarts the engine, START again
+            with pytest.raises(gomocup.EngineError, match=error):
                 agent.act(env.init(), None)
-        assert time.perf_counter() - tic < 5
+    assert events == [("spawn", ""), ("START 7", f"EngineError: {error}")] * 2, events
 
 
 def test_engine_agent_left_open_at_interpreter_exit():
