@@ -582,46 +582,53 @@ def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) 
     ):
         raise ValueError(f"max_nodes must be an integer in [1, {capacity}] or None, "
                          f"got {max_nodes!r}")
-    rows = jnp.arange(batch)
     action = jnp.asarray(action, jnp.int32)
     if action.shape != (batch,):
         raise ValueError(f"action must have shape ({batch},), got {action.shape}")
-    valid = (action >= 0) & (action < num_actions) & (tree.node_visits[:, _ROOT] > 0)
-    child = tree.children_index[rows, _ROOT, jnp.clip(action, 0, num_actions - 1)]
-    terminal = tree.children_discounts[rows, _ROOT, jnp.clip(action, 0, num_actions - 1)] == 0
-    child = jnp.where(valid & ~terminal, child, _UNVISITED)
-    if reset is not None:
-        reset = jnp.asarray(reset, bool)
-        if reset.shape != (batch,):
-            raise ValueError(f"reset must have shape ({batch},), got {reset.shape}")
-        child = jnp.where(reset, _UNVISITED, child)
+    if reset is None:
+        reset = jnp.zeros((batch,), bool)
+    reset = jnp.asarray(reset, bool)
+    if reset.shape != (batch,):
+        raise ValueError(f"reset must have shape ({batch},), got {reset.shape}")
+    # One game's renumbering, vmapped (see `_gather`: each game stays on its device).
+    kept = jax.vmap(functools.partial(_reuse_one, num_actions=num_actions,
+                                      max_nodes=max_nodes))(
+        tree.replace(extra_data=None), action, reset)
+    return kept.replace(extra_data=tree.extra_data,
+                        root_invalid_actions=jnp.zeros_like(tree.root_invalid_actions))
 
-    def mark(i, keep):  # keep [B, capacity]: node i is `child` or under a kept node
-        parent = tree.parents[:, i]
-        under = keep[rows, jnp.maximum(parent, 0)] & (parent >= 0)
-        return keep.at[:, i].set((child == i) | under)
 
-    keep = jax.lax.fori_loop(1, capacity, mark, jnp.zeros((batch, capacity), bool))
-    rank = jnp.cumsum(keep, axis=1, dtype=jnp.int32) - 1  # new index of a kept node
+def _reuse_one(tree: Tree, action, reset, *, num_actions: int, max_nodes: int | None) -> Tree:
+    """`reuse_subtree` for one game (``tree`` without its batch axis)."""
+    capacity = tree.node_visits.shape[0]
+    valid = (action >= 0) & (action < num_actions) & (tree.node_visits[_ROOT] > 0)
+    played = jnp.clip(action, 0, num_actions - 1)
+    child = tree.children_index[_ROOT, played]
+    terminal = tree.children_discounts[_ROOT, played] == 0
+    child = jnp.where(valid & ~terminal & ~reset, child, _UNVISITED)
+
+    def mark(i, keep):  # keep [capacity]: node i is `child` or under a kept node
+        parent = tree.parents[i]
+        under = keep[jnp.maximum(parent, 0)] & (parent >= 0)
+        return keep.at[i].set((child == i) | under)
+
+    keep = jax.lax.fori_loop(1, capacity, mark, jnp.zeros((capacity,), bool))
+    rank = jnp.cumsum(keep, dtype=jnp.int32) - 1  # new index of a kept node
     if max_nodes is not None:
         keep = keep & (rank < max_nodes)
-    kept = jnp.sum(keep, axis=1, dtype=jnp.int32)  # [B]
-    new_index = jnp.where(keep, rank, _UNVISITED)  # [B, capacity] old -> new
+    new_index = jnp.where(keep, rank, _UNVISITED)  # old -> new
     old = jnp.arange(capacity, dtype=jnp.int32)
-    source = jnp.zeros((batch, capacity), jnp.int32).at[
-        rows[:, None], jnp.where(keep, rank, capacity)].set(
-            jnp.broadcast_to(old, (batch, capacity)), mode="drop")  # new -> old
-    used = old[None, :] < kept[:, None]  # [B, capacity]
+    source = jnp.zeros((capacity,), jnp.int32).at[jnp.where(keep, rank, capacity)].set(
+        old, mode="drop")  # new -> old
+    used = old < jnp.sum(keep, dtype=jnp.int32)
 
     def take(x, fill):
-        got = x[rows[:, None], source]
-        mask = used.reshape(used.shape + (1,) * (got.ndim - 2))
+        got = x[source]
+        mask = used.reshape(used.shape + (1,) * (got.ndim - 1))
         return jnp.where(mask, got, jnp.asarray(fill, x.dtype))
 
     def renumber(index):  # old node indices (or -1) -> new (or -1)
-        return jnp.where(index >= 0, jnp.take_along_axis(
-            new_index, jnp.maximum(index, 0).reshape(batch, -1), axis=1).reshape(index.shape),
-            _UNVISITED)
+        return jnp.where(index >= 0, new_index[jnp.maximum(index, 0)], _UNVISITED)
 
     old_children = take(tree.children_index, _UNVISITED)
     children = renumber(old_children)
@@ -629,13 +636,12 @@ def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) 
     clear = lambda x: jnp.where(dropped, jnp.zeros((), x.dtype), x)  # noqa: E731
     parents = renumber(take(tree.parents, _NO_PARENT))
     action_from_parent = take(tree.action_from_parent, _NO_PARENT)
-    action_from_parent = action_from_parent.at[:, _ROOT].set(_NO_PARENT)
     return tree.replace(
         node_visits=take(tree.node_visits, 0),
         raw_values=take(tree.raw_values, 0),
         node_values=take(tree.node_values, 0),
-        parents=parents.at[:, _ROOT].set(_NO_PARENT),
-        action_from_parent=action_from_parent,
+        parents=parents.at[_ROOT].set(_NO_PARENT),
+        action_from_parent=action_from_parent.at[_ROOT].set(_NO_PARENT),
         children_index=children,
         children_prior_logits=take(tree.children_prior_logits, 0),
         children_visits=clear(take(tree.children_visits, 0)),
@@ -643,5 +649,4 @@ def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) 
         children_discounts=clear(take(tree.children_discounts, 0)),
         children_values=clear(take(tree.children_values, 0)),
         embeddings=jax.tree.map(lambda x: take(x, 0), tree.embeddings),
-        root_invalid_actions=jnp.zeros_like(tree.root_invalid_actions),
     )

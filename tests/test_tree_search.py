@@ -484,3 +484,26 @@ def test_memory_check_refuses_before_allocating():
     with pytest.raises(ValueError, match="batch 1000000 x 100000 simulations"):
         jax.eval_shape(lambda r: ts.gumbel_muzero_policy(
             params, jax.random.PRNGKey(0), r, recurrent_fn, 100_000), big_root)
+
+
+def test_reuse_subtree_keeps_each_game_on_its_device(reuse):
+    """With the games split over the (fake) devices, keeping the played subtrees moves
+    no tree array between devices: the compiled renumbering has no collective at all
+    (indexing the trees with ``jnp.arange(B)`` gathered them across devices)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    games = NamedSharding(mesh, PartitionSpec("data"))
+    tree = reuse["first"]
+    actions = jnp.asarray(_most_visited_open_child(tree))
+    keep = jax.jit(ts.reuse_subtree, in_shardings=(games, games))
+    text = keep.lower(tree, actions).compile().as_text()
+    assert re.search(r"sharding=\{devices=\[4", text)  # the games really are split
+    collectives = re.findall(
+        r"\b(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(-start)?\(",
+        text)
+    assert not collectives, collectives
+    # and the result is the one of the unsplit renumbering
+    for a, b in zip(jax.tree.leaves(keep(tree, actions)),
+                    jax.tree.leaves(ts.reuse_subtree(tree, actions))):
+        np.testing.assert_array_equal(a, b)
