@@ -16,7 +16,9 @@ JSON API (all answers are JSON; ``STATE`` is `PlayApp.snapshot`):
                                   "overlay": bool, "game"}`` (``&budget=N`` checks N)
 ``POST /api/new``                 ``{"colour": "black"|"white", "agent": A,
                                   "budget": N|null, "game": {"size","k","rule"}?}``
-                                  -> ``STATE``; a new game (the agent does not move yet)
+                                  -> ``STATE``; a new game (the agent does not move yet);
+                                  a field left out keeps the current game's (the
+                                  budget too when the agent is left out)
 ``POST /api/move``                ``{"row": r, "col": c}`` -> ``STATE``: the human's move
 ``POST /api/reply``               ``{}`` -> ``STATE``: the agent's move, with its
                                   ``analysis`` when the agent has one
@@ -436,6 +438,10 @@ class PlayApp:
         return current if current is not None else Gomoku()
 
     def _start(self, body: dict, budget_name: str | None = None) -> None:
+        kept = getattr(self, "_asked", None)
+        if kept is not None:  # fields left out keep the current game's
+            body = {"colour": kept["colour"], **({} if "agent" in body else {
+                "agent": kept["agent"], "budget": kept["budget"]}), **body}
         colour = body.get("colour", "black")
         if colour not in _COLOURS:
             raise PlayError(f"colour must be \"black\" or \"white\", got {colour!r}")
@@ -443,6 +449,8 @@ class PlayApp:
         player = self.player(body.get("agent", "heuristic"), body.get("budget"), env,
                              budget_name)
         with self._lock:
+            self._asked = {"colour": colour, "agent": body.get("agent", "heuristic"),
+                           "budget": body.get("budget")}
             self._env_now = env
             self._player = player
             self._default_budget = self._defaults.get(
@@ -504,7 +512,10 @@ class PlayApp:
         """Play the human's ``{"row", "col"}``; 400 if it is not their turn or illegal."""
         body = self._request(body, "move")
         for name in ("row", "col"):
-            value = body.get(name)
+            if name not in body:
+                raise PlayError(f"the move request has no {name}: send {{\"row\": R, "
+                                "\"col\": C}")
+            value = body[name]
             if isinstance(value, bool) or not isinstance(value, int):
                 raise PlayError(f"{name} must be an integer, got {value!r}")
         with self._lock:

@@ -117,6 +117,21 @@ def test_new_game_move_reply_and_undo(served):
     assert status == 400 and "nothing to undo" in body["error"]
 
 
+def test_a_new_game_keeps_what_the_request_leaves_out(served):
+    _, client = served
+    _, state = client.post("/api/new", {"colour": "white", "agent": "pure-mcts-10",
+                                        "budget": 12})
+    assert state["agent"]["name"] == "pure-mcts-12" and state["human"] == "white"
+    _, state = client.post("/api/new", {})  # the same agent, budget and colour
+    assert state["agent"]["name"] == "pure-mcts-12" and state["human"] == "white"
+    _, state = client.post("/api/new", {"colour": "black"})
+    assert state["agent"]["name"] == "pure-mcts-12" and state["human"] == "black"
+    _, state = client.post("/api/new", {"agent": "pure-mcts-10"})  # its own budget
+    assert state["agent"]["name"] == "pure-mcts-10" and state["human"] == "black"
+    _, state = client.post("/api/new", {"agent": "random"})
+    assert state["agent"]["name"] == "random" and state["agent"]["budget"] is None
+
+
 def test_playing_white_the_agent_opens(served):
     _, client = served
     status, state = client.post("/api/new", {"colour": "white", "agent": "heuristic"})
@@ -142,7 +157,8 @@ def test_playing_white_the_agent_opens(served):
     ({"row": 4, "col": 4}, "occupied by black"),
     ({"row": "4", "col": 1}, "row must be an integer"),
     ({"row": True, "col": 1}, "row must be an integer"),
-    ({"row": 1}, "col must be an integer"),
+    ({"row": 1}, "the move request has no col"),
+    ({"row": 1, "col": None}, "col must be an integer, got None"),
     ({"row": 1, "col": 1, "colour": "white"}, "unknown field(s) ['colour']"),
 ])
 def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
