@@ -74,10 +74,10 @@ def evaluation_points(metrics: dict, report: dict) -> dict[str, list[tuple[int, 
     return out
 
 
-def training_curves(run: Path = RUN, out: Path | None = None, device: str | None = None) -> Path:
+def training_curves(run: Path = RUN, out: Path | None = None, device: str | None = None):
     """Draw the run's training curves into ``out`` (default ``run/training_curves.png``),
     titled with ``device`` (default: the training machine the run's report names, else this
-    machine, as "drawn on ...")."""
+    machine, as "drawn on ..."). Returns the matplotlib figure drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,7 +176,7 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
-    return out
+    return fig
 
 
 def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: int = 0,
@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--skip-tournament", action="store_true", help="only draw the curves")
     args = parser.parse_args(argv)
-    path = training_curves(args.run)
+    path = Path(args.run) / "training_curves.png"
+    training_curves(args.run, path)
     print(f"training curves written to {path}")
     if not args.skip_tournament:
         tournament(args.run, args.games, args.opening_stones, args.seed)

@@ -432,7 +432,8 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
 
 
 def heatmap(report: dict, path, title: str | None = None):
-    """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix)."""
+    """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix);
+    returns the matplotlib figure drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -460,7 +461,7 @@ def heatmap(report: dict, path, title: str | None = None):
     ax.set_title(title or f"Round robin, {report['colours']['games']} games")
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return path
+    return fig
 
 
 def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: int = 10,

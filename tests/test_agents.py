@@ -115,10 +115,16 @@ def test_killer_takes_a_win_then_blocks_a_loss(make):
     assert all(quiet.legal_action_mask[r * 9 + c] for r, c in moves)
 
 
+# A game on 5x5 (k=4); the positions after 2 to 8 of its moves have black (even) and
+# white (odd) to move, each with a last move on the board.
+MOVES = [(2, 2), (1, 1), (2, 3), (3, 3), (1, 2), (3, 1), (2, 1), (0, 4)]
+
+
 @pytest.mark.parametrize("kind", ["search", "q-greedy"])
 def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind):
     """A file trained on 4 planes (last move marked) plays in an arena whose game
-    makes 3-plane states: the agent reads every position in its own encoding."""
+    makes 3-plane states: the agent reads every position in its own encoding, the last
+    move included."""
     from gomoku_jax import arena, exported, networks
     from gomoku_jax import io as gio
     from gomoku_jax import search as search_lib
@@ -131,9 +137,10 @@ def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind
     meta = {"agent": kind, "game": {"size": 5, "k": 4, "rule": "freestyle",
                                     "observation": "stones-last-colour"},
             "network": {"name": name, "options": options}}
-    if kind == "search":
-        meta["search"] = search_lib.SearchConfig(algorithm="gumbel", num_simulations=4,
-                                                 max_num_considered_actions=4).to_dict()
+    if kind == "search":  # without Gumbel noise, so that the move follows the network
+        meta["search"] = search_lib.SearchConfig(
+            algorithm="gumbel", num_simulations=4, max_num_considered_actions=4,
+            gumbel_scale=0.0).to_dict()
     path = tmp_path / "four_planes.gjx"
     gio.write_exported(path, meta, jax.device_get(variables))
     env = Gomoku(5, 4)  # three planes
@@ -141,10 +148,28 @@ def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind
     agent = agents.make(str(path), env)
     result = arena.play_match(env, agent, agents.make("random", env), games=2)
     assert all(r.forfeit is None for r in result.records)
-    expected = exported.load_agent(path).policy(
-        agent.params, jax.random.key(3), trained.init())
-    got = agent.policy(agent.params, jax.random.key(3), env.init())
-    assert int(got) == int(expected)
+
+    native = exported.load_agent(path)  # plays the trained game's own states
+    key = jax.random.key(3)
+
+    def move(state, last=None):  # the native agent's move, the last move moved to ``last``
+        if last is not None:
+            state = state.replace(last_action=jnp.int32(last))
+        return int(native.policy(agent.params, key, state))
+
+    unmarked, earlier = [], []
+    for n in range(2, len(MOVES) + 1):
+        position = env.play_moves(MOVES[:n])
+        own = trained.play_moves(MOVES[:n])
+        assert int(own.last_action) == int(position.last_action) >= 0
+        expected = move(own)
+        assert int(agent.policy(agent.params, key, position)) == expected, MOVES[:n]
+        unmarked.append(move(own, last=-1) != expected)
+        r, c = MOVES[n - 2]  # the move before the last
+        earlier.append(move(own, last=r * 5 + c) != expected)
+    # the comparisons can tell: with the last move left out, or marked on the move
+    # before it, the agent plays otherwise in some of these positions
+    assert any(unmarked) and any(earlier), (unmarked, earlier)
 
 
 def test_make_builds_a_weakened_heuristic_by_name():

@@ -165,10 +165,41 @@ def test_ladder_climbs_until_the_agent_wins_too_few():
         arena.ladder(ENV, strong, pass_wins=11)
 
 
-def test_heatmap_writes_a_picture(tmp_path):
-    t = arena.round_robin(ENV, [agents.random_agent(), agents.heuristic_agent(ENV)], 2)
-    path = arena.heatmap(t.report(), tmp_path / "heat.png")
+def _round_robin_report():
+    return arena.round_robin(ENV, [agents.random_agent(), agents.heuristic_agent(ENV)],
+                             2).report()
+
+
+def _three_agents_report():  # a matrix whose transpose differs from it
+    return {"agents": ["a", "b", "c"], "colours": {"games": 12},
+            "win_rate_matrix": [[None, 0.75, 0.4], [0.25, None, 1.0], [0.5, 0.0, None]]}
+
+
+@pytest.mark.parametrize("make_report", [_round_robin_report, _three_agents_report])
+def test_heatmap_draws_the_win_rate_matrix(tmp_path, make_report):
+    report = make_report()
+    path = tmp_path / "heat.png"
+    fig = arena.heatmap(report, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    names, rates = report["agents"], report["win_rate_matrix"]
+    ax, colour_bar = fig.axes
+    assert ax.get_title() == f"Round robin, {report['colours']['games']} games"
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    assert [t.get_text() for t in ax.get_yticklabels()] == names
+    (image,) = ax.images
+    cells = np.ma.filled(np.ma.asarray(image.get_array(), float), np.nan)
+    assert cells.shape == (len(names), len(names))
+    texts = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text()
+             for t in ax.texts}
+    for i, row in enumerate(rates):  # row i: agent i's win rate against agent j, in %
+        for j, rate in enumerate(row):
+            if rate is None:
+                assert np.isnan(cells[i, j]) and texts[i, j] == "—"
+            else:
+                assert cells[i, j] == pytest.approx(100 * rate)
+                assert texts[i, j] == f"{100 * rate:.0f}%"
+    assert image.get_clim() == (0, 100)
+    assert colour_bar.get_ylabel() == "win rate (%)"
 
 
 def test_batched_and_one_game_at_a_time_matches_agree():
@@ -203,5 +234,5 @@ def test_heatmap_makes_room_for_long_names(tmp_path):
               "colours": {"games": 20}}
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        path = arena.heatmap(report, tmp_path / "long.png")
-    assert path.stat().st_size > 1000
+        arena.heatmap(report, tmp_path / "long.png")
+    assert (tmp_path / "long.png").stat().st_size > 1000

@@ -3,6 +3,7 @@
 import csv
 import json
 
+import numpy as np
 import pytest
 
 from experiments import figures
@@ -26,11 +27,78 @@ def _run(tmp_path, sparring: bool, rows: int = 12):
     return tmp_path
 
 
+def _moving_mean(values, width=5):
+    """Each value's mean with the ``width // 2`` values on each side of it, the first and
+    last values standing in past the ends."""
+    n, before = len(values), width // 2
+    return [sum(values[min(max(j + d, 0), n - 1)] for d in range(-before, width - before))
+            / width for j in range(n)]
+
+
+def _columns(path):
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {name: [float(r[name]) if r[name] else None for r in rows] for name in rows[0]}
+
+
 @pytest.mark.parametrize("sparring", [False, True])
-def test_training_curves_are_a_png(tmp_path, sparring):
-    out = figures.training_curves(_run(tmp_path, sparring), device="test device")
-    assert out == tmp_path / "training_curves.png"
+def test_training_curves_plot_the_metrics_and_evaluations(tmp_path, sparring):
+    run = _run(tmp_path, sparring)
+    fig = figures.training_curves(run, device="test device")
+    out = tmp_path / "training_curves.png"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    m = _columns(run / "metrics.csv")
+    report = json.loads((run / "report.json").read_text())
+    # four panels, the third with a second y axis for the game length
+    assert len(fig.axes) == 5
+    losses, value, entropy, scores, length = fig.axes
+    assert length.bbox.bounds == entropy.bbox.bounds
+    assert f"the run in {run.name}/ (test device)" in fig.get_suptitle()
+
+    def drawn(line, name, smoothed):  # the line plots metrics.csv's column over iterations
+        np.testing.assert_array_equal(line.get_xdata(), m["iteration"])
+        np.testing.assert_allclose(line.get_ydata(),
+                                   _moving_mean(m[name]) if smoothed else m[name])
+
+    assert losses.get_title().startswith("losses")
+    assert len(losses.lines) == 6  # each loss per iteration, then its moving mean
+    for i, name in enumerate(("loss", "policy_loss", "value_loss")):
+        drawn(losses.lines[2 * i], name, smoothed=False)
+        drawn(losses.lines[2 * i + 1], name, smoothed=True)
+    assert [t.get_text() for t in losses.get_legend().get_texts()] == [
+        "loss", "policy loss", "value loss"]
+
+    drawn(value.lines[0], "explained_variance", smoothed=False)
+    drawn(value.lines[1], "explained_variance", smoothed=True)
+    share = [line for line in value.lines
+             if line.get_label() == "sparring games won by the learner"]
+    if sparring:
+        assert value.get_title() == "value head and sparring games (5-iteration means)"
+        (line,) = share  # the share of sparring games won over 5 iterations
+        np.testing.assert_allclose(line.get_ydata(), np.divide(
+            _moving_mean(m["opponent_wins"]), _moving_mean(m["opponent_games"])))
+    else:
+        assert value.get_title() == "explained variance of the value head"
+        assert share == [] and value.get_legend() is None
+
+    assert entropy.get_title() == "policy entropy and self-play game length"
+    drawn(entropy.lines[0], "entropy", smoothed=False)
+    drawn(entropy.lines[1], "entropy", smoothed=True)
+    drawn(length.lines[0], "game_length", smoothed=False)
+    drawn(length.lines[1], "game_length", smoothed=True)
+
+    # the periodic evaluations of metrics.csv, then the final one of report.json
+    assert scores.get_title().startswith("evaluation score")
+    final = report["evaluation"]["heuristic"]
+    periodic = [(i, s) for i, s in zip(m["iteration"], m["eval_heuristic"]) if s is not None]
+    handles, labels = scores.get_legend_handles_labels()
+    assert labels == ["vs heuristic"]
+    xs, ys = zip(*periodic, (report["iterations"], final["score"]))
+    np.testing.assert_array_equal(handles[0].get_xdata(), xs)
+    np.testing.assert_array_equal(handles[0].get_ydata(), ys)
+    (interval,) = scores.collections  # the final score's 95% interval
+    np.testing.assert_allclose(interval.get_segments()[0],
+                               [[report["iterations"], y] for y in final["interval"]])
 
 
 def test_metrics_without_rows_are_refused(tmp_path):

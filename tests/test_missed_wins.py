@@ -1,6 +1,7 @@
 """Forcing moves against the heuristic (`experiments.missed_wins`)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,17 +61,26 @@ def _record(prefix_black, prefix_white, last_black, winner):
 
 
 def test_analyse_counts_the_forcing_move_played_or_missed():
+    # Black is to move six times (before moves 1, 3, 5, 7, 9 and 11), never with a five to
+    # make or to stop. Only the last of those positions, the four-three position, has a
+    # forcing move: before it black's stones are at most a row-4 three closed by white
+    # (4, 1), plus the lone (2, 5) before move 9. Its fours are blocked at once and leave
+    # black nothing, and it has no other three to open: no forcing move.
     played = analyse(ENV, [_record(BLACK, WHITE, (4, 5), 0)], "agent")
-    assert played["with_forcing_move"] >= 1
+    assert played["positions"] == 6
+    assert played["with_forcing_move"] == 1
     assert played["forcing_move_played"] == 1
     assert played["by_result"]["won"] == {"games": 1, "offered": 1}
     missed = analyse(ENV, [_record(BLACK, WHITE, (6, 6), -1)], "agent")
-    assert missed["with_forcing_move"] == played["with_forcing_move"]
+    assert missed["positions"] == 6 and missed["with_forcing_move"] == 1
     assert missed["forcing_move_played"] == 0
     assert missed["by_result"]["drawn"] == {"games": 1, "offered": 1}
-    # From white's side of the same game: white was never offered one.
+    # From white's side of the same game (five positions, with stones on row 4 and in
+    # the corners, never a four or an open three to make): never offered one.
     white = analyse(ENV, [_record(BLACK, WHITE, (6, 6), -1)], "heuristic")
-    assert white["forcing_move_played"] == 0 and white["by_result"]["drawn"]["games"] == 1
+    assert white["positions"] == 5 and white["with_forcing_move"] == 0
+    assert white["forcing_move_played"] == 0
+    assert white["by_result"]["drawn"] == {"games": 1, "offered": 0}
 
 
 def test_analyse_refuses_a_name_that_did_not_play():
@@ -78,23 +88,45 @@ def test_analyse_refuses_a_name_that_did_not_play():
         analyse(ENV, [_record(BLACK, WHITE, (6, 6), -1)], "nobody")
 
 
-RECORDED = "experiments/results/az_9x9_cpu/final.gjx"
+RECORDED = Path(__file__).parents[1] / "experiments" / "results" / "az_9x9_cpu" / "final.gjx"
 
 
-def test_main_writes_a_report_of_every_game(tmp_path):
+def test_main_writes_a_report_of_every_game(tmp_path, monkeypatch):
     from experiments.missed_wins import main
 
+    matches = []  # the matches the experiment plays, as played
+    play_match = arena.play_match
+
+    def recorded(*args, **kwargs):
+        matches.append(play_match(*args, **kwargs))
+        return matches[-1]
+
+    monkeypatch.setattr(arena, "play_match", recorded)
     out = tmp_path / "report.json"
-    report = main(["--agent", RECORDED, "--games", "2", "--simulations", "4", "--json", str(out)])
+    report = main(["--agent", str(RECORDED), "--games", "2", "--simulations", "4",
+                   "--json", str(out)])
     saved = json.loads(out.read_text())
+    assert saved == json.loads(json.dumps(report))
     assert saved["games"] == 2 and saved["board"] == "gomoku-9x9-k5-freestyle"
-    assert sum(row["games"] for row in saved["by_result"].values()) == 2
-    score = saved["score"]
-    assert [score["wins"], score["draws"], score["losses"]] == [
-        saved["by_result"][r]["games"] for r in ("won", "drawn", "lost")]
-    assert saved["positions"] >= 2
-    assert 0 <= saved["forcing_move_played"] <= saved["with_forcing_move"] <= saved["positions"]
-    assert report["positions"] == saved["positions"]
+    assert len(matches) == 1
+    records = matches[0].records
+    assert len(records) == 2 and all({r.black, r.white} == {"agent", "heuristic"}
+                                     for r in records)
+    # the score, counted from the games
+    results = [r.result_for("agent") for r in records]
+    assert saved["score"]["games"] == 2
+    assert [saved["score"][k] for k in ("wins", "draws", "losses")] == [
+        results.count(1.0), results.count(0.5), results.count(0.0)]
+    # the counts are those of the games played, analysed anew
+    assert {k: saved[k] for k in ("positions", "with_forcing_move", "forcing_move_played",
+                                  "by_result")} == analyse(ENV, records, "agent")
+    assert [saved["by_result"][r]["games"] for r in ("won", "drawn", "lost")] == [
+        results.count(1.0), results.count(0.5), results.count(0.0)]
+    # at most one position per move of the agent's after the opening; its first move
+    # in each game comes with at most two stones down, where nobody can win at once
+    own = sum(1 for r in records for i in range(r.opening, len(r.moves))
+              if (r.black, r.white)[i % 2] == "agent")
+    assert 2 <= saved["positions"] <= own
 
 
 def test_main_names_a_missing_agent_file(tmp_path):

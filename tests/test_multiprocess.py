@@ -35,10 +35,51 @@ print("REPORT " + json.dumps({k: report[k] for k in ("iterations", "evaluation")
 '''
 
 
+# What the coordinator (process 0) writes when it cannot listen on its port: gRPC's log
+# line, then JAX's error (or, at times, a crash right after the log line).
+_PORT_TAKEN = ("Failed to add port to server", "Failed to start RPC server")
+
+
+class _PortTaken(Exception):
+    """The coordinator could not listen on the port it was given."""
+
+
 def _free_port() -> int:
+    """A port nobody listens on now. Another process can still take it before the
+    coordinator listens on it: `_run_two` then starts the two processes once more."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _launch_two(args):
+    """Run the two processes on a free port (``args``: the script, then its arguments
+    after the process number and the port); ``[(returncode, stdout, stderr)]`` of each.
+    `_PortTaken` when the coordinator could not listen on that port (the other process
+    is then stopped)."""
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, args[0], str(i), port, *args[1:]],
+                              env=dict(os.environ, XLA_FLAGS="",
+                                       PYTHONPATH=os.pathsep.join(sys.path)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    try:
+        results = []
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                pytest.fail("a training process did not finish in 10 minutes")
+            results.append((proc.returncode, out, err))
+            if proc is procs[0] and proc.returncode != 0 and any(
+                    text in err for text in _PORT_TAKEN):
+                raise _PortTaken(f"port {port}: {err[-3000:]}")
+        return results
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 def _run_two(tmp_path, workdir, iterations):
@@ -46,20 +87,14 @@ def _run_two(tmp_path, workdir, iterations):
     script.write_text(_SCRIPT)
     config = os.path.join(os.path.dirname(__file__), "..", "experiments", "configs",
                           "az_9x9_cpu.json")
-    env = dict(os.environ, XLA_FLAGS="", PYTHONPATH=os.pathsep.join(sys.path))
-    port = str(_free_port())
-    procs = [subprocess.Popen([sys.executable, str(script), str(i), port, str(workdir),
-                               str(iterations), config], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    args = [str(script), str(workdir), str(iterations), config]
+    try:
+        results = _launch_two(args)
+    except _PortTaken:  # taken since `_free_port` found it free: once more, on another
+        results = _launch_two(args)
     reports = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            pytest.fail("a training process did not finish in 10 minutes")
-        assert proc.returncode == 0, err[-3000:]
+    for returncode, out, err in results:
+        assert returncode == 0, err[-3000:]
         line = [l for l in out.splitlines() if l.startswith("REPORT ")]
         reports.append(json.loads(line[-1][len("REPORT "):]))
     return reports
