@@ -1,6 +1,7 @@
 """The README's pictures of the default experiment's recorded run.
 
-Run (from the repository root; about 5 to 10 minutes on 2 CPU cores)::
+Run (from the repository root; 2 to 7 minutes on an idle 2-core CPU, most of it the round
+robin)::
 
     python -m experiments.figures
 

@@ -232,6 +232,9 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     from gomoku_jax.game import Gomoku
     from gomoku_jax.io import check_new_files
 
+    if not args.out.name.endswith((".jsonl", ".jsonl.gz")):
+        raise ValueError(f"--out {args.out}: a records file is .jsonl, or .jsonl.gz "
+                         "compressed (the name tells readers which)")
     check_new_files([args.out], args.force)  # before the games, which may take hours
 
     played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,

@@ -385,7 +385,15 @@ class Tournament:
     def to_markdown(self, report: dict | None = None) -> str:
         report = report or self.report()
         names = report["agents"]
-        lines = forfeit_lines(report["forfeits"]) + [
+        config = report.get("config")  # the command line's settings, when it added them
+        heading = []
+        if config:
+            game = config["game"]
+            heading = [f"{game['size']}x{game['size']}, {game['k']} in a row ({game['rule']}); "
+                       f"{config['games_per_pair']} games per pairing, "
+                       f"{config['opening_stones']} random opening stone(s), "
+                       f"seed {config['seed']}.", ""]
+        lines = heading + forfeit_lines(report["forfeits"]) + [
                  "### Win rate (row agent's wins against the column agent)", "",
                  "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for n, row in zip(names, report["win_rate_matrix"]):
@@ -419,6 +427,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
         raise ValueError(f"agent names must be unique, got {names}")
     if len(agents) < 2:
         raise ValueError("a round robin needs at least two agents")
+    check_opening_stones(env, opening_stones)  # before any game, not at the first pairing
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     iterator = pairs
     if progress:
@@ -477,6 +486,7 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
             raise ValueError(f"ladder: {name} must be a positive integer, got {value!r}")
     if not 0 < pass_wins <= games:
         raise ValueError(f"ladder: pass_wins must be from 1 to games={games}, got {pass_wins}")
+    check_opening_stones(env, opening_stones)
     if make_opponent is None:
         from algorithms.pure_mcts import pure_mcts_agent
 

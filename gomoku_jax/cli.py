@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -179,7 +180,9 @@ def _tournament(args: argparse.Namespace) -> int:
     from gomoku_jax.io import check_new_files
 
     config = _tournament_config(args)
-    if args.out is not None:
+    if args.out is not None:  # checked before any game: a long round robin is not lost
+        if args.out.exists() and not args.out.is_dir():
+            raise ValueError(f"--out {args.out} is a file; give a folder for the reports")
         check_new_files([args.out / name for name in TOURNAMENT_REPORTS], args.force,
                         f"--out {args.out}")
     env = Gomoku(**config["game"])
@@ -264,6 +267,12 @@ def _learner_from_args(args: argparse.Namespace):
     import algorithms
     from gomoku_jax import config as config_lib
 
+    data = config_lib.read_json(args.config)
+    if isinstance(data, dict) and "algorithm" not in data and set(data) & {"agents",
+                                                                          "games_per_pair"}:
+        raise ValueError(f"{args.config} is a tournament config (it lists agents), not a "
+                         f"training one: run it with gomoku-jax tournament --config "
+                         f"{args.config}")
     config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(args.config))
     cfg, description = config_lib.load_file(
         config_class, args.config, overrides=args.set or (),
@@ -284,14 +293,20 @@ def _export(args: argparse.Namespace) -> int:
     if args.out.is_dir():
         raise ValueError(f"--out {args.out} is a directory; give the file to write, e.g. "
                          f"{args.out / 'agent.gjx'}")
+    if args.out.suffix != ".gjx":  # agent names are told from files by this suffix
+        raise ValueError(f"--out {args.out}: an exported agent's file name ends in .gjx "
+                         "(how gomoku-jax tournament, play and pbrain recognise it), e.g. "
+                         f"{args.out.with_suffix('.gjx')}")
+    for own in ("best.gjx", "final.gjx"):  # files the run itself writes
+        if args.out.exists() and (workdir / own).exists() and args.out.samefile(workdir / own):
+            raise ValueError(f"--out {args.out} is {workdir / own} itself, the run's own "
+                             f"{own}, which training writes; choose another path")
     check_new_files([args.out], args.force, "--out")
     if args.which == "best":
         source = workdir / "best.gjx"
         if not source.exists():
             raise ValueError(f"{workdir} has no best.gjx (it is written by evaluations during "
                              "training: set eval.every)")
-        if args.out.exists() and args.out.samefile(source):
-            raise ValueError(f"--out {args.out} is {source} itself")
         gio.read_exported(source)  # a damaged file is refused, not copied
         args.out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, args.out)
@@ -436,7 +451,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "the config)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument("--distributed", action="store_true",
-                       help="several hosts: call jax.distributed.initialize() first")
+                       help="several hosts: call jax.distributed.initialize() first (it finds "
+                            "its settings itself under SLURM, Open MPI, Cloud TPU and GKE; "
+                            "elsewhere give the three options below)")
+    train.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                       help="with --distributed: process 0's address, the same for every "
+                            "process (or JAX_COORDINATOR_ADDRESS)")
+    train.add_argument("--num-processes", type=_positive_int, default=None,
+                       help="with --distributed: how many processes run the command")
+    train.add_argument("--process-id", type=int, default=None,
+                       help="with --distributed: this process's number, 0 to N-1")
     export = sub.add_parser("export", help="write a training run's agent to one params file")
     export.add_argument("--workdir", type=Path, required=True, help="the training work directory")
     export.add_argument("--out", type=Path, required=True, help="the file to write (.gjx)")
@@ -464,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "distributed", False):  # before anything (a plugin) touches a device
             import jax
 
-            jax.distributed.initialize()
+            _initialize_distributed(args)
         _load_plugins(args.plugin)
         if args.command == "bench":
             import importlib
@@ -498,5 +522,47 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _initialize_distributed(args: argparse.Namespace) -> None:
+    """``jax.distributed.initialize`` with the command's options; its own detection
+    (SLURM, Open MPI, Cloud TPU, GKE) fills what they leave out."""
+    import jax
+
+    given = {"coordinator_address": args.coordinator, "num_processes": args.num_processes,
+             "process_id": args.process_id}
+    if args.num_processes is not None and args.process_id is not None and not (
+            0 <= args.process_id < args.num_processes):
+        raise ValueError(f"--process-id must be from 0 to --num-processes - 1 = "
+                         f"{args.num_processes - 1}, got {args.process_id}")
+    try:
+        jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None})
+    except ValueError as err:
+        raise ValueError(
+            f"--distributed: {err} Outside SLURM, Open MPI, Cloud TPU and GKE give every "
+            "process --coordinator HOST:PORT (process 0's address), --num-processes N and "
+            "its own --process-id") from None
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line each (a skipped record, ...), without Python's source line."""
+    print(f"gomoku-jax: warning: {message}", file=sys.stderr if file is None else file)
+
+
+def console() -> None:
+    """The ``gomoku-jax`` command: `main`, then exit with its status. After Ctrl-C the
+    process ends at once (its files are already closed and its message written): XLA may
+    still be compiling on its own threads, and tearing the interpreter down under them
+    can crash it (a segmentation fault or an LLVM abort instead of exit status 130).
+    Warnings print as one line."""
+    import warnings
+
+    warnings.showwarning = _one_line_warning
+    code = main()
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

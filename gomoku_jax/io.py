@@ -16,7 +16,8 @@ Layout of ``directory``::
     <step>/              one finished checkpoint per step (orbax); the newest
                          ``max_to_keep`` are kept
     <step>.orbax-checkpoint-tmp-<t>/
-                         a save in progress (or one a crash interrupted); ignored
+                         a save in progress, or one a crash interrupted: ignored, and
+                         removed when a Checkpointer next opens the directory
 
 A save is written into the temporary directory and renamed when complete, so a crash
 mid-save leaves the earlier checkpoints intact. Each save also records a SHA-256 of
@@ -133,6 +134,10 @@ def check_new_files(paths, force: bool, option: str = "--out") -> None:
         raise ValueError(f"{option}: {', '.join(existing)} already "
                          f"{'exists' if len(existing) == 1 else 'exist'}; pass --force to "
                          "replace, or choose another path")
+
+
+# In the name of a save still being written (``<step>.orbax-checkpoint-tmp-<time>``).
+_TMP_MARK = ".orbax-checkpoint-tmp"
 
 
 class CheckpointError(ValueError):
@@ -369,6 +374,13 @@ class Checkpointer:
             keep = {"preservation_policy": latest_n(max_to_keep)}
         else:  # older orbax
             keep = {"max_to_keep": max_to_keep}
+        if jax.process_index() == 0 and self.directory.exists():
+            # Saves that a crash or Ctrl-C cut short: never restorable. orbax would remove
+            # each one itself, with a warning in the middle of the run, when it saves that
+            # step again.
+            for unfinished in self.directory.glob(f"*{_TMP_MARK}*"):
+                if unfinished.is_dir():
+                    unfinished.rmtree()
         options = ocp.CheckpointManagerOptions(
             enable_async_checkpointing=False, create=True, **keep
         )

@@ -192,10 +192,47 @@ def _place(tree, shardings):
 _RUN_RESULTS = ("final.gjx", "report.json", "report.md")
 
 
+def _has_results(workdir: pathlib.Path) -> bool:
+    """Whether an earlier start in ``workdir`` got anywhere: a logged iteration, an
+    evaluation or a model. A start that failed (bad data, a bad opponent file) or was
+    stopped before its first iteration leaves only its ``config.json`` and empty logs,
+    which a new config may take over."""
+    if any((workdir / name).exists() for name in ("best.gjx", *_RUN_RESULTS)):
+        return True
+    if any((workdir / "eval").glob("iter_*.json")):
+        return True
+    metrics = workdir / "metrics.csv"
+    try:
+        with metrics.open(newline="") as f:
+            rows = csv.reader(f)
+            return next(rows, None) is not None and next(rows, None) is not None  # a data row
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return True  # unreadable: keep it
+
+
+def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
+                     stopped: bool) -> dict | None:
+    """The stored report of a run that has nothing left to do (its checkpoint is at the
+    last iteration asked for, or an evaluation stopped it) and that wrote its report and
+    agent then; None otherwise (a run killed during its final evaluation does it again)."""
+    if iteration < stop_at and not stopped:
+        return None
+    if not (workdir / "final.gjx").exists():
+        return None
+    try:
+        report = json.loads((workdir / "report.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) and report.get("iterations") == iteration else None
+
+
 def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None:
     """A run starting from scratch in ``workdir`` (no checkpoint to resume from) would
     overwrite what is there: refuse when that is another experiment's (a ``config.json``
-    that differs) or a finished run's results whose checkpoints are gone."""
+    that differs, from a start that logged an iteration or left results; see
+    `_has_results`) or a finished run's results whose checkpoints are gone."""
     stored_path = workdir / "config.json"
     if stored_path.exists():
         stored = gio.read_json_object(stored_path, "it belongs to an earlier run: choose "
@@ -205,7 +242,7 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
         if stored_algorithm != algorithm:
             diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
                            f"given {json.dumps(algorithm)}")
-        if diff:
+        if diff and _has_results(workdir):
             raise ValueError(
                 f"{workdir} holds another experiment (its config.json differs:\n  "
                 + "\n  ".join(diff) + "\n) and no checkpoint to resume from, so this run "
@@ -262,6 +299,15 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
+    # (one process only: the processes of a multi-process run must take the same path, and
+    # only the first one's files are sure to be there)
+    done = (_finished_report(workdir, start, stop_at, bool(prog["stopped"]))
+            if jax.process_count() == 1 else None)
+    if done is not None:  # nothing left to train: the run's own report, not a new one
+        if progress:
+            tqdm.write(f"{workdir} is finished at iteration {start}: nothing to train "
+                       "(its report.json and final.gjx are as they were)")
+        return done
     if restored is not None and progress:
         tqdm.write(f"resuming {workdir} from its checkpoint of iteration {start}")
     log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)

@@ -2,6 +2,7 @@
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,31 @@ def test_bad_settings_give_one_clear_line(argv, text, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert text in err and "Traceback" not in err
+
+
+def test_a_tournament_refuses_bad_settings_before_any_game(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    base = ["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4",
+            "--games-per-pair", "2"]
+    for extra, text in ((["--out", str(afile)], f"--out {afile} is a file; give a folder"),
+                        (["--opening-stones", "7"], "opening_stones must be at most 2*(k-1) = 6")):
+        assert cli.main(base + extra) == 2
+        out, err = capsys.readouterr()
+        assert text in err and "Win rate" not in out and "games" not in err
+    assert afile.read_text() == "mine"
+
+
+def test_export_writes_only_gjx_files_and_never_the_runs_own(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "final.gjx").write_bytes(b"the run's agent")
+    for out, text in ((tmp_path / "agent.txt", "an exported agent's file name ends in .gjx"),
+                      (run / "final.gjx", f"is {run / 'final.gjx'} itself, the run's own")):
+        assert cli.main(["export", "--workdir", str(run), "--out", str(out), "--force"]) == 2
+        assert text in capsys.readouterr().err
+    assert not (tmp_path / "agent.txt").exists()
+    assert (run / "final.gjx").read_bytes() == b"the run's agent"
 
 
 def test_unknown_options_and_commands_are_refused(capsys):
@@ -89,6 +115,8 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     assert (out / "tournament.json").read_bytes() == before
     # settings left at their defaults are in the report too
     assert cli.main(again + ["--force"]) == 0
+    assert (out / "tournament.md").read_text().startswith(
+        "5x5, 4 in a row (freestyle); 2 games per pairing, 0 random opening stone(s), seed 0.")
     config = json.loads((out / "tournament.json").read_text())["config"]
     assert config == {"agents": ["random", "heuristic"], "games_per_pair": 2, "seed": 0,
                       "opening_stones": 0, "game": {"size": 5, "k": 4, "rule": "freestyle",
@@ -204,6 +232,9 @@ def test_records_help_is_help(capsys):
 @pytest.mark.parametrize("make, text", [
     (lambda tmp: ["--config", str(tmp)], "is a directory, not a JSON file"),
     (lambda tmp: ["--config", str(_binary(tmp))], "is not UTF-8 text"),
+    (lambda tmp: ["--config", "experiments/configs/tournament_baselines_9x9.json"],
+     "is a tournament config (it lists agents), not a training one: run it with "
+     "gomoku-jax tournament --config"),
 ])
 def test_train_names_an_unreadable_config(tmp_path, make, text, capsys):
     argv = ["train", *make(tmp_path), "--workdir", str(tmp_path / "run")]
@@ -245,6 +276,33 @@ def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys)
     (tmp_path / "checkpoints" / "3").mkdir(parents=True)
     assert cli.main(argv) == 130
     assert "are kept: run the same command to resume" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_compiling_exits_with_130(tmp_path):
+    """The command itself (`cli.console`), interrupted while XLA compiles its first
+    programs on its own threads, exits with 130 and its message: tearing the interpreter
+    down under those threads used to end some runs with a crash (139, or 134 from LLVM)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from gomoku_jax.cli import console; console()", "train",
+         "--config", str(root / "experiments/configs/az_9x9_cpu.json"), "--smoke",
+         "--workdir", str(tmp_path / "run"), "--no-progress"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("training ")  # the learner is built
+        time.sleep(3)  # into the first compile (it takes longer than this)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert "gomoku-jax: interrupted; no checkpoint was written yet" in err
 
 
 _PLUGIN = '''"""A plugin: a network and an agent of its own, registered when it is imported."""
@@ -381,3 +439,39 @@ def test_distributed_training_initialises_before_plugins_are_imported(plugin_dir
     with pytest.raises(RuntimeError, match="initialize was called"):
         cli.main(["--plugin", "gjx_broken_plugin", "train", "--distributed", "--config",
                   "x.json", "--workdir", "w"])
+
+
+def test_the_command_prints_a_warning_as_one_line(capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = cli._one_line_warning
+        warnings.warn("skipped a malformed game record: line 3", stacklevel=1)
+    assert capsys.readouterr().err == (
+        "gomoku-jax: warning: skipped a malformed game record: line 3\n")
+
+
+def test_distributed_options_reach_jax_and_bad_ones_are_named(monkeypatch, capsys):
+    import jax
+
+    argv = ["train", "--config", "experiments/configs/az_9x9_cpu.json", "--smoke",
+            "--workdir", "unused", "--distributed"]
+    seen = []
+
+    def initialize(**kwargs):  # records what the command asks for, then stops it
+        seen.append(kwargs)
+        raise ValueError("stopped here.")
+
+    monkeypatch.setattr(jax.distributed, "initialize", initialize)
+    assert cli.main(argv + ["--coordinator", "10.0.0.1:1234", "--num-processes", "2",
+                            "--process-id", "1"]) == 2
+    assert seen == [{"coordinator_address": "10.0.0.1:1234", "num_processes": 2,
+                     "process_id": 1}]
+    assert "give every process --coordinator HOST:PORT" in capsys.readouterr().err
+    assert cli.main(argv) == 2 and seen[-1] == {}  # left to JAX's own detection
+    capsys.readouterr()
+    assert cli.main(argv + ["--num-processes", "2", "--process-id", "2"]) == 2
+    assert "--process-id must be from 0 to --num-processes - 1 = 1, got 2" in (
+        capsys.readouterr().err)
+    assert len(seen) == 2  # refused before JAX was asked

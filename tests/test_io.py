@@ -327,6 +327,8 @@ def test_interrupted_save_leaves_previous_checkpoints_usable(tmp_path):
 
     target = jax.eval_shape(lambda: _state(0))
     resumed = _ckpt(tmp_path)
+    assert not partial.exists()  # the unfinished save is gone before anything else
+    assert sorted(p.name for p in run.iterdir()) == ["1", "2", "config.json"]
     assert resumed.steps() == [1, 2]
     _assert_state_equal(resumed.restore(target), _state(2))
     resumed.save(3, _state(3))
@@ -496,7 +498,7 @@ def test_exported_truncated_anywhere_is_caught(tmp_path):
         read_exported(path)
 
 
-UNPICKLED = []
+UNPICKLED = []  # each test sets its own list (see below)
 
 
 def _note_unpickled():
@@ -508,15 +510,17 @@ class _Trap:
         return (_note_unpickled, ())
 
 
-def test_a_pickle_is_refused_without_unpickling(tmp_path):
+def test_a_pickle_is_refused_without_unpickling(tmp_path, monkeypatch):
+    noted = []  # what `_note_unpickled` appends to, for this test alone
+    monkeypatch.setitem(globals(), "UNPICKLED", noted)
     path = tmp_path / "params.pkl"
     blob = pickle.dumps({"params": _Trap()})
     path.write_bytes(blob)
     with pytest.raises(CheckpointError, match="not a gomoku-jax params file"):
         read_exported(path)
-    assert UNPICKLED == []
+    assert noted == []
     pickle.loads(blob)  # the trap works: unpickling would have been noticed
-    assert UNPICKLED == [True]
+    assert noted == [True]
 
 
 def test_write_exported_bad_arguments(tmp_path):

@@ -398,6 +398,10 @@ def test_generator_settings_are_checked(tmp_path, capsys):
     assert cli.main(["records", "generate"] + ARGS + ["--workers", "1", "--out", str(out),
                                                       "--force"]) == 0
     assert out.read_text() != "a dataset\n"
+    text = tmp_path / "x.txt"
+    assert cli.main(["records", "generate"] + ARGS + ["--out", str(text)]) == 2
+    assert "a records file is .jsonl, or .jsonl.gz compressed" in capsys.readouterr().err
+    assert not text.exists()
 
 
 class _Stubborn(PythonAgent):

@@ -191,48 +191,89 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
     assert 0 <= x < 9 and 0 <= y < 9
 
 
-def _run_evaluating_each_iteration(learner, workdir, **settings):
-    """``(learner', report, scores)``: a run of ``learner`` whose config evaluates against
-    random after every iteration, with ``settings`` (eval keys) on top, and the scores
-    of those evaluations. The evaluation settings do not enter the compiled iteration,
-    so the same compiled learner serves."""
+# The periodic evaluations' game count in `_run_with_scripted_scores`: it tells them apart
+# from the final evaluation (``final_games``), which is played.
+SCRIPTED_GAMES = 3
+
+
+def _run_with_scripted_scores(learner, workdir, monkeypatch, scores, **settings):
+    """``(report, evaluated)``: a run of ``learner`` whose config evaluates against random
+    after every iteration but the last (which has the final evaluation), with ``settings``
+    (eval keys) on top. Its periodic evaluations are not played: they score ``scores`` in
+    turn; the final one (``final_games`` games) is played. ``evaluated``: the
+    ``(iteration, score)`` of each periodic evaluation as the run logged it. The evaluation
+    settings do not enter the compiled iteration, so the same compiled learner serves."""
     import copy
     import dataclasses
 
     changed = copy.copy(learner)
     changed.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
-        learner.config.eval, every=1, opponents=("random",), **settings))
-    scores = []
+        learner.config.eval, every=1, opponents=("random",), games=SCRIPTED_GAMES,
+        **settings))
+    assert changed.config.eval.final_games != SCRIPTED_GAMES
+    script = list(scores)
+    play = training.evaluate
+
+    def scripted(env, agent, opponents, games, seed, opening_stones, progress=False):
+        if games != SCRIPTED_GAMES:  # the final evaluation
+            return play(env, agent, opponents, games, seed, opening_stones, progress)
+        if not script:
+            pytest.fail(f"more periodic evaluations than the {len(scores)} scripted")
+        score = script.pop(0)
+        return {name: {"score": score, "games": games} for name in opponents}
+
+    monkeypatch.setattr(training, "evaluate", scripted)
+    evaluated = []
     report = training.run(changed, workdir, progress=False,
-                          on_iteration=lambda it, m: scores.append(m["eval_random"])
+                          on_iteration=lambda it, m: evaluated.append((it, m["eval_random"]))
                           if "eval_random" in m else None)
-    return changed, report, scores
+    return report, evaluated
 
 
-@pytest.mark.parametrize("stop_score", [0.0, 0.5])
-def test_training_stops_once_an_evaluation_reaches_the_stop_score(learner, tmp_path,
-                                                                  stop_score):
+def _check_stopping(learner, workdir, report, evaluated, scores, stop, best, because):
+    """A run of `_run_with_scripted_scores` stopped after iteration ``stop`` (None: it
+    ran all its iterations, the last without a periodic evaluation), its best model from
+    iteration ``best``, and said ``because`` (None: not stopped) in its reports."""
+    total = learner.config.train.iterations
+    done = total if stop is None else stop
+    assert report["iterations"] == done
+    assert [int(r["iteration"]) for r in _rows(workdir)] == list(range(1, done + 1))
+    # an evaluation after every iteration up to the stop, each scoring what was scripted
+    assert evaluated == list(zip(range(1, min(done, total - 1) + 1), scores))
+    assert len(evaluated) == len(scores)
+    assert report["stopped_early"] is (stop is not None)
+    assert report["stopped_because"] == because
+    markdown = (workdir / "report.md").read_text()
+    if because is None:
+        assert "Stopped early" not in markdown
+    else:  # said in the report (which the CLI prints)
+        assert f"Stopped early, {because}." in markdown
+    assert report["best_iteration"] == best
+    assert gio.read_exported(workdir / "best.gjx")[0]["iteration"] == best
+    assert gio.read_exported(workdir / "final.gjx")[0]["iteration"] == done
+    assert gio.Checkpointer(workdir / "checkpoints", config=cfglib.to_dict(
+        learner.config)).latest_step() == done
+
+
+@pytest.mark.parametrize("stop_score, scores, stop, best", [
+    (0.0, [0.0], 1, 1),  # 0.0: the first evaluation always reaches it
+    (0.5, [0.75], 1, 1),
+    (0.5, [0.25, 0.5], 2, 2),  # reaching the score is enough
+    (0.5, [0.25, 0.375], None, 2),  # never reached: all iterations
+    (0.5, [0.375, 0.25], None, 1),
+])
+def test_training_stops_once_an_evaluation_reaches_the_stop_score(
+        learner, tmp_path, monkeypatch, stop_score, scores, stop, best):
     """`eval.stop_score`: the first evaluation whose first-opponent score reaches it ends
-    training there (0.0: the first evaluation always does), with the final evaluation
-    and exports as usual."""
-    target, report, scores = _run_evaluating_each_iteration(
-        learner, tmp_path, stop_score=stop_score, final_games=2)
-    first = next((i for i, s in enumerate(scores) if s >= stop_score), None)
-    if stop_score == 0.0:
-        assert first == 0
-    assert report["stopped_early"] == (first is not None)
-    assert report["iterations"] == (first + 1 if first is not None
-                                    else target.config.train.iterations)
-    if first is not None:  # said in the report (which the CLI prints), with the score
-        assert report["stopped_because"].startswith(
-            f"eval.stop_score: the score against random reached {scores[first]:.3f}")
-        assert f"Stopped early, {report['stopped_because']}." in (
-            tmp_path / "report.md").read_text()
-    else:
-        assert report["stopped_because"] is None
-        assert "Stopped early" not in (tmp_path / "report.md").read_text()
-    assert report["evaluation"]["random"]["games"] == 2
-    assert (tmp_path / "final.gjx").exists() and (tmp_path / "best.gjx").exists()
+    training there, with the final evaluation and exports as usual."""
+    assert learner.config.train.iterations == 3  # room for two periodic evaluations
+    report, evaluated = _run_with_scripted_scores(
+        learner, tmp_path, monkeypatch, scores, stop_score=stop_score, final_games=2)
+    because = None if stop is None else (
+        f"eval.stop_score: the score against random reached {scores[stop - 1]:.3f} "
+        f"(>= {stop_score}) at iteration {stop}")
+    _check_stopping(learner, tmp_path, report, evaluated, scores, stop, best, because)
+    assert report["evaluation"]["random"]["games"] == 2  # the final evaluation was played
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -275,21 +316,26 @@ def test_an_exported_opponent_is_read_when_training_starts_not_when_a_config_bui
         cfglib.load_file(az.AlphaZeroConfig, CONFIG, overrides={"eval.opponents": ["a.gjx@x"]})
 
 
-def test_early_stopping_after_patience_evaluations_without_progress(learner, tmp_path):
+@pytest.mark.parametrize("settings, scores, stop, best", [
+    ({"patience": 1}, [0.5, 0.25], 2, 1),
+    ({"patience": 1}, [0.5, 0.5], 2, 1),  # an equal score is no progress
+    ({"patience": 1}, [0.0, 0.0], 2, 1),  # a first score of 0 is still the best so far
+    ({"patience": 1}, [0.25, 0.5], None, 2),  # progress at every evaluation
+    ({"patience": 2}, [0.5, 0.25], None, 1),  # one evaluation without progress of two
+    ({"patience": 1, "stop_score": 0.9}, [0.5, 0.25], 2, 1),  # the score is never reached
+])
+def test_early_stopping_after_patience_evaluations_without_progress(
+        learner, tmp_path, monkeypatch, settings, scores, stop, best):
     """The driver stops once `patience` evaluations in a row fail to beat the best score
-    (seed 002)."""
-    # every iteration but the last is evaluated (the last gets the final one)
-    patient, report, scores = _run_evaluating_each_iteration(
-        learner, tmp_path, patience=1, final_games=0)
-    # iteration 1 always improves on "nothing yet"; the first later score that is not
-    # better stops the run at once
-    stop = next((i for i in range(1, len(scores)) if scores[i] <= max(scores[:i])), None)
-    assert report["stopped_early"] == (stop is not None)
-    assert report["iterations"] == (stop + 1 if stop is not None
-                                    else patient.config.train.iterations)
-    assert (report["stopped_because"] or "").startswith(
-        "eval.patience: 1 evaluation(s) in a row" if stop is not None else "")
-    assert report["best_iteration"] == 1 + int(np.argmax(scores))
+    (seed 002); the best model stays the one of the best score."""
+    assert learner.config.train.iterations == 3  # room for two periodic evaluations
+    report, evaluated = _run_with_scripted_scores(
+        learner, tmp_path, monkeypatch, scores, final_games=0, **settings)
+    because = None if stop is None else (
+        f"eval.patience: {settings['patience']} evaluation(s) in a row without beating "
+        f"the best score against random ({scores[best - 1]:.3f}, iteration {best})")
+    _check_stopping(learner, tmp_path, report, evaluated, scores, stop, best, because)
+    assert report["evaluation"] == {}
 
 
 def _digests(workdir):
@@ -320,6 +366,46 @@ def test_a_finished_run_whose_checkpoints_are_gone_is_not_overwritten(learner, u
     shutil.copy(straight / "config.json", started / "config.json")
     shutil.copy(straight / "metrics.csv", started / "metrics.csv")
     training._check_fresh_workdir(started, learner, "alphazero")
+
+
+def test_a_start_that_got_nowhere_is_taken_over_by_another_config(learner, uninterrupted,
+                                                                   tmp_path):
+    straight, _ = uninterrupted
+    other = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), {"train.learning_rate": 0.5})), devices=jax.devices()[:1])
+    # what a start that failed on bad data (or was stopped) before its first iteration left
+    failed = tmp_path / "failed"
+    (failed / "eval").mkdir(parents=True)
+    (failed / "checkpoints").mkdir()
+    shutil.copy(straight / "config.json", failed / "config.json")
+    (failed / "metrics.csv").write_text("iteration\n")
+    training._check_fresh_workdir(failed, other, "alphazero")  # nothing to lose: taken over
+    # a logged iteration, or an evaluation, is that experiment's: refused
+    header, first = (straight / "metrics.csv").read_text().splitlines(True)[:2]
+    for leave, remove in (((failed / "metrics.csv"), None),
+                          ((failed / "eval" / "iter_000001.json"), failed / "metrics.csv")):
+        if remove is not None:
+            remove.write_text("iteration\n")
+        leave.write_text(header + first if leave.suffix == ".csv" else "{}")
+        with pytest.raises(ValueError, match=r"(?s)another experiment.*train.learning_rate"):
+            training._check_fresh_workdir(failed, other, "alphazero")
+
+
+def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupted, tmp_path,
+                                                            capsys):
+    straight, report = uninterrupted
+    again = tmp_path / "again"
+    shutil.copytree(straight, again)
+    before = _digests(again)
+    assert training.run(learner, again, progress=True) == json.loads(
+        (straight / "report.json").read_text())
+    assert f"{again} is finished at iteration {report['iterations']}: nothing to train" in (
+        capsys.readouterr().out)
+    assert _digests(again) == before  # no new evaluation, export or log row
+    # a run killed during its final evaluation (no report yet) does it then
+    (again / "report.json").unlink()
+    assert training.run(learner, again, progress=False)["iterations"] == report["iterations"]
+    assert (again / "report.json").exists()
 
 
 def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path, capsys):
