@@ -320,7 +320,8 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
         games += records.read_records(path, env, on_error="skip", errors=found)
         problems += found
     for problem in problems:
-        warnings.warn(f"skipped a malformed game record: {problem}", stacklevel=2)
+        warnings.warn(f"skipped a malformed game record: {problem}", records.RecordWarning,
+                      stacklevel=2)
     if errors is not None:
         errors.extend(problems)
     unfinished = sum(g.winner is None for g in games)

@@ -75,10 +75,22 @@ def evaluation_points(metrics: dict, report: dict) -> dict[str, list[tuple[int, 
     return out
 
 
-def training_curves(run: Path = RUN, out: Path | None = None, device: str | None = None):
+def training_curves(run: Path = RUN, out: Path | None = None,
+                    device: str | None = None) -> Path:
     """Draw the run's training curves into ``out`` (default ``run/training_curves.png``),
     titled with ``device`` (default: the training machine the run's report names, else this
-    machine, as "drawn on ..."). Returns the matplotlib figure drawn."""
+    machine, as "drawn on ..."); returns ``out``."""
+    out = Path(out) if out is not None else Path(run) / "training_curves.png"
+    fig = training_curves_figure(run, device)  # (chooses the Agg backend first)
+    import matplotlib.pyplot as plt
+
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def training_curves_figure(run: Path = RUN, device: str | None = None):
+    """The matplotlib figure `training_curves` saves (open: close it with ``plt.close``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,7 +98,6 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
     import numpy as np
 
     run = Path(run)
-    out = Path(out) if out is not None else run / "training_curves.png"
     m = _read_metrics(run / "metrics.csv")
     report = json.loads((run / "report.json").read_text())
     if device is None:  # the training machine, which a run's report records; older ones do not
@@ -175,8 +186,6 @@ def training_curves(run: Path = RUN, out: Path | None = None, device: str | None
     suffix = f" ({device})" if device else ""
     fig.suptitle(f"AlphaZero, 9x9 five-in-a-row: the run in {run.name}/{suffix}")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
     return fig
 
 
@@ -224,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--skip-tournament", action="store_true", help="only draw the curves")
     args = parser.parse_args(argv)
-    path = Path(args.run) / "training_curves.png"
-    training_curves(args.run, path)
+    path = training_curves(args.run)
     print(f"training curves written to {path}")
     if not args.skip_tournament:
         tournament(args.run, args.games, args.opening_stones, args.seed)

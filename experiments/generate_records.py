@@ -230,11 +230,12 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     args = build_parser().parse_args(argv)
     from gomoku_jax import records
     from gomoku_jax.game import Gomoku
-    from gomoku_jax.io import check_new_files
+    from gomoku_jax.io import check_folder, check_new_files
 
     if not args.out.name.endswith((".jsonl", ".jsonl.gz")):
         raise ValueError(f"--out {args.out}: a records file is .jsonl, or .jsonl.gz "
                          "compressed (the name tells readers which)")
+    check_folder(args.out, "--out", for_file=True)
     check_new_files([args.out], args.force)  # before the games, which may take hours
 
     played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
@@ -263,4 +264,8 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ValueError as err:  # bad settings or files: one line, as `gomoku-jax records`
+        print(f"generate_records: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -441,8 +441,18 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
 
 
 def heatmap(report: dict, path, title: str | None = None):
-    """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix);
-    returns the matplotlib figure drawn."""
+    """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix) at
+    ``path``; returns ``path``."""
+    fig = heatmap_figure(report, title)  # (chooses the Agg backend first)
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def heatmap_figure(report: dict, title: str | None = None):
+    """The matplotlib figure `heatmap` saves (open: close it with ``plt.close``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -468,8 +478,6 @@ def heatmap(report: dict, path, title: str | None = None):
             ax.text(j, i, text, ha="center", va="center", fontsize=9)
     fig.colorbar(image, ax=ax, label="win rate (%)")
     ax.set_title(title or f"Round robin, {report['colours']['games']} games")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
     return fig
 
 

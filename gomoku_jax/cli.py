@@ -177,12 +177,11 @@ TOURNAMENT_REPORTS = ("tournament.json", "tournament.md", "heatmap.png")
 def _tournament(args: argparse.Namespace) -> int:
     from gomoku_jax import agents, arena
     from gomoku_jax.game import Gomoku
-    from gomoku_jax.io import check_new_files
+    from gomoku_jax.io import check_folder, check_new_files
 
     config = _tournament_config(args)
     if args.out is not None:  # checked before any game: a long round robin is not lost
-        if args.out.exists() and not args.out.is_dir():
-            raise ValueError(f"--out {args.out} is a file; give a folder for the reports")
+        check_folder(args.out, "--out", "give a folder for the reports")
         check_new_files([args.out / name for name in TOURNAMENT_REPORTS], args.force,
                         f"--out {args.out}")
     env = Gomoku(**config["game"])
@@ -222,23 +221,11 @@ def _pbrain(args: argparse.Namespace) -> int:
     return gomocup.run_engine(args.agent, sys.stdin, sys.stdout, seed=args.seed)
 
 
-def _check_workdir(path: Path, option: str = "--workdir") -> None:
-    """ValueError unless ``path`` is a folder or can be made one (no file in the way)."""
-    for part in (path, *path.parents):
-        if part.is_dir():
-            return
-        if part.exists() or part.is_symlink():
-            if part == path:
-                raise ValueError(f"{option} {path} exists and is not a folder; give the "
-                                 "folder of a run (new or to resume)")
-            raise ValueError(f"{option} {path}: {part} exists and is not a folder, so no "
-                             "folder can be made inside it")
-
-
 def _train(args: argparse.Namespace) -> int:
     from gomoku_jax import training
+    from gomoku_jax.io import check_folder
 
-    _check_workdir(args.workdir)
+    check_folder(args.workdir, "--workdir", "give the folder of a run (new or to resume)")
     learner, description = _learner_from_args(args)
     print(f"training {args.config} in {args.workdir}")
     if description:
@@ -268,8 +255,8 @@ def _learner_from_args(args: argparse.Namespace):
     from gomoku_jax import config as config_lib
 
     data = config_lib.read_json(args.config)
-    if isinstance(data, dict) and "algorithm" not in data and set(data) & {"agents",
-                                                                          "games_per_pair"}:
+    # "agents" is a tournament file's alone ("game" and "seed" are training settings too)
+    if isinstance(data, dict) and "algorithm" not in data and "agents" in data:
         raise ValueError(f"{args.config} is a tournament config (it lists agents), not a "
                          f"training one: run it with gomoku-jax tournament --config "
                          f"{args.config}")
@@ -287,7 +274,7 @@ def _export(args: argparse.Namespace) -> int:
     import algorithms
     from gomoku_jax import config as config_lib, exported, training
     from gomoku_jax import io as gio
-    from gomoku_jax.io import check_new_files
+    from gomoku_jax.io import check_folder, check_new_files
 
     workdir = Path(args.workdir)
     if args.out.is_dir():
@@ -297,8 +284,11 @@ def _export(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {args.out}: an exported agent's file name ends in .gjx "
                          "(how gomoku-jax tournament, play and pbrain recognise it), e.g. "
                          f"{args.out.with_suffix('.gjx')}")
-    for own in ("best.gjx", "final.gjx"):  # files the run itself writes
-        if args.out.exists() and (workdir / own).exists() and args.out.samefile(workdir / own):
+    check_folder(args.out, "--out", for_file=True)
+    for own in ("best.gjx", "final.gjx"):  # files the run itself writes, now or later
+        if os.path.realpath(args.out) == os.path.realpath(workdir / own) or (
+                args.out.exists() and (workdir / own).exists()
+                and args.out.samefile(workdir / own)):
             raise ValueError(f"--out {args.out} is {workdir / own} itself, the run's own "
                              f"{own}, which training writes; choose another path")
     check_new_files([args.out], args.force, "--out")
@@ -485,9 +475,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if len(argv) > 1 else 2
     args, rest = parser.parse_known_args(argv)
     try:
+        multi = [f"--{name.replace('_', '-')}" for name in ("coordinator", "num_processes",
+                                                            "process_id")
+                 if getattr(args, name, None) is not None]
+        if multi and not args.distributed:  # else N runs would write one workdir each alone
+            raise ValueError(f"{', '.join(multi)} set up a run of several processes: add "
+                             "--distributed")
         if getattr(args, "distributed", False):  # before anything (a plugin) touches a device
-            import jax
-
             _initialize_distributed(args)
         _load_plugins(args.plugin)
         if args.command == "bench":
@@ -542,9 +536,19 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
             "its own --process-id") from None
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings as one line each (a skipped record, ...), without Python's source line."""
-    print(f"gomoku-jax: warning: {message}", file=sys.stderr if file is None else file)
+def _one_line_warnings(show):
+    """A ``warnings.showwarning`` that prints the project's own warnings (a skipped game
+    record) as one line each, without Python's source line, and passes the others (JAX's,
+    orbax's...) to ``show``."""
+    from gomoku_jax.records import RecordWarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, RecordWarning):
+            return show(message, category, filename, lineno, file, line)
+        text = " ".join(str(message).split())
+        print(f"gomoku-jax: warning: {text}", file=sys.stderr if file is None else file)
+
+    return showwarning
 
 
 def console() -> None:
@@ -555,11 +559,14 @@ def console() -> None:
     Warnings print as one line."""
     import warnings
 
-    warnings.showwarning = _one_line_warning
+    warnings.showwarning = _one_line_warnings(warnings.showwarning)
     code = main()
     if code == 130:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:  # e.g. a closed pipe: exit all the same
+                pass
         os._exit(130)
     sys.exit(code)
 

@@ -17,7 +17,8 @@ Layout of ``directory``::
                          ``max_to_keep`` are kept
     <step>.orbax-checkpoint-tmp-<t>/
                          a save in progress, or one a crash interrupted: ignored, and
-                         removed when a Checkpointer next opens the directory
+                         removed when the run's writer opens the directory again
+                         (``cleanup=True``)
 
 A save is written into the temporary directory and renamed when complete, so a crash
 mid-save leaves the earlier checkpoints intact. Each save also records a SHA-256 of
@@ -125,6 +126,24 @@ def write_atomic(path, data: bytes | str) -> None:
             os.remove(tmp)
 
 
+def check_folder(path, option: str, advice: str = "", *, for_file: bool = False) -> None:
+    """ValueError, before any work, unless ``path`` is a folder or one can be made there
+    (no file in the way, the nearest existing folder writable); with ``for_file``, the
+    same for the folder that is to hold the file ``path``. ``option`` names where the
+    path came from, ``advice`` what to give instead when ``path`` is a file."""
+    path = Path(path)
+    for part in (path.parents if for_file else (path, *path.parents)):
+        if part.is_dir():
+            if not os.access(part, os.W_OK):
+                raise ValueError(f"{option} {path}: {part} is not writable")
+            return
+        if part.exists() or part.is_symlink():
+            if part == path:
+                raise ValueError(f"{option} {path} exists and is not a folder; {advice}")
+            raise ValueError(f"{option} {path}: {part} exists and is not a folder, so no "
+                             "folder can be made inside it")
+
+
 def check_new_files(paths, force: bool, option: str = "--out") -> None:
     """Refuse, before any work, to replace files that exist unless ``force`` (a command's
     ``--force``): an export, a dataset or a report written over by mistake is lost.
@@ -134,10 +153,6 @@ def check_new_files(paths, force: bool, option: str = "--out") -> None:
         raise ValueError(f"{option}: {', '.join(existing)} already "
                          f"{'exists' if len(existing) == 1 else 'exist'}; pass --force to "
                          "replace, or choose another path")
-
-
-# In the name of a save still being written (``<step>.orbax-checkpoint-tmp-<time>``).
-_TMP_MARK = ".orbax-checkpoint-tmp"
 
 
 class CheckpointError(ValueError):
@@ -346,6 +361,10 @@ class Checkpointer:
         training loop fills in settings added since the run began with their
         defaults); when it raises ``ValueError``/``TypeError`` the stored config is
         compared as it is.
+      cleanup: remove the saves a crash or Ctrl-C cut short (orbax's temporary step
+        folders) when opening; only for the run that writes the checkpoints, once it
+        knows the directory is its own (a reader, such as an export while the run
+        trains, must not remove a save in progress).
 
     Saves are synchronous. Use one ``Checkpointer`` per process; in a multi-process
     run every process calls ``save``/``restore`` (orbax coordinates) and process 0
@@ -353,7 +372,7 @@ class Checkpointer:
     """
 
     def __init__(self, directory, *, config: Mapping, max_to_keep: int | None = 3,
-                 upgrade: Callable[[dict], dict] | None = None):
+                 upgrade: Callable[[dict], dict] | None = None, cleanup: bool = False):
         import orbax.checkpoint as ocp
         from etils import epath
 
@@ -374,11 +393,12 @@ class Checkpointer:
             keep = {"preservation_policy": latest_n(max_to_keep)}
         else:  # older orbax
             keep = {"max_to_keep": max_to_keep}
-        if jax.process_index() == 0 and self.directory.exists():
-            # Saves that a crash or Ctrl-C cut short: never restorable. orbax would remove
-            # each one itself, with a warning in the middle of the run, when it saves that
-            # step again.
-            for unfinished in self.directory.glob(f"*{_TMP_MARK}*"):
+        if cleanup and jax.process_index() == 0 and self.directory.exists():
+            # Saves that a crash or Ctrl-C cut short are never restorable; left there,
+            # orbax removes each one, with a warning in the middle of the run, when it
+            # saves that step again. (orbax's own clean-up option runs in the background;
+            # this one is done when the constructor returns.)
+            for unfinished in self.directory.glob("*.orbax-checkpoint-tmp*"):
                 if unfinished.is_dir():
                     unfinished.rmtree()
         options = ocp.CheckpointManagerOptions(

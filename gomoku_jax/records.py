@@ -106,6 +106,10 @@ _GAME_KEYS = ("size", "k", "rule", "moves", "winner", "black", "white", "opening
 _BATCH = 1024  # games replayed per compiled call
 
 
+class RecordWarning(UserWarning):
+    """A malformed game record was left out (``on_error="skip"``)."""
+
+
 class RecordError(ValueError):
     """A malformed record: ``path``, ``line`` (1-based; 0 when not from a file) and
     ``reason``; ``str()`` is ``"path:line: reason"``."""
@@ -571,7 +575,8 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
         if errors is not None:
             errors.append(problem)
         else:
-            warnings.warn(f"skipped a malformed game record: {problem}", stacklevel=2)
+            warnings.warn(f"skipped a malformed game record: {problem}", RecordWarning,
+                          stacklevel=2)
     return games
 
 

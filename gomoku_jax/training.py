@@ -193,23 +193,31 @@ _RUN_RESULTS = ("final.gjx", "report.json", "report.md")
 
 
 def _has_results(workdir: pathlib.Path) -> bool:
-    """Whether an earlier start in ``workdir`` got anywhere: a logged iteration, an
-    evaluation or a model. A start that failed (bad data, a bad opponent file) or was
-    stopped before its first iteration leaves only its ``config.json`` and empty logs,
-    which a new config may take over."""
-    if any((workdir / name).exists() for name in ("best.gjx", *_RUN_RESULTS)):
+    """Whether ``workdir`` holds anything of an earlier start beyond what a start that
+    failed (bad data, a bad opponent file) or was stopped before its first iteration
+    leaves: its ``config.json``, a ``metrics.csv`` without rows, empty ``eval/`` and
+    ``checkpoints/`` (a save cut short aside) and ``tensorboard/``. Only such a folder
+    may be taken over by another config; anything else (a logged iteration, an
+    evaluation, a model, a pipeline's stage folder, a file of the user's) is kept."""
+    for entry in workdir.iterdir():
+        name = entry.name
+        if name in ("config.json", "tensorboard"):
+            continue
+        if name == "eval" and entry.is_dir() and not any(entry.iterdir()):
+            continue
+        if name == "checkpoints" and entry.is_dir() and all(
+                ".orbax-checkpoint-tmp" in p.name for p in entry.iterdir()):
+            continue
+        if name == "metrics.csv" and entry.is_file():
+            try:
+                with entry.open(newline="") as f:
+                    rows = csv.reader(f)
+                    if next(rows, None) is not None and next(rows, None) is None:
+                        continue  # a header, no row
+            except (OSError, UnicodeDecodeError, csv.Error):
+                pass  # unreadable: keep it
         return True
-    if any((workdir / "eval").glob("iter_*.json")):
-        return True
-    metrics = workdir / "metrics.csv"
-    try:
-        with metrics.open(newline="") as f:
-            rows = csv.reader(f)
-            return next(rows, None) is not None and next(rows, None) is not None  # a data row
-    except FileNotFoundError:
-        return False
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return True  # unreadable: keep it
+    return False
 
 
 def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
@@ -219,7 +227,7 @@ def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
     agent then; None otherwise (a run killed during its final evaluation does it again)."""
     if iteration < stop_at and not stopped:
         return None
-    if not (workdir / "final.gjx").exists():
+    if not all((workdir / name).exists() for name in _RUN_RESULTS):
         return None
     try:
         report = json.loads((workdir / "report.json").read_text())
@@ -287,6 +295,22 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     progress = progress and lead
     restored, prog = restore(learner, workdir)
+    if restored is not None:
+        done = _finished_report(workdir, int(restored.iteration), stop_at,
+                                bool(prog["stopped"]))
+        if jax.process_count() > 1:  # every process takes process 0's path
+            from jax.experimental import multihost_utils
+
+            finished = bool(multihost_utils.broadcast_one_to_all(np.int32(done is not None)))
+            if finished and done is None:  # process 0's report, not readable here
+                done = {"iterations": int(restored.iteration)}
+            elif not finished:
+                done = None
+        if done is not None:  # nothing left to train: the run's own report, not a new one
+            if progress:
+                tqdm.write(f"{workdir} is finished at iteration {int(restored.iteration)}: "
+                           "nothing to train (its files are as they were)")
+            return done
     check_evaluation(learner.env, config.eval.opponents, config.eval.opening_stones,
                      load_files=True)
     config_dict = to_dict(config)
@@ -294,20 +318,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if restored is None:
         _check_fresh_workdir(workdir, learner, algorithm)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
-                            upgrade=_upgrade(learner))
+                            upgrade=_upgrade(learner), cleanup=True)
     write(workdir / "config.json",
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
-    # (one process only: the processes of a multi-process run must take the same path, and
-    # only the first one's files are sure to be there)
-    done = (_finished_report(workdir, start, stop_at, bool(prog["stopped"]))
-            if jax.process_count() == 1 else None)
-    if done is not None:  # nothing left to train: the run's own report, not a new one
-        if progress:
-            tqdm.write(f"{workdir} is finished at iteration {start}: nothing to train "
-                       "(its report.json and final.gjx are as they were)")
-        return done
     if restored is not None and progress:
         tqdm.write(f"resuming {workdir} from its checkpoint of iteration {start}")
     log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)

@@ -179,8 +179,9 @@ def _three_agents_report():  # a matrix whose transpose differs from it
 def test_heatmap_draws_the_win_rate_matrix(tmp_path, make_report):
     report = make_report()
     path = tmp_path / "heat.png"
-    fig = arena.heatmap(report, path)
+    assert arena.heatmap(report, path) == path
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = arena.heatmap_figure(report)  # what heatmap saved
     names, rates = report["agents"], report["win_rate_matrix"]
     ax, colour_bar = fig.axes
     assert ax.get_title() == f"Round robin, {report['colours']['games']} games"

@@ -44,9 +44,10 @@ def _columns(path):
 @pytest.mark.parametrize("sparring", [False, True])
 def test_training_curves_plot_the_metrics_and_evaluations(tmp_path, sparring):
     run = _run(tmp_path, sparring)
-    fig = figures.training_curves(run, device="test device")
-    out = tmp_path / "training_curves.png"
+    out = figures.training_curves(run, device="test device")
+    assert out == run / "training_curves.png"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    fig = figures.training_curves_figure(run, device="test device")  # what it saved
     m = _columns(run / "metrics.csv")
     report = json.loads((run / "report.json").read_text())
     # four panels, the third with a second y axis for the game length

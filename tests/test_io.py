@@ -326,7 +326,9 @@ def test_interrupted_save_leaves_previous_checkpoints_usable(tmp_path):
     os.remove(partial / "default" / "_METADATA")
 
     target = jax.eval_shape(lambda: _state(0))
-    resumed = _ckpt(tmp_path)
+    reader = _ckpt(tmp_path)  # e.g. an export while the run trains: touches no save
+    assert reader.steps() == [1, 2] and partial.exists()
+    resumed = _ckpt(tmp_path, cleanup=True)  # the run's own writer
     assert not partial.exists()  # the unfinished save is gone before anything else
     assert sorted(p.name for p in run.iterdir()) == ["1", "2", "config.json"]
     assert resumed.steps() == [1, 2]

@@ -402,6 +402,10 @@ def test_generator_settings_are_checked(tmp_path, capsys):
     assert cli.main(["records", "generate"] + ARGS + ["--out", str(text)]) == 2
     assert "a records file is .jsonl, or .jsonl.gz compressed" in capsys.readouterr().err
     assert not text.exists()
+    inside = out / "games.jsonl"  # `out` is a file: no folder can be made there
+    assert cli.main(["records", "generate"] + ARGS + ["--out", str(inside)]) == 2
+    assert f"{out} exists and is not a folder, so no folder can be made" in (
+        capsys.readouterr().err)
 
 
 class _Stubborn(PythonAgent):

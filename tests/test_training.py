@@ -381,14 +381,25 @@ def test_a_start_that_got_nowhere_is_taken_over_by_another_config(learner, unint
     (failed / "metrics.csv").write_text("iteration\n")
     training._check_fresh_workdir(failed, other, "alphazero")  # nothing to lose: taken over
     # a logged iteration, or an evaluation, is that experiment's: refused
+    (failed / "checkpoints" / "1.orbax-checkpoint-tmp-1700000000").mkdir()  # a cut-short save
+    training._check_fresh_workdir(failed, other, "alphazero")
+    # a logged iteration, an evaluation, a checkpoint or anything else (a pipeline's stage
+    # folder, a file of the user's) is that experiment's: refused
     header, first = (straight / "metrics.csv").read_text().splitlines(True)[:2]
-    for leave, remove in (((failed / "metrics.csv"), None),
-                          ((failed / "eval" / "iter_000001.json"), failed / "metrics.csv")):
-        if remove is not None:
-            remove.write_text("iteration\n")
-        leave.write_text(header + first if leave.suffix == ".csv" else "{}")
+    for make, undo in (
+            (lambda: (failed / "metrics.csv").write_text(header + first),
+             lambda: (failed / "metrics.csv").write_text("iteration\n")),
+            (lambda: (failed / "eval" / "iter_000001.json").write_text("{}"),
+             lambda: (failed / "eval" / "iter_000001.json").unlink()),
+            (lambda: (failed / "checkpoints" / "1").mkdir(),
+             lambda: (failed / "checkpoints" / "1").rmdir()),
+            (lambda: (failed / "stage0_imitation").mkdir(),
+             lambda: (failed / "stage0_imitation").rmdir())):
+        make()
         with pytest.raises(ValueError, match=r"(?s)another experiment.*train.learning_rate"):
             training._check_fresh_workdir(failed, other, "alphazero")
+        undo()
+    training._check_fresh_workdir(failed, other, "alphazero")  # as it was: taken over
 
 
 def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupted, tmp_path,
@@ -406,6 +417,34 @@ def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupt
     (again / "report.json").unlink()
     assert training.run(learner, again, progress=False)["iterations"] == report["iterations"]
     assert (again / "report.json").exists()
+
+
+def test_a_run_stopped_by_iterations_or_by_an_evaluation_is_finished_as_asked(
+        learner, tmp_path, monkeypatch):
+    def no_games(*args, **kwargs):
+        pytest.fail("a finished run played an evaluation again")
+
+    # --iterations 1: the same command again changes nothing, without it the run trains on
+    part = tmp_path / "part"
+    first = training.run(learner, part, iterations=1, progress=False)
+    assert first["iterations"] == 1
+    before = _digests(part)
+    with monkeypatch.context() as patch:
+        patch.setattr(training, "evaluate", no_games)
+        assert training.run(learner, part, iterations=1, progress=False) == first
+    assert _digests(part) == before
+    total = learner.config.train.iterations
+    assert training.run(learner, part, progress=False)["iterations"] == total > 1
+    assert [int(r["iteration"]) for r in _rows(part)] == list(range(1, total + 1))
+    # stopped by its first evaluation: the same command again evaluates nothing
+    stopped = tmp_path / "stopped"
+    report, _ = _run_with_scripted_scores(learner, stopped, monkeypatch, [1.0], stop_score=0.5)
+    assert report["stopped_early"] and report["iterations"] == 1 < total
+    before = _digests(stopped)
+    monkeypatch.setattr(training, "evaluate", no_games)
+    again, evaluated = _run_with_scripted_scores(learner, stopped, monkeypatch, [],
+                                                 stop_score=0.5)
+    assert again == report and evaluated == [] and _digests(stopped) == before
 
 
 def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path, capsys):
