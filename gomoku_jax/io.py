@@ -103,6 +103,9 @@ _METADATA_KEY = "gomoku_jax"  # our entry in an orbax step's custom metadata
 _ITEM = "default"  # the sub-directory of a step holding the state (orbax's item name)
 _TS_DETAILS = " See full TensorStore details"  # where tensorstore errors quote a whole spec
 _READS_AT_ONCE = 64  # values read together by the data check (bounds its memory)
+# In the name of a save not finished (``<step>.orbax-checkpoint-tmp-<t>``): in progress, or
+# cut short by a crash or Ctrl-C.
+UNFINISHED_SAVE = ".orbax-checkpoint-tmp"
 
 
 def _reason(error) -> str:
@@ -398,7 +401,7 @@ class Checkpointer:
             # orbax removes each one, with a warning in the middle of the run, when it
             # saves that step again. (orbax's own clean-up option runs in the background;
             # this one is done when the constructor returns.)
-            for unfinished in self.directory.glob("*.orbax-checkpoint-tmp*"):
+            for unfinished in self.directory.glob(f"*{UNFINISHED_SAVE}*"):
                 if unfinished.is_dir():
                     unfinished.rmtree()
         options = ocp.CheckpointManagerOptions(

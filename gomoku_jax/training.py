@@ -206,7 +206,7 @@ def _has_results(workdir: pathlib.Path) -> bool:
         if name == "eval" and entry.is_dir() and not any(entry.iterdir()):
             continue
         if name == "checkpoints" and entry.is_dir() and all(
-                ".orbax-checkpoint-tmp" in p.name for p in entry.iterdir()):
+                gio.UNFINISHED_SAVE in p.name for p in entry.iterdir()):
             continue
         if name == "metrics.csv" and entry.is_file():
             try:
