@@ -473,10 +473,11 @@ class RecordingClock:
 
 @pytest.mark.parametrize("kind", ["negamax", "gomokubot"])
 def test_close_deadline_stops_soon_after_the_clock_passes_it(env15, kind):
-    """A deep search on the real clock with 50 ms left answers a legal move, and once it
-    has read the clock past its cut-off searches at most the nodes between two readings
-    (how long that took is the machine's business; the node-clock test pins where the
-    search stops)."""
+    """A deep search on the real clock with 50 ms left answers a legal move short of its
+    depth, and once it has read the clock past its cut-off searches at most the nodes
+    between two readings; or it stopped before the cut-off because its next iteration
+    would not have finished in time (which of the two is the machine's business; the
+    node-clock test pins where the search stops)."""
     clock = RecordingClock()
     make = NegamaxAgent if kind == "negamax" else GomokuBotAgent
     agent = clock.agent = make(env15, 6 if kind == "negamax" else 14, clock=clock)
@@ -493,11 +494,13 @@ def test_close_deadline_stops_soon_after_the_clock_passes_it(env15, kind):
         stop_at = deadline - min(AB._MARGIN_MAX, max(AB._MARGIN_MIN,
                                                      AB._MARGIN_FRACTION * (deadline - now)))
         past = [i for i, t in enumerate(clock.readings) if t >= stop_at]
-        assert past, "the search finished before its cut-off: no deadline was tested"
-        assert agent.nodes - clock.nodes[past[0]] <= AB._CHECK_EVERY, (
-            kind, clock.nodes[past[0]], agent.nodes)
+        if past:  # stopped by the clock: within one check's nodes of passing the cut-off
+            assert agent.nodes - clock.nodes[past[0]] <= AB._CHECK_EVERY, (
+                kind, clock.nodes[past[0]], agent.nodes)
+        else:  # stopped before it: an iteration after the first would not have finished
+            assert agent.completed_depth >= 1, kind
         assert board.reshape(-1)[move] == 0
-        assert agent.completed_depth < agent.depth
+        assert agent.completed_depth < agent.depth  # the deadline cut the search short
 
 
 @pytest.mark.parametrize("which", range(3))
