@@ -198,8 +198,9 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
 
 def build_parser() -> argparse.ArgumentParser:
     from experiments.common import output_file  # imports JAX: not in the workers' import
+    from gomoku_jax.cli import ArgumentParser
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gomoku-jax records generate",
         description="Play games between two agents from random openings and write them as "
                     "game records (seed 001 IV-D).")

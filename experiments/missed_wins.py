@@ -25,7 +25,6 @@ the build-up that makes them, not the tactics that use them.
 
 from __future__ import annotations
 
-import argparse
 import functools
 from pathlib import Path
 from typing import Sequence
@@ -36,6 +35,7 @@ import numpy as np
 
 from experiments.common import device_description, publish
 from gomoku_jax import agents, arena, exported, tactics
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.game import Gomoku, State
 
 __all__ = ["analyse", "forcing_moves", "main", "run"]
@@ -131,7 +131,7 @@ def report_text(report: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", required=True, help="an exported agent (.gjx)")
     parser.add_argument("--games", type=int, default=40)
     parser.add_argument("--seed", type=int, default=11)

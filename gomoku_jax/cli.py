@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -358,8 +359,47 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` that names an unknown option before missing ones.
+
+    argparse checks the required arguments before it reports unrecognised ones, so a
+    mistyped option (``train --confg x.json``) was answered only with "the following
+    arguments are required: --config". This parser answers "unrecognized arguments:
+    --confg" then. Its sub-commands' parsers are of the same class.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_options(self) -> list[str]:
+        unknown = []
+        for token in getattr(self, "_given", ()):
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-" or _NUMBER.fullmatch(token):
+                continue
+            name = token.split("=", 1)[0]
+            known = self._option_string_actions
+            if name in known or (self.allow_abbrev and name.startswith("--") and any(
+                    option.startswith(name) for option in known)):
+                continue
+            unknown.append(token)
+        return unknown
+
+    def error(self, message):
+        if message.startswith("the following arguments are required"):
+            unknown = self._unknown_options()
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gomoku-jax",
         description="A JAX-native research framework for Gomoku and other k-in-a-row games.",
     )
@@ -473,6 +513,12 @@ def main(argv: list[str] | None = None) -> int:
         # these pass their options on to the chosen script: an overview of the choices
         print(OVERVIEWS[argv[0]])
         return 0 if len(argv) > 1 else 2
+    if argv[:1] in (["bench"], ["records"]) and argv[1].startswith("-"):
+        # their options belong to the chosen script, which comes first
+        first = "a benchmark" if argv[0] == "bench" else "the action"
+        parser.error(f"{argv[0]}: give {first} before its options (gomoku-jax {argv[0]} "
+                     f"{'NAME' if argv[0] == 'bench' else 'generate'} {' '.join(argv[1:])}); "
+                     f"got {argv[1]}")
     args, rest = parser.parse_known_args(argv)
     try:
         multi = [f"--{name.replace('_', '-')}" for name in ("coordinator", "num_processes",

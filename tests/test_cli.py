@@ -74,6 +74,38 @@ def test_unknown_options_and_commands_are_refused(capsys):
     assert "invalid choice: 'chess'" in capsys.readouterr().err
 
 
+
+@pytest.mark.parametrize("argv, text", [
+    # argparse checks required options first: the mistyped one must still be named
+    (["train", "--confg", "x.json", "--workdir", "w"], "unrecognized arguments: --confg"),
+    (["export", "--bogus"], "unrecognized arguments: --bogus"),
+    (["records", "generate", "--bogus", "--games", "1"], "unrecognized arguments: --bogus"),
+    # a script's options before the script's name
+    (["records", "--games", "3"], "records: give the action before its options "
+                                  "(gomoku-jax records generate --games 3); got --games"),
+    (["bench", "--quick"], "bench: give a benchmark before its options"),
+])
+def test_a_mistyped_option_is_named_before_missing_ones(argv, text, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert text in err and "are required" not in err
+
+
+def test_missing_options_are_named_when_every_option_given_is_known(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["export", "--whi", "best"])  # an abbreviation of --which
+    assert "the following arguments are required: --workdir, --out" in capsys.readouterr().err
+    parser = cli.ArgumentParser(prog="p")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shift", type=float)
+    for argv in (["--shift", "-1.5"], ["--shift=-2", "--", "--x"]):  # values, not options
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert "the following arguments are required: --out" in capsys.readouterr().err
+
+
 def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "game", "--sizes", "5", "--batches", "4", "8", "--k", "4",
