@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import struct
@@ -352,6 +353,21 @@ def _like_target(x, target):
 # ------------------------------------------------------------------------ checkpoints
 
 
+class _UnparsableMetadataNote(logging.Filter):
+    """Drops orbax's log line for a step's metadata file it cannot parse.
+
+    orbax logs it (on the ``absl`` logger, several times, from its own threads too) and
+    goes on; `Checkpointer.restore` turns the same damage into one `CheckpointError`
+    that names the step and what to do, so the lines only buried that error.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to json parse")
+
+
+_UNPARSABLE_METADATA_NOTE = _UnparsableMetadataNote()
+
+
 class Checkpointer:
     """Checkpoints of one run in ``directory`` (orbax), guarded by the run's config.
 
@@ -378,6 +394,8 @@ class Checkpointer:
                  upgrade: Callable[[dict], dict] | None = None, cleanup: bool = False):
         import orbax.checkpoint as ocp
         from etils import epath
+
+        logging.getLogger("absl").addFilter(_UNPARSABLE_METADATA_NOTE)  # added once
 
         if not isinstance(config, Mapping):
             raise ValueError(f"config must be a mapping, got {type(config).__name__}: {config!r}")

@@ -227,7 +227,7 @@ _QUIET = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWar
     "damage",
     ["truncate b-tree nodes", "truncate tree metadata", "truncate step metadata"],
 )
-def test_corrupt_checkpoint_raises_checkpoint_error(tmp_path, damage):
+def test_corrupt_checkpoint_raises_checkpoint_error(tmp_path, damage, capfd, caplog):
     ck = _ckpt(tmp_path)
     ck.save(1, _state(1))
     ck.save(2, _state(2))
@@ -248,6 +248,8 @@ def test_corrupt_checkpoint_raises_checkpoint_error(tmp_path, damage):
     assert str(step_dir) in msg and "corrupt" in msg
     assert "previous checkpoint (step 1" in msg and "another workdir" in msg
     assert "\n" not in msg and len(msg) < 1000  # not the storage library's pages
+    # orbax's own log lines about the file it could not parse would bury that error
+    assert "Failed to json parse" not in capfd.readouterr().err + caplog.text
     _assert_state_equal(_ckpt(tmp_path).restore(target, step=1), _state(1))
 
 
