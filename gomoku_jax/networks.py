@@ -75,9 +75,11 @@ import dataclasses
 import functools
 import math
 import re
+import traceback
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
@@ -626,6 +628,8 @@ def _type_name(hint: Any) -> str:
         return f"a dtype ({', '.join(_DTYPES)})"
     if hint is type(None):
         return "None"
+    if hint is tuple:
+        return "a tuple (a list in JSON)"
     if isinstance(hint, type):
         return hint.__name__
     if typing.get_origin(hint) is tuple:
@@ -664,6 +668,11 @@ def _coerce(network: str, option: str, value: Any, hint: Any) -> Any:
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
                 value, (bool, np.bool_)) and math.isfinite(value):
             return float(value)
+        raise bad()
+    if hint is tuple:  # untyped items: JSON's scalars
+        if isinstance(value, (list, tuple)) and all(
+                isinstance(v, (bool, int, float, str)) for v in value):
+            return tuple(value)
         raise bad()
     if typing.get_origin(hint) is tuple:
         item = typing.get_args(hint)[0]
@@ -772,7 +781,72 @@ def init_network(module: nn.Module, key: jax.Array, observation_shape) -> dict[s
     if len(shape) != 3 or (n is not None and shape[:2] != (n, n)):
         raise ValueError(f"observation_shape must be (N, N, C) with N = board_size = {n}, "
                          f"got {tuple(observation_shape)}")
+    check_calls(module, shape)
     return _jit_init(module, key, shape)
+
+
+_HERE = str(Path(__file__).resolve().parent)
+
+
+@functools.lru_cache(maxsize=128)
+def check_calls(module: nn.Module, observation_shape: tuple[int, ...]) -> None:
+    """Raise ``ValueError`` unless ``module`` initialises, and runs both with
+    ``train=False`` and as a training pass (`apply_train`), on planes of
+    ``observation_shape`` and returns what its kind asks (see the module docs).
+
+    Only shapes are traced (``jax.eval_shape``): nothing is computed. `init_network`
+    calls it, so a network of one's own that cannot train (a ``__call__`` without
+    ``train``, a Dropout layer asking for a random stream, a value of shape ``[B, 1]``)
+    is named when a learner starts, not deep inside its first training step.
+    """
+    shape = tuple(int(s) for s in observation_shape)
+    cls = type(module)
+    names = [name for name, (c, _, _) in NETWORKS.items() if c is cls]
+    what = (f"network {names[0]!r} ({cls.__name__})" if len(names) == 1
+            else f"network {cls.__name__}")
+    planes = f"planes [B, {', '.join(map(str, shape))}]"
+
+    def fail(stage: str, error: Exception) -> ValueError:
+        # the innermost line of the network's own code (not JAX's, Flax's or ours)
+        own = [f for f in traceback.extract_tb(error.__traceback__)
+               if "site-packages" not in f.filename and not f.filename.startswith(_HERE)]
+        where = f" (at {Path(own[-1].filename).name}:{own[-1].lineno})" if own else ""
+        text = (str(error).strip().splitlines() or [""])[0]
+        hint = ("; networks are called without random streams, so layers that need one "
+                "(Dropout) are not supported" if "PRNG" in text else "")
+        return ValueError(f"{what} fails {stage} on {planes}: {type(error).__name__}: "
+                          f"{text}{where}{hint}. Networks are called as module.apply("
+                          "variables, x, train=True or False)")
+
+    try:
+        variables = jax.eval_shape(functools.partial(_jit_init, module, shape=shape),
+                                   jax.random.PRNGKey(0))
+    except Exception as error:  # noqa: BLE001 - a network of one's own can raise anything
+        raise fail("to initialise", error) from None
+    x = jax.ShapeDtypeStruct((2, *shape), jnp.float32)
+    passes = (("a pass with train=False",
+               lambda v, x: module.apply(v, x, train=False)),
+              ("a training pass (train=True)",
+               lambda v, x: apply_train(module, *split_params(v), x)[0]))
+    kinds = {k for c, k, _ in NETWORKS.values() if c is cls} or (
+        {module.kind} if getattr(module, "kind", None) in NETWORK_KINDS else set())
+    cells = shape[0] * shape[1]
+    for stage, call in passes:
+        try:
+            out = jax.eval_shape(call, variables, x)
+        except Exception as error:  # noqa: BLE001
+            raise fail(stage, error) from None
+        if len(kinds) != 1:
+            continue
+        (kind,) = kinds
+        got = (tuple(getattr(o, "shape", None) for o in out) if isinstance(out, tuple)
+               else getattr(out, "shape", None))
+        want = ((2, cells), (2,)) if kind == "policy-value" else (2, cells)
+        if got != want:
+            expected = ("(policy_logits [B, N*N], value [B])" if kind == "policy-value"
+                        else "q [B, N*N]")
+            raise ValueError(f"{what} is a {kind} network and must return {expected}: "
+                             f"{want} for a batch of 2 on {planes}, got {got}")
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))

@@ -513,3 +513,85 @@ def test_a_registered_network_builds_exports_and_loads(registry, tmp_path):
     with pytest.raises(gio.CheckpointError,
                        match=r"unknown network 'tiny-mlp'.*register_network.*--plugin"):
         exported.load_agent(path)
+
+
+class _DropoutNet(_TinyMLP):
+    """Asks for a 'dropout' random stream in training, which no learner gives."""
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        h = nn.Dense(self.hidden)(x.reshape(x.shape[0], -1))
+        h = nn.Dropout(0.5, deterministic=not train)(h)
+        return nn.Dense(self.board_size ** 2)(h), jnp.tanh(nn.Dense(1)(h))[:, 0]
+
+
+class _NoTrainFlag(_TinyMLP):
+    @nn.compact
+    def __call__(self, x):
+        return super().__call__(x)
+
+
+class _ColumnValue(_TinyMLP):
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        logits, value = super().__call__(x, train)
+        return logits, value[:, None]
+
+
+class _Broken(_TinyMLP):
+    def __call__(self, x, train: bool = False):
+        return self.no_such_layer(x)  # the line the error must point at
+
+
+class _WideQ(nn.Module):
+    board_size: int
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        return nn.Dense(self.board_size ** 2 + 1)(x.reshape(x.shape[0], -1))
+
+
+@pytest.mark.parametrize("cls, kind, message", [
+    (_DropoutNet, "policy-value",
+     r"network 'bad' \(_DropoutNet\) fails a training pass \(train=True\) on planes "
+     r"\[B, 5, 5, 3\]: InvalidRngError: Dropout_0 needs PRNG.*\(Dropout\) are not supported"),
+    (_NoTrainFlag, "policy-value",
+     r"fails to initialise .*TypeError: .*unexpected keyword argument 'train'"),
+    (_ColumnValue, "policy-value",
+     r"must return \(policy_logits \[B, N\*N\], value \[B\]\): \(\(2, 25\), \(2,\)\) .* "
+     r"got \(\(2, 25\), \(2, 1\)\)"),
+    (_Broken, "policy-value",
+     r"AttributeError: .*no_such_layer.* \(at test_networks.py:\d+\)"),
+    (_WideQ, "q", r"'bad' \(_WideQ\) is a q network and must return q \[B, N\*N\]: "
+                  r"\(2, 25\) .* got \(2, 26\)"),
+])
+def test_a_network_that_cannot_train_is_named_before_any_step(registry, cls, kind, message):
+    nets.register_network("bad", cls, kind, "cannot train")
+    module = nets.make_network("bad", board_size=5)
+    with pytest.raises(ValueError, match=message):
+        nets.init_network(module, jax.random.key(0), (5, 5, 3))
+
+
+def test_a_network_that_can_train_passes_the_check(registry):
+    nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "one hidden layer")
+    for module in (nets.make_network("tiny-mlp", board_size=5),
+                   nets.make_network("resnet-q", board_size=5, blocks=1, filters=4, hidden=8,
+                                     dueling=True)):
+        assert nets.check_calls(module, (5, 5, 3)) is None
+
+
+class _PlainTupleOption(_TinyMLP):
+    widths: tuple = (8,)  # a bare tuple hint: its items are not typed
+
+
+def test_a_bare_tuple_option_takes_a_json_list(registry):
+    nets.register_network("plain-tuple", _PlainTupleOption, "policy-value", "bare tuple")
+    config = nets.NetworkConfig.from_dict({"name": "plain-tuple", "kwargs": {"widths": [16, 4]}})
+    assert config.kwargs["widths"] == (16, 4)
+    assert nets.make_network(config, board_size=5).widths == (16, 4)
+    assert nets.NetworkConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match=r"'widths' of network 'plain-tuple' must be a tuple "
+                                         r"\(a list in JSON\), got 16"):
+        nets.make_network("plain-tuple", board_size=5, widths=16)
+    with pytest.raises(ValueError, match=r"must be a tuple"):
+        nets.make_network("plain-tuple", board_size=5, widths=[{"a": 1}])
