@@ -81,21 +81,15 @@ def training_curves(run: Path = RUN, out: Path | None = None,
     titled with ``device`` (default: the training machine the run's report names, else this
     machine, as "drawn on ..."); returns ``out``."""
     out = Path(out) if out is not None else Path(run) / "training_curves.png"
-    fig = training_curves_figure(run, device)  # (chooses the Agg backend first)
-    import matplotlib.pyplot as plt
-
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    training_curves_figure(run, device).savefig(out, dpi=110)
     return out
 
 
 def training_curves_figure(run: Path = RUN, device: str | None = None):
-    """The matplotlib figure `training_curves` saves (open: close it with ``plt.close``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The matplotlib figure `training_curves` saves: a ``matplotlib.figure.Figure`` that
+    pyplot does not hold (nothing to close, no backend chosen; a notebook shows it)."""
     import numpy as np
+    from matplotlib.figure import Figure
 
     run = Path(run)
     m = _read_metrics(run / "metrics.csv")
@@ -112,7 +106,8 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
         padded = np.pad(values, (width // 2, width - 1 - width // 2), mode="edge")
         return np.convolve(padded, kernel, mode="valid")
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig = Figure(figsize=(11, 7.5))
+    axes = fig.subplots(2, 2)
     ax = axes[0, 0]
     for name, colour in (("loss", "#222222"), ("policy_loss", "#1f5fd6"),
                          ("value_loss", "#e0352b")):

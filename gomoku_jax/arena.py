@@ -443,20 +443,14 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
 def heatmap(report: dict, path, title: str | None = None):
     """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix) at
     ``path``; returns ``path``."""
-    fig = heatmap_figure(report, title)  # (chooses the Agg backend first)
-    import matplotlib.pyplot as plt
-
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    heatmap_figure(report, title).savefig(path, dpi=120)
     return path
 
 
 def heatmap_figure(report: dict, title: str | None = None):
-    """The matplotlib figure `heatmap` saves (open: close it with ``plt.close``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The matplotlib figure `heatmap` saves: a ``matplotlib.figure.Figure`` that pyplot
+    does not hold (nothing to close, no backend chosen; a notebook shows it)."""
+    from matplotlib.figure import Figure
 
     names = report["agents"]
     matrix = np.array([[np.nan if x is None else 100 * x for x in row]
@@ -465,8 +459,8 @@ def heatmap_figure(report: dict, title: str | None = None):
     # Room for the names (file paths can be long): the row labels take their length in
     # width, the column labels (at 35 degrees) about 0.6 of it in height.
     label = 0.075 * max(len(str(n)) for n in names)
-    fig, ax = plt.subplots(figsize=(size + 1.5 + label, size + 0.6 * label),
-                           layout="constrained")
+    fig = Figure(figsize=(size + 1.5 + label, size + 0.6 * label), layout="constrained")
+    ax = fig.subplots()
     image = ax.imshow(matrix, cmap="RdYlGn", vmin=0, vmax=100)
     ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
     ax.set_yticks(range(len(names)), names)

@@ -4,8 +4,8 @@
 ``search.num_simulations`` as in seed 000 section 4.6.4, ``train.learning_rate``,
 ``train.buffer_capacity``...) with the same budget (the same number of iterations), each in
 its own work directory under ``workdir``, and returns one row (a plain dict) per run: the
-value, the last logged training metrics, the run's final evaluation scores and, when an
-``evaluate`` function is given, whatever it measures on the run's exported agent.
+value, the run's last line of logged training metrics, its final evaluation scores and,
+when an ``evaluate`` function is given, whatever it measures on the run's exported agent.
 `ladder_evaluator` makes such a function from seed 003's ladder against pure MCTS (see
 `gomoku_jax.arena.ladder`); `sweep_table_markdown`, `ladder_table_markdown` (seed 003's
 table IV: wins per pure-MCTS level, one column per run) and `plot_sweep` present the rows.
@@ -27,6 +27,7 @@ settings, e.g. a sweep run again) is loaded from disk instead.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import pathlib
@@ -42,18 +43,28 @@ __all__ = [
     "sweep_table_markdown",
 ]
 
-# The logged training metrics a row keeps (those present in the run's metrics.csv).
+# The logged training metrics `sweep_table_markdown` shows by default (those present):
+# AlphaZero's, then DQN's. A row holds every column of the run's last metrics.csv line.
 _METRICS = ("loss", "policy_loss", "value_loss", "entropy", "explained_variance",
-            "game_length")
+            "game_length", "win_rate", "q_mean", "td_abs")
+# Longest value text in a run's folder name; a longer one is cut and tagged with a hash
+# of the whole value, so two values never share a folder.
+_SLUG_CHARS = 40
 
 
 def _slug(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else value
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_")[:40] or "value"
+    slug = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "value"
+    if len(slug) <= _SLUG_CHARS:
+        return slug
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{slug[:_SLUG_CHARS - 9].rstrip('_')}-{digest}"
 
 
 def _last_metrics(path: pathlib.Path) -> dict:
-    """The last row of a run's metrics.csv, numbers as floats, empty cells dropped."""
+    """The last line of a run's metrics.csv: every column but ``iteration`` and the
+    periodic ``eval_*`` scores (a row's ``eval_*`` are the final evaluation's), numbers
+    as floats, empty cells dropped."""
     if not path.exists():
         return {}
     with path.open() as f:
@@ -61,10 +72,13 @@ def _last_metrics(path: pathlib.Path) -> dict:
     if not rows:
         return {}
     out = {}
-    for name in _METRICS:
-        cell = rows[-1].get(name, "")
-        if cell not in ("", None):
+    for name, cell in rows[-1].items():
+        if name in (None, "iteration") or name.startswith("eval_") or cell in ("", None):
+            continue
+        try:
             out[name] = float(cell)
+        except ValueError:
+            out[name] = cell
     return out
 
 
@@ -83,8 +97,10 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         the config's ``train.iterations``; the same for every run, so the runs get the
         same budget unless a run stops early (``eval.stop_score`` / ``eval.patience``:
         the row's ``stopped_because`` says why).
-      workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` and
-        the rows are also written to ``workdir/sweep.json``.
+      workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` (a
+        value of more than 40 characters is cut and tagged with a hash of the whole, so
+        a changed value never lands in a folder of another) and the rows are also
+        written to ``workdir/sweep.json``.
       variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
         applied before ``key``'s value.
@@ -96,7 +112,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
 
     Returns:
       ``[{"key", "value", "run", "iterations", "stopped_because", "train_seconds", <key>: value,
-      <last training metrics>, "eval_<opponent>": score, ...}, ...]`` in ``values`` order.
+      <every column of the run's last metrics.csv line but iteration and eval_*>,
+      "eval_<opponent>": final score, ...}, ...]`` in ``values`` order.
     """
     import algorithms
     from gomoku_jax import config as config_lib
@@ -145,7 +162,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                "iterations": report["iterations"],
                "stopped_because": report.get("stopped_because"),
                "train_seconds": round(time.perf_counter() - start, 2), key: value}
-        row.update(_last_metrics(run_dir / "metrics.csv"))
+        row.update({name: cell for name, cell in _last_metrics(run_dir / "metrics.csv").items()
+                    if name not in row})
         for name, result in report.get("evaluation", {}).items():
             row[f"eval_{name}"] = result["score"]
         if evaluate is not None:
@@ -183,9 +201,11 @@ def _cell(value: Any) -> str:
 
 
 def _names(rows: Sequence[Mapping[str, Any]]) -> tuple[set, list]:
-    """Every column name present in ``rows``, and the evaluation scores among them."""
+    """Every column name present in ``rows``, and the evaluation scores among them in
+    the order they first appear (a run's report lists its config's opponents in order)."""
     present = {name for row in rows for name in row}
-    return present, sorted(name for name in present if name.startswith("eval_"))
+    ordered = dict.fromkeys(name for row in rows for name in row)
+    return present, [name for name in ordered if name.startswith("eval_")]
 
 
 def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
@@ -227,14 +247,11 @@ def ladder_table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, path=None,
                title: str | None = None):
     """A figure of a sweep: ``metric`` per value (default: the ladder level cleared, else
-    the first evaluation score, else the final loss) and, when the rows have ladders,
-    each run's wins per pure-MCTS level. Saved to ``path`` when given; returns the
-    matplotlib figure."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    the first evaluation score, the config's first opponent's, else the final loss) and,
+    when the rows have ladders, each run's wins per pure-MCTS level. Saved to ``path`` when given; returns the
+    figure, a ``matplotlib.figure.Figure`` that pyplot does not hold (nothing to close, no
+    backend chosen; a notebook shows it)."""
+    from matplotlib.figure import Figure
 
     if not rows:
         raise ValueError("plot_sweep: no rows")
@@ -246,8 +263,8 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, pat
     if not any(metric in row for row in rows):
         raise ValueError(f"plot_sweep: no row has {metric!r}")
     ladders = [row for row in rows if row.get("ladder")]
-    fig, axes = plt.subplots(1, 2 if ladders else 1, figsize=(10 if ladders else 5.5, 4),
-                             squeeze=False)
+    fig = Figure(figsize=(10 if ladders else 5.5, 4))
+    axes = fig.subplots(1, 2 if ladders else 1, squeeze=False)
     ax = axes[0, 0]
     labels = [_cell(row["value"]) for row in rows]
     heights = [float(row.get(metric, float("nan"))) for row in rows]

@@ -114,3 +114,40 @@ def test_ladder_table_and_plot_from_rows(tmp_path):
     assert [ax.get_ylabel() for ax in fig.axes] == ["ladder_cleared", "wins of 10"]
     with pytest.raises(ValueError, match="no row has a ladder"):
         sweep.ladder_table_markdown([{"key": "k", "value": 1}])
+
+
+def test_run_folders_of_long_values_differ_and_short_ones_keep_their_names():
+    short = {"blocks": 1}
+    assert sweep._slug(short) == "blocks_1" and sweep._slug(0.01) == "0.01"
+    long_a = {"name": "se-resnet", "options": {"blocks": 1, "filters": 4}}
+    long_b = {"name": "se-resnet", "options": {"blocks": 1, "filters": 8}}
+    a, b = sweep._slug(long_a), sweep._slug(long_b)
+    assert a != b and len(a) <= 40 and len(b) <= 40
+    assert a.startswith("name_se-resnet_options_blocks_1") and a == sweep._slug(dict(long_a))
+
+
+def test_a_row_keeps_every_logged_metric_but_periodic_scores(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("iteration,loss,win_rate,q_mean,phase,eval_random,empty\n"
+                    "1,0.5,0.25,0.1,0,0.5,\n2,0.4,0.75,0.2,1,1.0,\n")
+    assert sweep._last_metrics(path) == {"loss": 0.4, "win_rate": 0.75, "q_mean": 0.2,
+                                         "phase": 1.0}
+
+
+def test_plot_default_is_the_first_opponents_score_and_leaves_pyplot_alone(tmp_path):
+    import matplotlib
+
+    backend = matplotlib.get_backend()
+    rows = [{"key": "seed", "value": v, "eval_random": 0.5 + v / 10, "eval_heuristic": 0.0}
+            for v in (1, 2)]
+    matplotlib.use("svg")  # a notebook's backend, say: saving a figure must keep it
+    try:
+        fig = sweep.plot_sweep(rows, path=tmp_path / "sweep.png")
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(backend)
+    assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fig.axes[0].get_ylabel() == "eval_random"  # not the alphabetical first
+    assert [p.get_height() for p in fig.axes[0].patches] == pytest.approx([0.6, 0.7])
+    assert sweep.sweep_table_markdown(rows).splitlines()[0] == (
+        "| seed | eval_random | eval_heuristic |")
