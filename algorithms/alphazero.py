@@ -109,7 +109,11 @@ class NetworkSettings:
         try:
             self.module(board_size)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"network: {error}") from None
+            hint = ""
+            if str(error).startswith("unknown option"):  # e.g. another network's, merged
+                hint = ("; overrides merge into the config's network.options, so give a new "
+                        "network whole: --set 'network={\"name\": ..., \"options\": {...}}'")
+            raise ValueError(f"network: {error}{hint}") from None
 
 
 def check_run(config, kind: str, learner: str) -> None:
@@ -751,7 +755,8 @@ def _selfplay_agent(spec: str | None, field: str, env: Gomoku):
         raise ValueError(
             f"selfplay.{field} {spec!r} is not a compiled (JAX) agent and cannot play "
             "inside the compiled self-play; use one that is (random, heuristic, heuristic-K, "
-            "pure-mcts-N, an exported .gjx, any of them +killer)")
+            "heuristic@P, pure-mcts-N, an exported .gjx or .gjx@N, a registered JAX agent, "
+            "any of them +killer)")
     return agent
 
 

@@ -408,7 +408,8 @@ def make(spec: str, env: Gomoku) -> Agent:
     raise ValueError(
         f"unknown agent {spec!r}: known are {_known_names()}"
         + (f", the registered {registered}" if AGENTS else "")
-        + ", each optionally with +killer"
+        + ", each optionally with +killer (an agent of your own must be registered "
+        "first: agents.register_agent, or gomoku-jax --plugin MODULE)"
     )
 
 

@@ -66,9 +66,10 @@ def load_network(path):
 
 def load(path, simulations: int | None = None, name: str | None = None) -> Loaded:
     """The playing agent of an exported file, its game and its metadata;
-    ``simulations`` overrides the stored search's."""
+    ``simulations`` overrides the stored search's. The agent's name (default) is the one
+    the command line gives it: ``path``, or ``path@N`` with ``simulations=N``."""
     meta, env, module, variables = load_network(path)
-    name = name or str(path)
+    name = name or (str(path) if simulations is None else f"{path}@{simulations}")
     kind = meta.get("agent", "search")
     if kind == "q-greedy":  # a Q network: the legal move of highest Q
         if simulations is not None:

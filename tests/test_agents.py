@@ -334,7 +334,9 @@ def test_a_registered_agent_plays_by_name_with_killer_and_in_a_match(agent_regis
 def test_the_unknown_agent_error_lists_registered_names(agent_registry):
     with pytest.raises(ValueError, match="unknown agent 'first-empty'") as plain:
         agents.make("first-empty", ENV)
-    assert "registered" not in str(plain.value)
+    assert "the registered" not in str(plain.value)  # none yet
+    assert "registered first: agents.register_agent, or gomoku-jax --plugin MODULE" in str(
+        plain.value)
     agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
     agents.register_agent("nth-empty-", _nth_empty)
     for name in ("frist-empty", "nth-empty-", "first-empty-2"):

@@ -293,6 +293,8 @@ def test_exported_agent_brings_its_game_and_plays_as_load_agent(gjx):
     env = exported.load(gjx).env
     player = app.player(gjx + "@4", 6, Gomoku(5, 4))  # the cached player that just moved
     agent = exported.load_agent(gjx, simulations=6)
+    assert agent.name == gjx + "@6"  # as the command line names it
+    assert exported.load_agent(gjx).name == gjx
     game = env.play_moves([(2, 2), (1, 1), (2, 3)])
     for seed in range(3):
         key = jax.random.key(seed)
