@@ -204,9 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gomoku-jax records generate",
         description="Play games between two agents from random openings and write them as "
                     "game records (seed 001 IV-D).")
-    parser.add_argument("--size", type=int, default=15, help="board side (default 15)")
-    parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
-    parser.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
+    # The board: each of --size, --k and --rule is the option's, else the first exported
+    # agent's (black's, then white's), else 15x15 five in a row freestyle.
+    parser.add_argument("--size", type=int,
+                        help="board side (default: the exported agent's, else 15)")
+    parser.add_argument("--k", type=int,
+                        help="stones in a row to win (default: the exported agent's, else 5)")
+    parser.add_argument("--rule", choices=["freestyle", "standard"],
+                        help="default: the exported agent's, else freestyle")
     parser.add_argument("--games", type=int, default=100, help="games to play (default 100)")
     parser.add_argument("--black", default="gomokubot",
                         help="agent playing black (default gomokubot)")
@@ -238,6 +243,13 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
                          "compressed (the name tells readers which)")
     check_folder(args.out, "--out", for_file=True)
     check_new_files([args.out], args.force)  # before the games, which may take hours
+    from gomoku_jax.cli import exported_game
+
+    board = {**{"size": 15, "k": 5, "rule": "freestyle"},
+             **exported_game([args.black, args.white]),
+             **{key: getattr(args, key) for key in ("size", "k", "rule")
+                if getattr(args, key) is not None}}
+    args.size, args.k, args.rule = board["size"], board["k"], board["rule"]
 
     played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
                       args.opening_stones, args.workers, args.seed, progress=not args.no_progress,

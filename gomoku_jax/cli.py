@@ -117,7 +117,7 @@ def _tournament_config(args: argparse.Namespace) -> dict:
             config[key] = getattr(args, key)
     if not config.get("agents"):
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
-    for key, value in _exported_game(config["agents"]).items():
+    for key, value in exported_game(config["agents"]).items():
         game.setdefault(key, value)  # what was not given: an exported agent's game
     # the rest: the game's defaults, all in the report; a wrong value names its game.KEY
     env = config_lib.from_dict(Gomoku, game, "game")
@@ -156,7 +156,7 @@ def _check_tournament_file(config: dict) -> None:
             config_lib.check_int("", key, config[key], minimum)
 
 
-def _exported_game(names) -> dict:
+def exported_game(names) -> dict:
     """``size``, ``k`` and ``rule`` of the first exported agent (``FILE.gjx``) among
     ``names``; empty when there is none."""
     from gomoku_jax import agents

@@ -422,3 +422,26 @@ def test_a_forfeited_game_is_marked_and_cannot_be_written():
     assert record.forfeit == "stubborn played 0, an illegal action"
     with pytest.raises(RecordError, match="lost by an illegal move"):
         records.validate_games([record], env)
+
+
+def test_the_generator_plays_on_the_exported_agents_board_unless_told(tmp_path, monkeypatch):
+    from gomoku_jax import io as gio
+
+    agent = tmp_path / "agent7.gjx"  # only its header is read to pick the board
+    gio.write_exported(agent, {"agent": "search", "game": {"size": 7, "k": 4,
+                                                           "rule": "standard"}},
+                       {"params": {"w": np.zeros(2, np.float32)}})
+    boards = []
+
+    def generate(size, k, rule, *rest, **kw):
+        boards.append((size, k, rule))
+        raise KeyboardInterrupt  # enough: the board is what is checked
+
+    monkeypatch.setattr(generate_records, "generate", generate)
+    for argv, board in (
+            (["--black", "random", "--white", str(agent)], (7, 4, "standard")),
+            (["--black", str(agent), "--size", "9"], (9, 4, "standard")),
+            (["--black", "random", "--white", "heuristic"], (15, 5, "freestyle"))):
+        with pytest.raises(KeyboardInterrupt):
+            generate_records.main(argv + ["--out", str(tmp_path / "games.jsonl")])
+        assert boards.pop() == board
