@@ -64,6 +64,7 @@ from mctx._src import seq_halving
 __all__ = [
     "NODE_BYTES",
     "EDGE_BYTES",
+    "IGNORES_KEY",
     "check_search_memory",
     "gumbel_muzero_policy",
     "gumbel_selection",
@@ -86,6 +87,10 @@ NODE_BYTES = 20
 # ... and per node and action: children_index, children_prior_logits, children_visits,
 # children_rewards, children_discounts, children_values (4 bytes each).
 EDGE_BYTES = 24
+# A selection function with this attribute set to True promises never to read its key
+# (mctx's Gumbel functions ``del rng_key``): `search` then splits no keys to descend, which
+# changes no result (the splits only feed the selection functions).
+IGNORES_KEY = "ignores_key"
 # Copies of the tree the check requires to fit: the search loop may hold its input
 # tree and the updated one.
 _COPIES = 2
@@ -275,13 +280,23 @@ def _split(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
     return pairs[:, 0], pairs[:, 1]
 
 
+def _ignores_key(fn) -> bool:
+    """Whether selection function ``fn`` is marked as never reading its key (see
+    `gumbel_selection`)."""
+    return getattr(fn, IGNORES_KEY, False) is True
+
+
 def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
     """Descend all B trees from the root until an unexpanded action or ``max_depth``.
 
     Returns ``(parent [B], action [B])``: the node reached and the action to expand.
     Step 0 is the root (depth 0) for every game; the loop runs while any game is still
-    descending and leaves the finished games as they are.
+    descending and leaves the finished games as they are. ``keys``: ``[B]`` keys, or one
+    key when both selection functions ignore theirs (`IGNORES_KEY`): then no key is split
+    per level.
     """
+    if _ignores_key(root_fn) and _ignores_key(interior_fn):
+        return _simulate_keyless(keys, tree, root_fn, interior_fn, max_depth)
     batch = keys.shape[0]
     node = jnp.full((batch,), _ROOT, jnp.int32)
     keys, select_keys = _split(keys)
@@ -308,6 +323,32 @@ def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
 
     _, node, action, _, _, _ = jax.lax.while_loop(
         cond, body, (keys, node, action, nxt, depth, going))
+    return node, action
+
+
+def _simulate_keyless(key, tree: Tree, root_fn, interior_fn, max_depth):
+    """`_simulate` for selection functions that ignore their key (Gumbel's): the same
+    descent without a split of B keys per level, which mctx makes and throws away."""
+    batch = tree.node_visits.shape[0]
+    node = jnp.full((batch,), _ROOT, jnp.int32)
+    action = jax.vmap(root_fn, in_axes=(None, 0, 0))(key, tree, node)
+    nxt = _gather(tree.children_index, node, action)
+    depth = jnp.ones((batch,), tree.children_prior_logits.dtype)
+    going = (nxt != _UNVISITED) & (depth < max_depth)
+
+    def cond(carry):
+        return jnp.any(carry[-1])
+
+    def body(carry):
+        node, action, nxt, depth, going = carry
+        new_action = jax.vmap(interior_fn, in_axes=(None, 0, 0, 0))(key, tree, nxt, depth)
+        new_nxt = _gather(tree.children_index, nxt, new_action)
+        new_going = (new_nxt != _UNVISITED) & (depth + 1 < max_depth)
+        return (jnp.where(going, nxt, node), jnp.where(going, new_action, action),
+                jnp.where(going, new_nxt, nxt), jnp.where(going, depth + 1, depth),
+                going & new_going)
+
+    node, action, _, _, _ = jax.lax.while_loop(cond, body, (node, action, nxt, depth, going))
     return node, action
 
 
@@ -417,11 +458,13 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         max_depth = capacity - 1
     tree = _set_root(tree, root, invalid_actions, extra_data)
     start = num_nodes(tree)  # [B] first free node
+    keyless = _ignores_key(root_action_selection_fn) and _ignores_key(
+        interior_action_selection_fn)
 
     def body(sim, carry):
         key, tree = carry
         key, simulate_key, expand_key = jax.random.split(key, 3)
-        simulate_keys = jax.random.split(simulate_key, batch)
+        simulate_keys = simulate_key if keyless else jax.random.split(simulate_key, batch)
         parent, action = _simulate(simulate_keys, tree, root_action_selection_fn,
                                    interior_action_selection_fn, max_depth)
         child = _gather(tree.children_index, parent, action)
@@ -474,6 +517,8 @@ def gumbel_selection(num_simulations: int, *, max_num_considered_actions: int = 
         max_num_considered_actions=max_num_considered_actions, qtransform=qtransform)
     interior = functools.partial(mctx.gumbel_muzero_interior_action_selection,
                                  qtransform=qtransform)
+    for fn in (root, interior):  # both begin with `del rng_key`
+        setattr(fn, IGNORES_KEY, True)
     return root, interior
 
 

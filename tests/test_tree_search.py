@@ -236,6 +236,34 @@ def test_simulation_cost_does_not_grow_with_tree(name):
     assert theirs[1] > 10 * ours[1]
 
 
+def _random_ops_in_loops(jaxpr, inside=False) -> int:
+    """Random-number equations (key splits, bits) inside ``while`` loops of ``jaxpr``."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if inside and ("threefry" in name or name.startswith("random_")):
+            count += 1
+        for sub in _sub_jaxprs(eqn):
+            count += _random_ops_in_loops(sub, inside or name == "while")
+    return count
+
+
+def test_gumbel_descends_without_splitting_keys():
+    """Gumbel's selection functions ignore their key (mctx's ``del rng_key``), so its
+    descent splits none per level, where PUCT's, which draws tie-breaking noise, must;
+    `test_gumbel_muzero_policy_equals_mctx` checks that the results are mctx's."""
+    params, root, recurrent_fn, invalid = toy_problem(0, 4, 9)
+    loops = {}
+    for name in ("muzero_policy", "gumbel_muzero_policy"):
+        jaxpr = jax.make_jaxpr(functools.partial(
+            getattr(ts, name), recurrent_fn=recurrent_fn, num_simulations=8,
+            invalid_actions=invalid))(params, jax.random.PRNGKey(0), root).jaxpr
+        loops[name] = _random_ops_in_loops(_simulation_loop(jaxpr, 9))
+    assert loops["gumbel_muzero_policy"] == 0 and loops["muzero_policy"] > 0
+    assert all(getattr(fn, ts.IGNORES_KEY) for fn in ts.gumbel_selection(8))
+    assert not any(getattr(fn, ts.IGNORES_KEY, False) for fn in ts.puct_selection())
+
+
 def test_compiled_loops_copy_no_tree(reuse):
     """XLA updates the tree in place: no instruction inside a compiled while body copies
     an array with the tree's node dimension (2 * SIMS + 1 = 61, a size nothing else has;
