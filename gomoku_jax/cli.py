@@ -573,6 +573,15 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
             0 <= args.process_id < args.num_processes):
         raise ValueError(f"--process-id must be from 0 to --num-processes - 1 = "
                          f"{args.num_processes - 1}, got {args.process_id}")
+    host, _, port = (args.coordinator or "").rpartition(":")
+    if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and port.isdigit():
+        # every process on this machine: the coordinator listens on loopback only (JAX
+        # binds every interface by default, which processes on other hosts need)
+        given["coordinator_bind_address"] = f"{host}:{port}"
+    if args.num_processes is not None and args.num_processes > 1:
+        print(f"--distributed: process {args.process_id} of {args.num_processes} waiting "
+              f"for the others at {args.coordinator or 'the detected coordinator'} (JAX "
+              "gives up after 300 s)", file=sys.stderr, flush=True)
     try:
         jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None})
     except ValueError as err:

@@ -522,7 +522,14 @@ def test_distributed_options_reach_jax_and_bad_ones_are_named(monkeypatch, capsy
                             "--process-id", "1"]) == 2
     assert seen == [{"coordinator_address": "10.0.0.1:1234", "num_processes": 2,
                      "process_id": 1}]
-    assert "give every process --coordinator HOST:PORT" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "give every process --coordinator HOST:PORT" in err
+    assert "process 1 of 2 waiting for the others at 10.0.0.1:1234" in err
+    # every process on this machine: the coordinator listens on loopback, not everywhere
+    assert cli.main(argv + ["--coordinator", "localhost:1234", "--num-processes", "2",
+                            "--process-id", "0"]) == 2
+    assert seen.pop() == {"coordinator_address": "localhost:1234", "num_processes": 2,
+                          "process_id": 0, "coordinator_bind_address": "localhost:1234"}
     assert cli.main(argv) == 2 and seen[-1] == {}  # left to JAX's own detection
     capsys.readouterr()
     assert cli.main(argv + ["--num-processes", "2", "--process-id", "2"]) == 2
