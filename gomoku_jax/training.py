@@ -51,14 +51,38 @@ class RunLog:
         self.rows: list[dict] = []
         self.write = write
         if self.path.exists():
-            with self.path.open(newline="") as f:
-                self.rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= start]
+            self.rows = self._read(start)
         self._rewrite()
         self.writer = None
         if tensorboard and write:
             from tensorboardX import SummaryWriter
 
             self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=start + 1)
+
+    def _read(self, start: int) -> list[dict]:
+        """The rows up to iteration ``start``; ValueError naming the file and line when
+        it cannot be read (an edit, a damaged disk), before anything is rewritten."""
+        advice = (f"repair {self.path} or remove it (the run then logs from its "
+                  "checkpoint on)")
+        try:
+            with self.path.open(newline="", encoding="utf-8-sig") as f:  # (Excel's BOM)
+                reader = csv.DictReader(f)
+                if "iteration" not in (reader.fieldnames or []):
+                    raise ValueError(f"{self.path} line 1: the header has no 'iteration' "
+                                     f"column (got {reader.fieldnames}); {advice}")
+                rows = []
+                for row in reader:
+                    try:
+                        iteration = int(row["iteration"])
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            f"{self.path} line {reader.line_num}: iteration "
+                            f"{row['iteration']!r} is not a whole number; {advice}") from None
+                    if iteration <= start:
+                        rows.append(row)
+                return rows
+        except (UnicodeDecodeError, csv.Error) as error:
+            raise ValueError(f"{self.path} cannot be read ({error}); {advice}") from None
 
     def _rewrite(self):
         self.fields = ["iteration"]
@@ -208,16 +232,34 @@ def _has_results(workdir: pathlib.Path) -> bool:
         if name == "checkpoints" and entry.is_dir() and all(
                 gio.UNFINISHED_SAVE in p.name for p in entry.iterdir()):
             continue
-        if name == "metrics.csv" and entry.is_file():
-            try:
-                with entry.open(newline="") as f:
-                    rows = csv.reader(f)
-                    if next(rows, None) is not None and next(rows, None) is None:
-                        continue  # a header, no row
-            except (OSError, UnicodeDecodeError, csv.Error):
-                pass  # unreadable: keep it
+        if name == "metrics.csv" and entry.is_file() and not _holds_rows(entry):
+            continue
         return True
     return False
+
+
+def _holds_rows(metrics: pathlib.Path) -> bool:
+    """Whether a ``metrics.csv`` holds more than a header (an unreadable one counts: it
+    is kept)."""
+    try:
+        with metrics.open(newline="") as f:
+            rows = csv.reader(f)
+            return not (next(rows, None) is not None and next(rows, None) is None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return True
+
+
+def _would_overwrite(workdir: pathlib.Path) -> list[str]:
+    """What a run started afresh in ``workdir`` would replace there: a ``metrics.csv``
+    with rows, evaluations in ``eval/``, ``best.gjx``."""
+    found = []
+    if (workdir / "metrics.csv").is_file() and _holds_rows(workdir / "metrics.csv"):
+        found.append("metrics.csv with logged rows")
+    if (workdir / "eval").is_dir() and any((workdir / "eval").iterdir()):
+        found.append("eval/")
+    if (workdir / "best.gjx").exists():
+        found.append("best.gjx")
+    return found
 
 
 def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
@@ -240,7 +282,9 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
     """A run starting from scratch in ``workdir`` (no checkpoint to resume from) would
     overwrite what is there: refuse when that is another experiment's (a ``config.json``
     that differs, from a start that logged an iteration or left results; see
-    `_has_results`) or a finished run's results whose checkpoints are gone."""
+    `_has_results`), files a run writes but without the ``config.json`` of one (a
+    ``metrics.csv`` with rows, ``eval/``, ``best.gjx``) or a finished run's results whose
+    checkpoints are gone."""
     stored_path = workdir / "config.json"
     if stored_path.exists():
         stored = gio.read_json_object(stored_path, "it belongs to an earlier run: choose "
@@ -255,6 +299,12 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
                 f"{workdir} holds another experiment (its config.json differs:\n  "
                 + "\n  ".join(diff) + "\n) and no checkpoint to resume from, so this run "
                 "would overwrite its files; choose another --workdir")
+    else:  # not a run of ours that failed to start: files it would replace are kept
+        found = _would_overwrite(workdir)
+        if found:
+            raise ValueError(
+                f"{workdir} holds {', '.join(found)} but no config.json or checkpoint, so "
+                "this run would overwrite them; choose another --workdir, or move them away")
     finished = [name for name in _RUN_RESULTS if (workdir / name).exists()]
     if finished:
         raise ValueError(

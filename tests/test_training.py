@@ -402,6 +402,45 @@ def test_a_start_that_got_nowhere_is_taken_over_by_another_config(learner, unint
     training._check_fresh_workdir(failed, other, "alphazero")  # as it was: taken over
 
 
+def test_files_a_run_writes_without_a_config_of_one_are_not_overwritten(learner, tmp_path):
+    work = tmp_path / "mine"
+    work.mkdir()
+    (work / "notes.txt").write_text("a file of the user's: no reason to refuse")
+    training._check_fresh_workdir(work, learner, "alphazero")
+    for name, make in (("metrics.csv with logged rows",
+                        lambda: (work / "metrics.csv").write_text("iteration,loss\n1,0.5\n")),
+                       ("eval/", lambda: (work / "eval").mkdir() or (
+                           work / "eval" / "iter_000001.json").write_text("{}")),
+                       ("best.gjx", lambda: (work / "best.gjx").write_bytes(b"agent"))):
+        make()
+        before = _digests(work)
+        with pytest.raises(ValueError, match=rf"{work} holds .*{re.escape(name)} but no "
+                                             "config.json or checkpoint"):
+            training.run(learner, work, progress=False)
+        assert _digests(work) == before
+        shutil.rmtree(work)
+        work.mkdir()
+    (work / "metrics.csv").write_text("iteration,loss\n")  # a header only: nothing to lose
+    training._check_fresh_workdir(work, learner, "alphazero")
+
+
+def test_a_damaged_metrics_file_is_named_before_anything_is_rewritten(tmp_path):
+    path = tmp_path / "metrics.csv"
+    for text, message in (
+            ("iteration,loss\n1,0.5\n2.0,0.4\n", r"line 3: iteration '2.0' is not a whole"),
+            ("iter,loss\n1,0.5\n", r"line 1: the header has no 'iteration' column"),
+            (b"\xff\xfe\x00garbage", r"cannot be read \('utf-8' codec")):
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        before = path.read_bytes()
+        with pytest.raises(ValueError, match=rf"{re.escape(str(path))} {message}.*repair "):
+            training.RunLog(tmp_path, start=1, tensorboard=False)
+        assert path.read_bytes() == before
+    path.write_bytes("\ufeffiteration,loss\n1,0.5\n2,0.4\n".encode())  # as Excel saves it
+    log = training.RunLog(tmp_path, start=1, tensorboard=False)
+    assert log.rows == [{"iteration": "1", "loss": "0.5"}]
+    assert path.read_text() == "iteration,loss\n1,0.5\n"
+
+
 def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupted, tmp_path,
                                                             capsys):
     straight, report = uninterrupted
