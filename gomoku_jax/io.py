@@ -727,7 +727,7 @@ def read_exported(path) -> tuple[dict, dict]:
         )
     try:
         header = json.loads(data[_HEADER_START:header_end].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise fail(f"corrupt header (not UTF-8 JSON: {e})") from None
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
         found = header.get("format") if isinstance(header, dict) else header
@@ -762,7 +762,12 @@ def read_exported(path) -> tuple[dict, dict]:
         raise fail(
             f"corrupt payload: expected a map of variables, found {type(variables).__name__}"
         )
-    variables = jax.tree_util.tree_map(
-        lambda x: np.array(x) if isinstance(x, np.ndarray) else x, variables
-    )
+    for path, leaf in jax.tree_util.tree_leaves_with_path(variables):
+        if not isinstance(leaf, np.ndarray) or not (
+                jax.dtypes.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
+            kind = (f"an array of {leaf.dtype}" if isinstance(leaf, np.ndarray)
+                    else f"a {type(leaf).__name__}")
+            raise fail(f"corrupt payload: {jax.tree_util.keystr(path, simple=True, separator='.')}"
+                       f" is {kind}, not an array of numbers")
+    variables = jax.tree_util.tree_map(np.array, variables)
     return metadata, variables

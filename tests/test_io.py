@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import pickle
 import shutil
@@ -484,6 +485,44 @@ def test_exported_corrupt_header_is_caught(tmp_path):
     data = bytearray(path.read_bytes())
     data[12] = ord("[")  # the JSON object's opening brace
     path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupt header"):
+        read_exported(path)
+
+
+def _with_payload(path, state):
+    """Rewrite an exported file around another (msgpack) payload, its header's size and
+    hash made to match: a file whose bytes are intact but whose content is wrong."""
+    import hashlib
+
+    from flax import serialization
+
+    payload = serialization.msgpack_serialize(state)
+    data = path.read_bytes()
+    (n,) = struct.unpack("<I", data[8:12])
+    path.write_bytes(data[:12 + n])
+    _with_header(path, payload_size=len(payload),
+                 payload_sha256=hashlib.sha256(payload).hexdigest())
+    path.write_bytes(path.read_bytes() + payload)
+
+
+@pytest.mark.parametrize("leaf, where, kind", [("hello", "bad", "a str"), (3, "bad", "a int"),
+                                               ({"deeper": [1.0]}, "bad.deeper.0", "a float")])
+def test_exported_leaf_that_is_not_numbers_is_refused(tmp_path, leaf, where, kind):
+    path = tmp_path / "p.gjx"
+    write_exported(path, METADATA, _variables())
+    _with_payload(path, {"params": {"w": np.zeros(2, np.float32), "bad": leaf}})
+    with pytest.raises(CheckpointError, match=rf"{path}: corrupt payload: params.{where} is "
+                                              rf"{re.escape(kind)}, not an array of numbers"):
+        read_exported(path)
+
+
+def test_exported_header_nested_too_deep_is_corrupt_not_a_crash(tmp_path):
+    path = tmp_path / "p.gjx"
+    write_exported(path, METADATA, _variables())
+    data = path.read_bytes()
+    (n,) = struct.unpack("<I", data[8:12])
+    body = ("[" * 100_000 + "]" * 100_000).encode()
+    path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body + data[12 + n:])
     with pytest.raises(CheckpointError, match="corrupt header"):
         read_exported(path)
 
