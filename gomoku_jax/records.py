@@ -52,8 +52,11 @@ One game per file: a header line ``Piskvorky 15x15, 11:11, 0`` (only the board s
 what follows (engine names, a result code, the tournament) is read leniently: the
 first two lines that are not numbers are taken as the black and white players. The
 moves are strict: a coordinate off the board or a repeated cell is an error naming the
-line. The winner comes from the replay (``None`` when the moves end without a result,
-e.g. a time loss). A ``.psq`` does not say k or the rule: they come from ``env``
+line, and so is a line that ends the moves while move lines follow it, or a garbled
+move line anywhere (it starts ``number,number`` but is not ``x,y`` or ``x,y,time_ms``
+in whole numbers: ``1.5,5,0``, ``5,5,abc``): no move is dropped unsaid. The winner
+comes from the replay (``None`` when the moves end without a result, e.g. a time
+loss). A ``.psq`` does not say k or the rule: they come from ``env``
 (default 5 in a row, freestyle, Gomocup's freestyle rule).
 """
 
@@ -365,8 +368,8 @@ def _header(env: Gomoku, metadata: Mapping | None) -> dict:
             raise ValueError(f"metadata must be a mapping (a JSON object), got {metadata!r}")
         try:
             head["metadata"] = json.loads(json.dumps(dict(metadata)))  # JSON data only
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"metadata must hold JSON data only: {err}") from None
+        except (TypeError, ValueError, RecursionError) as err:
+            raise ValueError(f"metadata must hold JSON data only: {_json_error(err)}") from None
     return head
 
 
@@ -506,14 +509,23 @@ def _numbered_lines(path: Path):
                           f"says ({type(err).__name__}: {err})") from None
 
 
+def _json_error(err: Exception) -> str:
+    """Why ``json.loads`` failed: its message, or (a `RecursionError`) that the JSON is
+    nested too deeply for it."""
+    if isinstance(err, RecursionError):
+        return f"nested too deeply to read ({err})"
+    return str(err)
+
+
 def _header_json(path: Path, number: int, text):
     if isinstance(text, RecordError):
         raise text
     try:
         return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise RecordError(str(path), number, f"bad JSON in the header ({err}); records files "
-                          "are JSON Lines (.jsonl, or .jsonl.gz compressed)") from None
+    except (json.JSONDecodeError, RecursionError) as err:
+        why = f"bad JSON in the header ({_json_error(err)})"
+        raise RecordError(str(path), number, f"{why}; records files are JSON Lines (.jsonl, "
+                          "or .jsonl.gz compressed)") from None
 
 
 def read_header(path) -> dict:
@@ -553,8 +565,8 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
             continue
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError as err:
-            problems.append(RecordError(str(path), number, f"bad JSON: {err}"))
+        except (json.JSONDecodeError, RecursionError) as err:
+            problems.append(RecordError(str(path), number, f"bad JSON: {_json_error(err)}"))
             continue
         try:
             found.append((number, _parse_game(obj, config)))
@@ -586,6 +598,15 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
 _PSQ_HEADER = re.compile(r"^\s*piskvorky\s+(\d+)\s*x\s*(\d+)", re.IGNORECASE)
 _PSQ_MOVE = re.compile(r"^\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*(?:,\s*[+-]?\d+\s*)?$")
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
+# A line that starts like a move (two numbers and a comma) but is not `_PSQ_MOVE`.
+_PSQ_GARBLED = re.compile(r"^\s*[+-]?[\d.]+\s*,\s*[+-]?[\d.]+\s*(?:,|$)")
+
+
+def _check_psq_trailer_line(source: str, number: int, line: str) -> None:
+    """Raise a `RecordError` if ``line``, not a move line, looks like a garbled one."""
+    if _PSQ_GARBLED.match(line):
+        raise RecordError(source, number, f"{line.strip()[:40]!r} is a garbled move line "
+                          "(x,y or x,y,time in whole numbers)")
 
 
 def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Game:
@@ -622,6 +643,10 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
     for j, (number, line) in enumerate(numbered[1:], start=1):
         mv = _PSQ_MOVE.match(line)
         if mv is None:
+            if any(_PSQ_MOVE.match(later) for _, later in numbered[j + 1:]):
+                _check_psq_trailer_line(source, number, line)
+                raise RecordError(source, number, f"{line.strip()[:40]!r} is not a move line "
+                                  "(x,y,time), but moves follow")
             trailer_from = j
             break
         x, y = int(mv.group(1)), int(mv.group(2))
@@ -633,6 +658,8 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
                               f"{width}x{width} board (x and y run from 1 to {width})")
         moves.append((y - 1) * width + (x - 1))
         lines_of.append(number)
+    for number, line in numbered[trailer_from:]:
+        _check_psq_trailer_line(source, number, line)
     names = [line.strip() for _, line in numbered[trailer_from:] if not _INTEGER.match(line)][:2]
     names += ["black", "white"][len(names):]
     game = Game(env.size, env.k, env.rule, tuple(moves), None, names[0], names[1], 0, source)
@@ -658,7 +685,8 @@ def read_psq(path, env: Gomoku | None = None) -> Game:
 
 def _psq_name(name: str) -> str:
     name = " ".join(str(name).split())
-    return name if name and not _INTEGER.match(name) and not _PSQ_MOVE.match(name) else f"[{name}]"
+    plain = not (_INTEGER.match(name) or _PSQ_MOVE.match(name) or _PSQ_GARBLED.match(name))
+    return name if name and plain else f"[{name}]"
 
 
 def format_psq(game: Game) -> str:

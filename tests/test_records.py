@@ -445,3 +445,92 @@ def test_the_generator_plays_on_the_exported_agents_board_unless_told(tmp_path, 
         with pytest.raises(KeyboardInterrupt):
             generate_records.main(argv + ["--out", str(tmp_path / "games.jsonl")])
         assert boards.pop() == board
+
+
+# ------------------------------------------------------------------ bad input (appended)
+
+
+@pytest.mark.parametrize("bad, phrase", [
+    ("foo,bar,baz", "'foo,bar,baz' is not a move line (x,y,time), but moves follow"),
+    ("RAPFI25.zip", "'RAPFI25.zip' is not a move line (x,y,time), but moves follow"),
+    ("5,5,abc", "'5,5,abc' is a garbled move line"),
+    ("1.5,5,0", "'1.5,5,0' is a garbled move line"),
+    ("5,5,0,0", "'5,5,0,0' is a garbled move line"),
+])
+def test_a_psq_line_that_cuts_the_moves_short_is_an_error(bad, phrase):
+    # It used to end the moves quietly: 9,8 and the rest were lost, or taken as names.
+    text = PSQ.replace("9,8,120\n", f"{bad}\n9,8,120\n")
+    with pytest.raises(RecordError) as info:
+        records.parse_psq(text, source="cut.psq")
+    assert (info.value.path, info.value.line) == ("cut.psq", 3)
+    assert phrase in info.value.reason and str(info.value).startswith("cut.psq:3: ")
+    short = "Piskvorky 9x9, 11:11, 0\n5,5,0\nfoo,bar,baz\n6,6,0\n"
+    with pytest.raises(RecordError, match=r"^<psq>:3: 'foo,bar,baz' is not a move line "
+                       r"\(x,y,time\), but moves follow$"):
+        records.parse_psq(short)
+
+
+@pytest.mark.parametrize("garbled", ["5,5,abc", "1.5,5,0", "5,5,"])
+def test_a_garbled_psq_move_is_an_error_even_as_the_last_line(garbled):
+    text = PSQ.replace("8,12,1\n", f"8,12,1\n{garbled}\n")  # no move line after it
+    with pytest.raises(RecordError, match=r"bad.psq:11: .* is a garbled move line"):
+        records.parse_psq(text, source="bad.psq")
+    after_names = PSQ.replace("JAX25.zip\n", f"JAX25.zip\n{garbled}\n")
+    with pytest.raises(RecordError, match=r"bad.psq:13: .* is a garbled move line"):
+        records.parse_psq(after_names, source="bad.psq")
+
+
+def test_psq_trailer_lines_still_read_leniently():
+    g = records.parse_psq(PSQ + "\nsome tournament, round 3\n1:05\n")
+    assert g.length == 9 and (g.black, g.white) == ("RAPFI25.zip", "JAX25.zip")
+    nameless = records.parse_psq("Piskvorky 5x5, 0:0, 0\n3,3,0\n2,2\n-1\n0,Freestyle5_1\n")
+    assert nameless.moves == (a(2, 2), a(1, 1))
+    assert (nameless.black, nameless.white) == ("0,Freestyle5_1", "white")
+
+
+@pytest.mark.parametrize("name", ["1.5,2,0", "5,5,abc", "3,4", "7"])
+def test_psq_names_that_look_like_moves_are_written_so_they_read_back(tmp_path, name):
+    g = game(BLACK_WIN, 0, black=name, white="w")
+    path = tmp_path / "g.psq"
+    records.write_psq(path, g)
+    back = records.read_psq(path, ENV)
+    assert back.moves == BLACK_WIN and (back.black, back.white) == (f"[{name}]", "w")
+
+
+DEEP = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError, not JSONDecodeError
+
+
+def test_json_nested_too_deeply_is_bad_json_skipped_with_its_line(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    deep_game = json.dumps(json.loads(line(rc(WHITE_WIN), "white"))).replace(
+        '"moves": [', '"moves": [' + DEEP + ", ", 1)
+    path.write_text("\n".join([HEADER, line(rc(BLACK_WIN), "black"), DEEP, deep_game,
+                               line(rc(UNFINISHED), None)]) + "\n")
+    errors = []
+    games = records.read_records(path, errors=errors)
+    assert [(g.moves, g.winner) for g in games] == [(BLACK_WIN, 0), (UNFINISHED, None)]
+    assert [e.line for e in errors] == [3, 4]
+    assert all(e.reason.startswith("bad JSON: nested too deeply") for e in errors)
+    with pytest.warns(records.RecordWarning) as caught:
+        assert len(records.read_records(path)) == 2
+    assert [str(w.message).split(": bad JSON")[0] for w in caught] == [
+        f"skipped a malformed game record: {path}:{n}" for n in (3, 4)]
+    with pytest.raises(RecordError, match=f"{re.escape(str(path))}:3: bad JSON: nested too "
+                       "deeply"):
+        records.read_records(path, on_error="raise")
+
+
+def test_a_header_nested_too_deeply_is_bad_json_in_the_header(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("\n" + DEEP + "\n" + line(rc(BLACK_WIN), "black") + "\n")
+    for read in (records.read_records, records.read_header):
+        with pytest.raises(RecordError, match=r"deep.jsonl:2: bad JSON in the header \(nested "
+                           r"too deeply .*JSON Lines"):
+            read(path)
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="metadata must hold JSON data only: nested too deeply"):
+        records.write_records(tmp_path / "out.jsonl", [game(BLACK_WIN, 0)], ENV,
+                              metadata={"deep": deep})
+    assert not (tmp_path / "out.jsonl").exists()
