@@ -47,7 +47,7 @@ from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_o
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, replay, symmetry, training
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_number
+from gomoku_jax.config import check_int, check_number, check_seed
 from gomoku_jax.game import Gomoku, State
 
 __all__ = [
@@ -119,7 +119,7 @@ class NetworkSettings:
 def check_run(config, kind: str, learner: str) -> None:
     """The checks every learner config shares: ``seed``, ``checkpoint_every`` and a
     ``network`` of ``kind`` that builds for ``game.size`` (see `NetworkSettings.check`)."""
-    check_int("config", "seed", config.seed, 0)
+    check_seed("config", "seed", config.seed)
     check_int("config", "checkpoint_every", config.checkpoint_every)
     config.network.check(config.game.size, kind, learner)
     ev = config.eval

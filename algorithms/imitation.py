@@ -76,7 +76,7 @@ from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, ch
 from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
 from gomoku_jax import features, networks, records, symmetry
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_number
+from gomoku_jax.config import check_int, check_number, check_seed
 from gomoku_jax.game import Gomoku
 
 __all__ = [
@@ -116,7 +116,7 @@ class GenerateSettings:
         check_int("data.generate", "games", self.games)
         check_int("data.generate", "opening_stones", self.opening_stones, 0)
         check_int("data.generate", "workers", self.workers)
-        check_int("data.generate", "seed", self.seed, 0)
+        check_seed("data.generate", "seed", self.seed)
         for name in ("black", "white"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"data.generate.{name} must be an agent name, "

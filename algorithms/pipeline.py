@@ -52,7 +52,7 @@ from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, networks, records, training
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int
+from gomoku_jax.config import check_int, check_seed
 
 __all__ = [
     "ImitationStage",
@@ -139,7 +139,7 @@ class PipelineConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
-        check_int("config", "seed", self.seed, 0)
+        check_seed("config", "seed", self.seed)
         check_int("config", "checkpoint_every", self.checkpoint_every)
         if self.checkpoint_every != 1:
             raise ValueError("checkpoint_every must be 1 for a pipeline (one checkpoint per "

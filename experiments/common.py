@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
+from gomoku_jax.config import seed_argument
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
     parser.add_argument("--opening-stones", type=int, default=4,
                         help="random stones near the centre of the searched positions "
                              "(default 4)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     add_out_argument(parser, report_example)
 
 

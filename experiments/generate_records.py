@@ -199,6 +199,7 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
 def build_parser() -> argparse.ArgumentParser:
     from experiments.common import output_file  # imports JAX: not in the workers' import
     from gomoku_jax.cli import ArgumentParser
+    from gomoku_jax.config import seed_argument
 
     parser = ArgumentParser(
         prog="gomoku-jax records generate",
@@ -222,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "2(k-1) (default 4)")
     parser.add_argument("--workers", type=int, default=max(1, min(os.cpu_count() or 1, 8)),
                         help="worker processes (default: the CPU count, at most 8)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     parser.add_argument("--out", type=output_file, required=True,
                         help="the records file to write (.jsonl or .jsonl.gz)")
     parser.add_argument("--force", action="store_true",

@@ -108,9 +108,11 @@ def _tournament_config(args: argparse.Namespace) -> dict:
         except ValueError as err:
             raise config_lib.ConfigError(f"tournament config {args.config}: {err}") from None
     game = dict(config.get("game", {}))
+    source = {key: f"tournament config {args.config}" for key in game}  # for errors
     for key in ("size", "k", "rule"):
         if getattr(args, key) is not None:
             game[key] = getattr(args, key)
+            source[key] = f"--{key}"
     config["game"] = game
     for key in ("agents", "games_per_pair", "opening_stones", "seed"):
         if getattr(args, key) is not None:
@@ -118,9 +120,16 @@ def _tournament_config(args: argparse.Namespace) -> dict:
     if not config.get("agents"):
         raise ValueError("a tournament needs agents: --agents NAME NAME ... or a config's \"agents\"")
     for key, value in exported_game(config["agents"]).items():
-        game.setdefault(key, value)  # what was not given: an exported agent's game
+        if key not in game:  # what was not given: an exported agent's game
+            game[key], source[key] = value, "the first exported agent's file"
     # the rest: the game's defaults, all in the report; a wrong value names its game.KEY
-    env = config_lib.from_dict(Gomoku, game, "game")
+    # and where it came from
+    try:
+        env = config_lib.from_dict(Gomoku, game, "game")
+    except config_lib.ConfigError as err:
+        key = re.search(r"\b(?:game|GameConfig)\.(\w+)", str(err))
+        where = source.get(key.group(1)) if key else None
+        raise config_lib.ConfigError(f"{err} (from {where})" if where else str(err)) from None
     config["game"] = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
         config.setdefault(key, value)  # every setting in the report, defaults included
@@ -151,9 +160,11 @@ def _check_tournament_file(config: dict) -> None:
             if not isinstance(name, str) or not name.strip():
                 raise ValueError(f"agents[{i}] must be an agent name (a non-empty string), "
                                  f"got {name!r}")
-    for key, minimum in (("games_per_pair", 1), ("opening_stones", 0), ("seed", None)):
+    for key, minimum in (("games_per_pair", 1), ("opening_stones", 0)):
         if key in config:
             config_lib.check_int("", key, config[key], minimum)
+    if "seed" in config:
+        config_lib.check_seed("", "seed", config["seed"])
 
 
 def exported_game(names) -> dict:
@@ -269,7 +280,6 @@ def _learner_from_args(args: argparse.Namespace):
 
 
 def _export(args: argparse.Namespace) -> int:
-    import json as _json
     import shutil
 
     import algorithms
@@ -307,7 +317,8 @@ def _export(args: argparse.Namespace) -> int:
     if not config_path.exists():
         raise ValueError(f"{workdir} is not a training work directory (no config.json)")
     config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(config_path))
-    cfg = config_lib.from_dict(config_class, _json.loads(config_path.read_text()))
+    cfg = config_lib.from_dict(config_class, gio.read_json_object(
+        config_path, "restore the run's config.json or train again"))
     learner = make_learner(cfg)
     state, _ = training.restore(learner, workdir)
     if state is None:
@@ -399,6 +410,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from gomoku_jax import config as config_lib
+
     parser = ArgumentParser(
         prog="gomoku-jax",
         description="A JAX-native research framework for Gomoku and other k-in-a-row games.",
@@ -418,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--size", type=int, default=15, help="board side, 3 to 19 (default 15)")
     game.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
     game.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
-    game.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    game.add_argument("--seed", type=config_lib.seed_argument, default=0, help="random seed (default 0)")
     game.add_argument("--moves", action="store_true", help="also print the move list")
     game.add_argument("--svg", type=Path, default=None, help="write an SVG picture here")
     tour = sub.add_parser("tournament", help="round robin between named agents")
@@ -435,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="games each pair plays, colours alternating (config or 20)")
     tour.add_argument("--opening-stones", type=int, default=None,
                       help="random stones near the centre before each pair of games (config or 0)")
-    tour.add_argument("--seed", type=int, default=None, help="random seed (config or 0)")
+    tour.add_argument("--seed", type=config_lib.seed_argument, default=None, help="random seed (config or 0)")
     tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
     tour.add_argument("--force", action="store_true",
                       help="replace the reports already in --out (refused without it)")
@@ -456,13 +469,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="address to bind (default 127.0.0.1: this machine only)")
     play.add_argument("--port", type=int, default=8000,
                       help="port (default 8000; 0 = a free port, printed on start)")
-    play.add_argument("--seed", type=int, default=0, help="random seed for the agent (default 0)")
+    play.add_argument("--seed", type=config_lib.seed_argument, default=0, help="random seed for the agent (default 0)")
     play.add_argument("--open", action="store_true", help="open the page in a web browser")
     play.add_argument("--verbose", action="store_true", help="log every request")
     pbrain = sub.add_parser("pbrain", help="run an agent as a Gomocup (Piskvork) brain on stdin/stdout")
     pbrain.add_argument("--agent", default="heuristic",
                         help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
-    pbrain.add_argument("--seed", type=int, default=0, help="random seed for the agent (default 0)")
+    pbrain.add_argument("--seed", type=config_lib.seed_argument, default=0, help="random seed for the agent (default 0)")
     train = sub.add_parser("train", help="train an experiment config (resumes from checkpoints)")
     train.add_argument("--config", type=Path, required=True,
                        help="experiment JSON, e.g. experiments/configs/az_9x9_cpu.json")

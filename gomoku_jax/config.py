@@ -43,15 +43,44 @@ class ConfigError(ValueError):
     """A config file, a ``--set`` override or a config value is wrong."""
 
 
-def check_int(owner: str, name: str, value, minimum: int | None = 1) -> None:
+# The largest seed: seeds are offset (per game, per evaluation) and become JAX keys, which
+# take 64-bit integers, so they are kept to 32 bits.
+SEED_MAX = 2**32 - 1
+
+
+def check_int(owner: str, name: str, value, minimum: int | None = 1,
+              maximum: int | None = None) -> None:
     """For a config's ``__post_init__``: ``value`` is an integer >= ``minimum`` (any
-    integer when ``minimum`` is None). The error names ``owner.name`` (``name`` alone
-    when ``owner`` is empty)."""
+    integer when ``minimum`` is None) and <= ``maximum`` (when given). The error names
+    ``owner.name`` (``name`` alone when ``owner`` is empty)."""
     if isinstance(value, bool) or not isinstance(value, int) or (
-            minimum is not None and value < minimum):
+            minimum is not None and value < minimum) or (
+            maximum is not None and value > maximum):
         label = f"{owner}.{name}" if owner else name
-        bound = "" if minimum is None else f" >= {minimum}"
+        if maximum is not None:
+            bound = f" from {minimum} to {maximum}" if minimum is not None else f" <= {maximum}"
+        else:
+            bound = "" if minimum is None else f" >= {minimum}"
         raise ValueError(f"{label} must be an integer{bound}, got {value!r}")
+
+
+def check_seed(owner: str, name: str, value) -> None:
+    """`check_int` for a seed: from 0 to `SEED_MAX`."""
+    check_int(owner, name, value, 0, SEED_MAX)
+
+
+def seed_argument(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: an integer from 0 to `SEED_MAX`."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {SEED_MAX}, "
+                                         f"got {text!r}")
+    return value
 
 
 def check_number(owner: str, name: str, value, low: float, high: float,
@@ -78,6 +107,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = json.loads(raw)
     except json.JSONDecodeError:
         value = raw
+    except RecursionError:
+        raise ConfigError(f"override {key}: the value is JSON nested too deeply to read") from None
     return key, value
 
 
@@ -226,6 +257,8 @@ def read_json(path, what: str = "config file"):
                           "it should be JSON") from None
     except json.JSONDecodeError as error:
         raise ConfigError(f"{name} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{name} is not valid JSON: nested too deeply to read") from None
     except OSError as error:
         raise ConfigError(f"{name} cannot be read: {error}") from None
 
@@ -254,12 +287,18 @@ def load_file(
                           "algorithm)")
     known = data.get("variants", {})
     algorithm = data.get("algorithm", "alphazero")
+    if not isinstance(known, Mapping) or not all(
+            isinstance(v, Mapping) for v in known.values()):
+        raise ConfigError(f"config file {str(path)!r}: variants must be an object of named "
+                          'variants, each an object of overrides ({"smoke": {"train.batch": '
+                          f"8}}}}), got {brief_json(known)}")
     for name in variants:
+        if not isinstance(name, str):
+            raise ConfigError(f"a variant is named by a string, got {name!r}")
         if name not in known:
             raise ConfigError(f"config file {str(path)!r} has no variant {name!r}; it has: "
                               f"{', '.join(sorted(known)) or 'none'}")
-        if isinstance(known[name], Mapping) and known[name].get(
-                "algorithm", algorithm) != algorithm:
+        if known[name].get("algorithm", algorithm) != algorithm:
             raise ConfigError(f"config file {str(path)!r}: variant {name!r} sets algorithm, "
                               f"which the file chooses ({algorithm!r}); a variant cannot "
                               "change it")
@@ -268,9 +307,20 @@ def load_file(
     _check_meta_overrides(path, overrides, algorithm)
     data = apply_overrides(data, overrides)
     description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"description: expected a string, got {brief_json(description)}")
     if variants:
         description += f" [variants: {', '.join(variants)}]"
     return from_dict(cls, data), description
+
+
+def brief_json(value, width: int = 60) -> str:
+    """``value`` as JSON, cut to ``width`` characters, for an error message."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _check_meta_overrides(path, overrides: Mapping[str, Any], algorithm) -> None:

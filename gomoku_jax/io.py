@@ -176,7 +176,7 @@ def read_json_object(path, advice: str) -> dict:
     holds something else."""
     try:
         stored = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(f"{path} is unreadable ({brief(e)}); {advice}") from None
     if not isinstance(stored, dict):
         raise CheckpointError(f"{path} must hold a JSON object, found {brief(_json(stored))}; "

@@ -178,10 +178,14 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     ('{"game": {"size": 9, "kk": 3}, "agents": ["random", "heuristic"]}',
      "bad.json: game.kk: unknown setting; known: size, k, rule"),
     ('{"game": [9], "agents": ["random", "heuristic"]}', "bad.json: game must be an object"),
-    ('{"game": {"rule": 3}, "agents": ["random", "heuristic"]}', "game.rule: expected a string"),
+    ('{"game": {"rule": 3}, "agents": ["random", "heuristic"]}',
+     "game.rule: expected a string, got 3 (from tournament config "),
     ('{"agents": "random"}', "agents must be a list of agent names, got 'random'"),
     ('{"agents": ["random", 3]}', "agents[1] must be an agent name (a non-empty string), got 3"),
-    ('{"agents": ["random", "heuristic"], "seed": "abc"}', "seed must be an integer, got 'abc'"),
+    ('{"agents": ["random", "heuristic"], "seed": "abc"}',
+     "seed must be an integer from 0 to 4294967295, got 'abc'"),
+    ('{"agents": ["random", "heuristic"], "seed": 99999999999999999999}',
+     "seed must be an integer from 0 to 4294967295, got 99999999999999999999"),
     ('{"agents": ["random", "heuristic"], "games_per_pair": 0}',
      "games_per_pair must be an integer >= 1, got 0"),
     ('{"agents": ["random", "heuristic"], "opening_stones": 1.5}',
@@ -196,6 +200,20 @@ def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
     assert cli.main(["tournament", "--config", str(config), "--size", "5", "--k", "4"]) == 2
     err = capsys.readouterr().err
     assert text in err and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_a_bad_board_setting_names_where_it_came_from(tmp_path, capsys):
+    config = tmp_path / "t.json"
+    config.write_text('{"agents": ["random", "heuristic"], "game": {"size": 9, "k": 12}}')
+    for argv, text in ((["--agents", "random", "heuristic", "--size", "25"],
+                        "GameConfig.size must be from 3 to 19, got 25 (from --size)"),
+                       (["--config", str(config)],
+                        f"GameConfig.k must be from 3 to 9, got 12 (from tournament config "
+                        f"{config})"),
+                       (["--config", str(config), "--k", "4", "--size", "2"],
+                        "got 2 (from --size)")):
+        assert cli.main(["tournament", *argv]) == 2
+        assert text in capsys.readouterr().err
 
 
 def test_tournament_refuses_a_games_per_pair_below_one(capsys):

@@ -107,6 +107,32 @@ def test_the_file_keeps_its_algorithm_and_variants_from_overrides(tmp_path):
     assert cfg.seed == 2
 
 
+@pytest.mark.parametrize("data, args, message", [
+    ({"variants": {"smoke": 5}}, {"variants": ["smoke"]},
+     r"variants must be an object of named variants, each an object of overrides .* got "
+     r'\{"smoke": 5\}'),
+    ({"variants": ["smoke"]}, {}, r'variants must be an object .* got \["smoke"\]'),
+    ({"variants": {"smoke": {}}}, {"variants": [1]}, "a variant is named by a string, got 1"),
+    ({"description": 5, "seed": 1}, {}, "description: expected a string, got 5"),
+    ({"seed": 1}, {"overrides": ["description=5"]}, "description: expected a string, got 5"),
+    ({"seed": 1}, {"overrides": ["seed=" + "[" * 100_000]}, "seed: the value is JSON nested too "
+                                                           "deeply"),
+])
+def test_meta_keys_of_the_wrong_kind_are_named(tmp_path, data, args, message):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(cfglib.ConfigError, match=message):
+        cfglib.load_file(Outer, path, **args)
+
+
+def test_json_nested_too_deeply_is_not_valid_json(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(cfglib.ConfigError, match="deep.json' is not valid JSON: nested too "
+                                                 "deeply to read"):
+        cfglib.load_file(Outer, path)
+
+
 def test_a_sweep_refuses_to_sweep_or_override_the_algorithm(tmp_path):
     from gomoku_jax import sweep
 
@@ -125,3 +151,17 @@ def test_check_int_names_a_bare_key_and_takes_any_integer_without_a_minimum():
         cfglib.check_int("", "seed", "abc", None)
     with pytest.raises(ValueError, match=r"^train.steps must be an integer >= 1, got 0$"):
         cfglib.check_int("train", "steps", 0)
+
+
+def test_seeds_are_kept_to_32_bits_everywhere_they_are_given():
+    import argparse
+
+    cfglib.check_seed("config", "seed", cfglib.SEED_MAX)
+    for bad in (-1, cfglib.SEED_MAX + 1, 10**30, 1.0, True):
+        with pytest.raises(ValueError, match=rf"config.seed must be an integer from 0 to "
+                                             rf"{cfglib.SEED_MAX}, got {bad!r}"):
+            cfglib.check_seed("config", "seed", bad)
+    assert cfglib.seed_argument("7") == 7
+    for text in ("-1", "99999999999999999999", "1.5", "x"):
+        with pytest.raises(argparse.ArgumentTypeError, match=rf"from 0 to {cfglib.SEED_MAX}"):
+            cfglib.seed_argument(text)
