@@ -7,6 +7,20 @@ server sends and posts what the player clicks. Every request is checked there: a
 or illegal one gets HTTP 400 with ``{"error": "..."}`` naming the problem, and the game is
 left as it was.
 
+Only the page itself may drive the server, not another web page the user happens to visit
+(which could otherwise start games, load local files by path or start long searches). Refused
+before anything is done, with ``{"error": "..."}`` saying why:
+
+* 403, any request whose ``Host`` header is not the address the server listens on
+  (``127.0.0.1:PORT``, ``localhost:PORT``, ``[::1]:PORT``, or the host it was told to bind;
+  bound to every interface, also this machine's name or any IP address): a defence against
+  DNS rebinding, where another site's name is made to point at this machine;
+* 403, any request with an ``Origin`` header other than the server's own origin
+  (``http://`` and one of those addresses), and any ``/api/`` request whose
+  ``Sec-Fetch-Site`` says it comes from another site;
+* 415, a POST whose ``Content-Type`` is not ``application/json`` (so a browser must ask first,
+  with a CORS preflight, which the server does not answer, before another site can post).
+
 JSON API (all answers are JSON; ``STATE`` is `PlayApp.snapshot`):
 
 ================================  =====================================================
@@ -49,7 +63,9 @@ import dataclasses
 import functools
 import http.server
 import importlib.resources
+import ipaddress
 import json
+import socket
 import threading
 import urllib.parse
 from typing import Any, Callable
@@ -82,6 +98,10 @@ MAX_BUDGET = 20_000
 _COLOURS = {"black": BLACK, "white": WHITE}
 _COLOUR_NAMES = {BLACK: "black", WHITE: "white"}
 _MAX_BODY = 64 * 1024
+_MAX_DEPTH = 16  # arrays and objects in a request body (the API needs 2)
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")  # names of this machine, always accepted
+_EVERY_INTERFACE = ("", "0.0.0.0", "::")
+_SAME_SITE = ("same-origin", "none")  # Sec-Fetch-Site of the page's own requests, typed URLs
 _WEB_FILES = {  # URL path -> (file under gomoku_jax/web/, content type)
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -631,10 +651,46 @@ def _web_file(name: str) -> bytes:
     return importlib.resources.files("gomoku_jax").joinpath("web", name).read_bytes()
 
 
+def _address(value: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``Host`` header's ``HOST[:PORT]`` (lower case, an IPv6 host
+    without its brackets, port 80 when absent), or None if it is not one."""
+    value = value.strip()
+    try:
+        url = urllib.parse.urlsplit(f"http://{value}")
+        port = url.port
+    except ValueError:
+        return None
+    if (not url.hostname or url.netloc != value or "@" in value or url.path or url.query
+            or url.fragment):
+        return None
+    return url.hostname, 80 if port is None else port
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """A header's value for an error message, cut to ``limit`` characters."""
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
+def _depth(value: Any) -> int:
+    """How deeply parsed JSON nests arrays and objects (a scalar: 0), counted without
+    recursion and only up to ``_MAX_DEPTH + 1``."""
+    depth, level = 0, [value]
+    while depth <= _MAX_DEPTH:
+        containers = [v for v in level if isinstance(v, (list, dict))]
+        if not containers:
+            break
+        depth += 1
+        level = [item for v in containers for item in (v.values() if isinstance(v, dict) else v)]
+    return depth
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "gomoku-jax-play"
-    app: PlayApp  # set on the subclass made by make_server
+    app: PlayApp  # set on the subclass made by make_server, with the three below
     quiet = True
+    port = 0  # the port the server listens on
+    hosts: frozenset[str] = frozenset(_LOOPBACK)  # the names it answers to (as `_address`)
+    any_ip = False  # bound to every interface: any IP address of this machine is its own
 
     def log_message(self, format, *args):  # noqa: A002 (the base class's name)
         if not self.quiet:
@@ -651,6 +707,64 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _json(self, status: int, obj) -> None:
         self._send(status, json.dumps(obj).encode(), "application/json")
 
+    def _ours(self, value: str) -> bool:
+        """Whether ``HOST[:PORT]`` (a ``Host`` header, an origin without ``http://``) is
+        the address this server listens on."""
+        address = _address(value)
+        if address is None or address[1] != self.port:
+            return False
+        if address[0] in self.hosts:
+            return True
+        if self.any_ip:
+            try:
+                ipaddress.ip_address(address[0])
+            except ValueError:
+                return False
+            return True
+        return False
+
+    def _where(self) -> str:
+        """The addresses `_ours` accepts, for the error messages."""
+        names = [h for h in _LOOPBACK if h in self.hosts] + sorted(self.hosts - {*_LOOPBACK})
+        shown = [f"http://{f'[{h}]' if ':' in h else h}:{self.port}" for h in names]
+        if self.any_ip:
+            shown.append(f"http://IP-ADDRESS:{self.port} (any address of this machine)")
+        return ", ".join(shown)
+
+    def _check_sender(self, post: bool, api: bool) -> None:
+        """Refuse (`PlayError`) a request that is not addressed to this server (403: the
+        ``Host`` header, against DNS rebinding), that another web page sent (403: its
+        ``Origin``, or the ``Sec-Fetch-Site`` of an ``api`` request), or a POST whose body is
+        not declared JSON (415: another site cannot send that without a CORS preflight)."""
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) != 1 or not self._ours(hosts[0]):
+            got = (f"{len(hosts)} Host headers" if len(hosts) > 1 else
+                   f"Host {_shown(hosts[0])}" if hosts else "no Host header")
+            raise PlayError(f"this server answers only requests addressed to it "
+                            f"({self._where()}), got {got}: open the page at one of those "
+                            "addresses (another name pointing here is refused, against DNS "
+                            "rebinding)", status=403)
+        origins = self.headers.get_all("Origin") or []
+        if origins:
+            origin = origins[0].strip()
+            if (len(origins) > 1 or origin[:7].lower() != "http://"
+                    or not self._ours(origin[7:])):
+                raise PlayError(f"requests from other web pages are refused: Origin "
+                                f"{_shown(origins[0])} is not this server's "
+                                f"({self._where()})", status=403)
+        site = self.headers.get("Sec-Fetch-Site")
+        if api and site is not None and site.strip().lower() not in _SAME_SITE:
+            raise PlayError(f"requests from other web pages are refused: Sec-Fetch-Site "
+                            f"{_shown(site)} (the page's own requests are same-origin)",
+                            status=403)
+        if post:
+            kind = self.headers.get("Content-Type")
+            if (kind or "").partition(";")[0].strip().lower() != "application/json":
+                raise PlayError(f"a POST request must send JSON with the header Content-Type: "
+                                "application/json, got " + (
+                                    "none" if kind is None else f"Content-Type {_shown(kind)}"),
+                                status=415)
+
     def _body(self) -> Any:
         length = self.headers.get("Content-Length")
         try:
@@ -662,14 +776,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         raw = self.rfile.read(size) if size else b""
         if not raw.strip():
             return {}
+        too_deep = (f"the request body is not valid JSON: it nests arrays or objects too "
+                    f"deeply (at most {_MAX_DEPTH} levels)")
         try:
-            return json.loads(raw.decode("utf-8"))
+            body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise PlayError(f"the request body is not valid JSON ({err})") from None
+        except RecursionError:  # deeper than the interpreter's recursion limit
+            raise PlayError(too_deep) from None
+        if _depth(body) > _MAX_DEPTH:  # later code (an error's repr) may recurse on it
+            raise PlayError(too_deep)
+        return body
 
     def do_GET(self):  # noqa: N802 (the base class's name)
         url = urllib.parse.urlsplit(self.path)
         try:
+            # Another site may link to the page, never read or drive the API.
+            self._check_sender(post=False, api=url.path not in _WEB_FILES)
             if url.path in _WEB_FILES:
                 name, kind = _WEB_FILES[url.path]
                 return self._send(200, _web_file(name), kind)
@@ -698,9 +821,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         actions = {"/api/new": self.app.new_game, "/api/move": self.app.move,
                    "/api/reply": self.app.reply, "/api/undo": self.app.undo,
                    "/api/analyse": self.app.analyse}
-        if url.path not in actions:
-            return self._json(404, {"error": f"no such action {url.path!r}"})
         try:
+            self._check_sender(post=True, api=True)
+            if url.path not in actions:
+                return self._json(404, {"error": f"no such action {url.path!r}"})
             return self._json(200, actions[url.path](self._body()))
         except PlayError as err:
             return self._json(err.status, {"error": str(err)})
@@ -711,7 +835,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
                 verbose: bool = False) -> http.server.ThreadingHTTPServer:
     """A threading HTTP server for ``app`` bound to ``host:port`` (port 0: a free port,
-    read it from ``server.server_address[1]``); call ``serve_forever()`` to run it."""
+    read it from ``server.server_address[1]``); call ``serve_forever()`` to run it. It
+    answers only requests addressed to ``host:port`` (or a loopback name with that port) that
+    no other web page sent (see the module docstring)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
     handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
@@ -721,6 +847,16 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
         raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); try "
                          "another --port, or --port 0 for a free one") from None
     server.daemon_threads = True
+    # The names it answers to (`_Handler._check_sender`): this machine's loopback names, the
+    # host it was told and the address that became; bound to every interface, also this
+    # machine's name and any IP address (a browser that reached it by IP is not rebound).
+    told = host.strip().lower().strip("[]")
+    hosts = {*_LOOPBACK, told, str(server.server_address[0]).lower()} - {""}
+    handler.any_ip = told in _EVERY_INTERFACE
+    if handler.any_ip:
+        hosts.add(socket.gethostname().lower())
+    handler.hosts = frozenset(hosts)
+    handler.port = server.server_address[1]
     return server
 
 

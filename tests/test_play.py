@@ -1,7 +1,9 @@
 """`gomoku-jax play`: the JSON API without a browser, then one real game in headless Chromium."""
 
+import http.client
 import json
 import os
+import re
 import pathlib
 import shutil
 import threading
@@ -43,6 +45,28 @@ class Client:
 
     def post(self, path, body=None, raw=None):
         return self.request("POST", path, {} if body is None and raw is None else body, raw)
+
+
+def _raw(base, method, path, headers, body=None):
+    """``(status, JSON body)`` of one request with exactly ``headers`` (no Host, Origin or
+    Content-Type unless given there), as another web page or a rebound name could send it."""
+    host, port = base.rsplit("/", 1)[1].rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def _port(client):
+    return int(client.base.rsplit(":", 1)[1])
 
 
 def _serve(app):
@@ -195,6 +219,207 @@ def test_a_malformed_request_gets_400_naming_the_problem(served, path, raw, prob
     status, body = client.post(path, raw=raw)
     assert status == 400 and problem in body["error"], body
     assert client.get("/api/state")[1] == before
+
+
+def test_json_nested_too_deeply_gets_400_not_500(served):
+    _, client = served
+    client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    client.post("/api/move", {"row": 2, "col": 2})
+    before = client.get("/api/state")[1]
+    deep = 5000  # json.loads raises RecursionError
+    for path, raw in (("/api/move", b"[" * deep + b"]" * deep),
+                      ("/api/new", b'{"agent": ' + b"[" * deep + b"]" * deep + b"}"),
+                      ("/api/move", b'{"row": ' + b"[" * 900 + b"]" * 900 + b', "col": 1}'),
+                      ("/api/move", b'{"row": ' + b"{\"a\": " * 17 + b"1" + b"}" * 17 + b"}")):
+        status, body = client.post(path, raw=raw)
+        assert status == 400, (path, raw[:40], body)
+        assert body["error"] == ("the request body is not valid JSON: it nests arrays or "
+                                 "objects too deeply (at most 16 levels)")
+    status, body = client.post("/api/move", {"row": [[[[1]]]], "col": 1})  # not too deep
+    assert status == 400 and body["error"] == "row must be an integer, got [[[[1]]]]"
+    assert client.get("/api/state")[1] == before
+
+
+# ------------------------------------------------------------- other web pages
+def _own_headers(port, origin=True):
+    """The headers of the page's own POSTs (app.js `api`): Chromium adds Origin to a
+    same-origin POST and Sec-Fetch-Site to every request."""
+    headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
+               "Sec-Fetch-Site": "same-origin"}
+    return {**headers, "Origin": f"http://127.0.0.1:{port}"} if origin else headers
+
+
+def _a_game_to_spoil(client):
+    """A game in progress, and its state: a refused request must leave it as it is."""
+    client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    client.post("/api/move", {"row": 3, "col": 3})
+    client.post("/api/reply")
+    return client.get("/api/state")[1]
+
+
+def test_the_request_from_another_site_in_the_report_is_refused(served):
+    _, client = served
+    before = _a_game_to_spoil(client)
+    status, body = _raw(client.base, "POST", "/api/new", {
+        "Content-Type": "text/plain", "Origin": "http://evil.example",
+        "Host": "evil.example:80"}, b'{"agent":"pure-mcts-3","colour":"white"}')
+    assert status == 403, body
+    assert "got Host 'evil.example:80'" in body["error"] and "DNS rebinding" in body["error"]
+    assert client.get("/api/state")[1] == before
+
+
+@pytest.mark.parametrize("kind", [
+    None, "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x", "application/jsonx", "text/json", ""])
+def test_a_post_that_is_not_declared_json_gets_415(served, kind):
+    _, client = served
+    before = _a_game_to_spoil(client)
+    port = _port(client)
+    headers = {k: v for k, v in _own_headers(port).items() if k != "Content-Type"}
+    if kind is not None:
+        headers["Content-Type"] = kind
+    for path, raw in (("/api/new", b'{"agent": "pure-mcts-3", "colour": "white"}'),
+                      ("/api/move", b'{"row": 0, "col": 0}'), ("/api/undo", b"{}"),
+                      ("/api/reply", None)):
+        status, body = _raw(client.base, "POST", path, headers, raw)
+        assert status == 415, (path, body)
+        got = "none" if kind is None else f"Content-Type {kind!r}"
+        assert body["error"] == ("a POST request must send JSON with the header Content-Type: "
+                                 f"application/json, got {got}")
+    assert client.get("/api/state")[1] == before
+
+
+@pytest.mark.parametrize("host", [
+    "evil.example:{port}", "evil.example", "evil.example:80", "127.0.0.1", "127.0.0.1:{other}",
+    "localhost", "localhost.evil.example:{port}", "127.0.0.1.evil.example:{port}",
+    "127.0.0.2:{port}", "user@127.0.0.1:{port}", "127.0.0.1:{port}/x", "127.0.0.1:{port}:1",
+    "[::2]:{port}", "192.168.1.10:{port}", "", None])
+def test_a_request_addressed_to_another_host_gets_403(served, host):
+    _, client = served
+    before = _a_game_to_spoil(client)
+    port = _port(client)
+    headers = {k: v for k, v in _own_headers(port, origin=False).items() if k != "Host"}
+    if host is not None:
+        headers["Host"] = host.format(port=port, other=port + 1 if port < 65535 else 1)
+    got = "no Host header" if host is None else f"Host {headers['Host']!r}"
+    for method, path, raw in (("GET", "/api/state", None), ("GET", "/", None),
+                              ("GET", "/api/agent-info?name=pure-mcts-7", None),
+                              ("POST", "/api/new", b'{"colour": "white"}'),
+                              ("POST", "/api/move", b'{"row": 0, "col": 0}'),
+                              ("POST", "/api/nope", b"{}")):
+        status, body = _raw(client.base, method, path, headers, raw)
+        assert status == 403, (method, path, body)
+        assert body["error"] == (
+            f"this server answers only requests addressed to it (http://127.0.0.1:{port}, "
+            f"http://localhost:{port}, http://[::1]:{port}), got {got}: open the page at one "
+            "of those addresses (another name pointing here is refused, against DNS rebinding)")
+    assert client.get("/api/state")[1] == before
+
+
+def test_two_host_headers_get_403(served):
+    _, client = served
+    port = _port(client)
+    status, body = _raw(client.base, "GET", "/api/state",
+                        {"Host": f"127.0.0.1:{port}", "host": "evil.example"})
+    assert status == 403 and "got 2 Host headers" in body["error"]
+
+
+@pytest.mark.parametrize("origin", [
+    "http://evil.example", "null", "https://127.0.0.1:{port}", "http://127.0.0.1:{other}",
+    "http://127.0.0.1", "http://localhost:{port}.evil.example", "http://evil.example:{port}",
+    "file://", "http://127.0.0.1:{port}/", "ws://127.0.0.1:{port}", ""])
+def test_a_request_from_another_origin_gets_403(served, origin):
+    _, client = served
+    before = _a_game_to_spoil(client)
+    port = _port(client)
+    origin = origin.format(port=port, other=port + 1 if port < 65535 else 1)
+    headers = {**_own_headers(port), "Origin": origin}
+    for method, path, raw in (("GET", "/api/state", None), ("GET", "/", None),
+                              ("POST", "/api/new", b'{"colour": "white"}'),
+                              ("POST", "/api/move", b'{"row": 0, "col": 0}')):
+        status, body = _raw(client.base, method, path, headers, raw)
+        assert status == 403, (method, path, body)
+        assert body["error"] == (
+            f"requests from other web pages are refused: Origin {origin!r} is not this "
+            f"server's (http://127.0.0.1:{port}, http://localhost:{port}, http://[::1]:{port})")
+    assert client.get("/api/state")[1] == before
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site"])
+def test_another_site_may_link_to_the_page_but_not_use_the_api(served, site):
+    _, client = served
+    before = _a_game_to_spoil(client)
+    port = _port(client)
+    headers = {**_own_headers(port, origin=False), "Sec-Fetch-Site": site}
+    for method, path in (("GET", "/api/state"), ("GET", "/api/agents"),
+                         ("GET", "/api/agent-info?name=pure-mcts-7"), ("POST", "/api/undo")):
+        status, body = _raw(client.base, method, path, headers, b"{}" if method == "POST"
+                            else None)
+        assert status == 403, (method, path, body)
+        assert body["error"] == (f"requests from other web pages are refused: Sec-Fetch-Site "
+                                 f"{site!r} (the page's own requests are same-origin)")
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    connection.request("GET", "/", headers={"Host": f"localhost:{port}", "Sec-Fetch-Site": site})
+    response = connection.getresponse()  # a link from another site opens the page
+    assert response.status == 200 and b"<title>gomoku-jax" in response.read()
+    connection.close()
+    assert client.get("/api/state")[1] == before
+
+
+def test_the_pages_own_requests_are_accepted(served):
+    _, client = served
+    port = _port(client)
+    own = _own_headers(port)
+    status, state = _raw(client.base, "POST", "/api/new", own,
+                         b'{"colour": "black", "agent": "heuristic"}')
+    assert status == 200 and state["move_count"] == 0
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LocalHost:{port}",
+                 f"[::1]:{port}"):
+        for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}",
+                       f"http://[::1]:{port}"):
+            headers = {**own, "Host": host, "Origin": origin,
+                       "Content-Type": "application/json; charset=UTF-8"}
+            assert _raw(client.base, "POST", "/api/analyse", headers, b"{}")[0] == 200
+    status, state = _raw(client.base, "POST", "/api/move", own, b'{"row": 1, "col": 2}')
+    assert status == 200 and state["board"][1][2] == 1
+    status, state = _raw(client.base, "POST", "/api/reply", own, b"{}")
+    assert status == 200 and state["move_count"] == 2
+    status, state = _raw(client.base, "POST", "/api/undo", own, b"{}")
+    assert status == 200 and state["move_count"] == 0
+    gets = {k: v for k, v in own.items() if k not in ("Origin", "Content-Type")}
+    for path in ("/api/state", "/api/agents", "/api/agent-info?name=pure-mcts-7"):
+        assert _raw(client.base, "GET", path, gets)[0] == 200
+        assert _raw(client.base, "GET", path, {**gets, "Sec-Fetch-Site": "none"})[0] == 200
+    # Every POST of the page sends a JSON body, so `api` sends Content-Type: application/json.
+    script = (ROOT / "gomoku_jax" / "web" / "app.js").read_text()
+    posts = re.findall(r'api\("POST", "[^"]+"(, [^)]+)?\)', script)
+    assert len(posts) == 5 and all(posts), posts
+    assert 'options.headers["Content-Type"] = "application/json"' in script
+
+
+def test_a_server_bound_elsewhere_answers_to_that_host():
+    app = PlayApp("heuristic", size=9, seed=0)
+    for told, accepted, refused in (
+            ("localhost", ["localhost", "127.0.0.1", "[::1]"], ["evil.example", "10.1.2.3"]),
+            ("0.0.0.0", ["0.0.0.0", "127.0.0.1", "10.1.2.3", "[fe80::1]", "localhost"],
+             ["evil.example", "localhost.evil.example"])):
+        server = make_server(app, told, 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.server_address[1]
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for host in accepted:
+                headers = {"Host": f"{host}:{port}", "Origin": f"http://{host}:{port}"}
+                assert _raw(base, "GET", "/api/state", headers)[0] == 200, (told, host)
+            for host in refused:
+                status, body = _raw(base, "GET", "/api/state", {"Host": f"{host}:{port}"})
+                assert status == 403 and "DNS rebinding" in body["error"], (told, host)
+                status, body = _raw(base, "GET", "/api/state", {
+                    "Host": f"127.0.0.1:{port}", "Origin": f"http://{host}:{port}"})
+                assert status == 403 and "Origin" in body["error"], (told, host)
+        finally:
+            server.shutdown()
+            server.server_close()
 
 
 def test_a_game_to_its_end_then_moves_are_refused(served):
