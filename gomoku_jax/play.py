@@ -760,7 +760,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if post:
             kind = self.headers.get("Content-Type")
             if (kind or "").partition(";")[0].strip().lower() != "application/json":
-                raise PlayError(f"a POST request must send JSON with the header Content-Type: "
+                raise PlayError("a POST request must send JSON with the header Content-Type: "
                                 "application/json, got " + (
                                     "none" if kind is None else f"Content-Type {_shown(kind)}"),
                                 status=415)
