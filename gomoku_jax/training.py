@@ -278,6 +278,45 @@ def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
     return report if isinstance(report, dict) and report.get("iterations") == iteration else None
 
 
+def check_state_memory(learner, limit_bytes: int | None = None) -> int:
+    """Refuse a learner whose state (parameters, optimizer, replay buffer, games in
+    progress) would not fit; returns its bytes.
+
+    The state's size comes from ``jax.eval_shape(learner.init)`` (nothing allocated); the
+    limit is ``limit_bytes``, else the free memory of the learner's devices (their
+    ``memory_stats()``, summed), or the host's available RAM for CPU devices. Without the
+    check, a buffer of 10**10 positions made the first allocation wait forever.
+    """
+    from gomoku_jax.tree_search import available_bytes
+
+    shapes = jax.eval_shape(learner.init)
+    need = sum(int(np.prod(leaf.shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
+               for leaf in jax.tree.leaves(shapes) if hasattr(leaf, "dtype")
+               and not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key))
+    if limit_bytes is None:
+        devices = list(getattr(getattr(learner, "mesh", None), "devices", np.array(
+            jax.local_devices())).flat)
+        devices = [d for d in devices if d.process_index == jax.process_index()] or [
+            jax.local_devices()[0]]
+        if all(d.platform == "cpu" for d in devices):
+            limit, source = available_bytes(devices[0])
+        else:
+            found = [available_bytes(d) for d in devices]
+            limit, source = sum(f for f, _ in found), found[0][1]
+    else:
+        limit, source = int(limit_bytes), "limit_bytes"
+    if need > limit:
+        config = getattr(learner, "config", None)
+        train = getattr(config, "train", None)
+        hint = "".join(f"; train.{name} is {getattr(train, name)}" for name in (
+            "buffer_capacity", "batch_size") if hasattr(train, name))
+        raise ValueError(f"the learner's state (parameters, optimizer, replay buffer, games) "
+                         f"needs {need / 2**30:.2f} GiB, more than the {source} of "
+                         f"{limit / 2**30:.2f} GiB{hint}: make the buffer or the batches "
+                         "smaller")
+    return need
+
+
 def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None:
     """A run starting from scratch in ``workdir`` (no checkpoint to resume from) would
     overwrite what is there: refuse when that is another experiment's (a ``config.json``
@@ -371,6 +410,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                             upgrade=_upgrade(learner), cleanup=True)
     write(workdir / "config.json",
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
+    if restored is None:
+        check_state_memory(learner)
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
     if restored is not None and progress:

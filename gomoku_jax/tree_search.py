@@ -65,6 +65,7 @@ __all__ = [
     "NODE_BYTES",
     "EDGE_BYTES",
     "IGNORES_KEY",
+    "available_bytes",
     "check_search_memory",
     "gumbel_muzero_policy",
     "gumbel_selection",
@@ -117,7 +118,7 @@ def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
     return int(batch) * ((int(num_simulations) + 1) * per_node + 8 * int(num_actions))
 
 
-def _available_bytes(device=None) -> tuple[int, str]:
+def available_bytes(device=None) -> tuple[int, str]:
     """Free memory of ``device`` (default ``jax.devices()[0]``) and where it came from:
     the device's ``memory_stats()`` when it has them, else the host's available RAM."""
     device = jax.devices()[0] if device is None else device
@@ -147,7 +148,7 @@ def check_search_memory(batch: int, num_simulations: int, num_actions: int,
     """
     need = search_memory_bytes(batch, num_simulations, num_actions, embedding_bytes)
     if limit_bytes is None:
-        limit, source = _available_bytes(device)
+        limit, source = available_bytes(device)
     else:
         if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, np.integer)) or (
             limit_bytes <= 0

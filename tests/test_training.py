@@ -424,6 +424,21 @@ def test_files_a_run_writes_without_a_config_of_one_are_not_overwritten(learner,
     training._check_fresh_workdir(work, learner, "alphazero")
 
 
+def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, tmp_path):
+    need = training.check_state_memory(learner, limit_bytes=2**50)
+    params = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(learner.init().variables))
+    assert need > params  # the buffer and the games count too
+    with pytest.raises(ValueError, match=rf"needs {need / 2**30:.2f} GiB, more than the "
+                                         r"limit_bytes of .*train.buffer_capacity is "):
+        training.check_state_memory(learner, limit_bytes=need - 1)
+    huge = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), {"train.buffer_capacity": 10**10})),
+        devices=jax.devices()[:1])
+    with pytest.raises(ValueError, match=r"GiB, more than the .*train.buffer_capacity is "
+                                         r"10000000000"):
+        training.run(huge, tmp_path / "huge", progress=False)  # at once, not after a wait
+
+
 def test_a_damaged_metrics_file_is_named_before_anything_is_rewritten(tmp_path):
     path = tmp_path / "metrics.csv"
     for text, message in (
