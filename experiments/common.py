@@ -48,11 +48,18 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
 
 
 def output_file(text: str) -> Path:
-    """An ``argparse`` type for a file a command writes when it is done: a directory is
-    refused at once, not after the work."""
+    """An ``argparse`` type for a file a command writes when it is done: a directory, or
+    a place where its folder cannot be made or written (a file in the way, no write
+    permission), is refused at once, not after the work."""
+    from gomoku_jax.io import check_folder
+
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; give the file to write")
+    try:
+        check_folder(path, "", for_file=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).strip()) from None
     return path
 
 

@@ -106,6 +106,17 @@ def test_missing_options_are_named_when_every_option_given_is_known(capsys):
         assert "the following arguments are required: --out" in capsys.readouterr().err
 
 
+def test_a_benchmark_refuses_an_out_it_could_not_write_before_running(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", "game", "--quick", "--out", str(afile / "bench.json")])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert f"{afile} exists and is not a folder, so no folder can be made inside it" in err
+    assert "plies/s" not in out  # refused before the benchmark ran
+
+
 def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "game", "--sizes", "5", "--batches", "4", "8", "--k", "4",
