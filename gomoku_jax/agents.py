@@ -440,8 +440,8 @@ def parse_exported(spec: str) -> tuple[str, int | None] | None:
     path, at, sims = spec.rpartition("@")
     if not (at and path.endswith(".gjx")):
         return None
-    if not sims.isdigit():
-        raise ValueError(f"{spec!r}: the simulations after '@' must be a number")
+    if not sims.isdigit() or int(sims) < 1:
+        raise ValueError(f"{spec!r}: the simulations after '@' must be a whole number >= 1")
     return path, int(sims)
 
 

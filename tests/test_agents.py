@@ -193,8 +193,10 @@ def test_exported_agent_names_are_parsed_one_way():
     assert agents.parse_exported("runs/a@b/final.gjx@64") == ("runs/a@b/final.gjx", 64)
     assert agents.parse_exported("heuristic@0.5") is None
     assert agents.parse_exported("pure-mcts-100") is None
-    with pytest.raises(ValueError, match="after '@' must be a number"):
-        agents.parse_exported("final.gjx@many")
+    for bad in ("final.gjx@many", "final.gjx@0", "final.gjx@-3"):
+        with pytest.raises(ValueError, match=rf"'{bad}': the simulations after '@' must be a "
+                                             "whole number >= 1"):
+            agents.parse_exported(bad)
     assert agents.exported_path("x/final.gjx@64+killer") == "x/final.gjx"
     assert agents.exported_path("x/final.gjx+killer+killer") == "x/final.gjx"
     assert agents.exported_path("heuristic+killer") is None

@@ -312,7 +312,8 @@ def test_an_exported_opponent_is_read_when_training_starts_not_when_a_config_bui
         training.run(az.make_learner(cfg, devices=jax.devices()[:1]), tmp_path / "run",
                      progress=False)
     assert not (tmp_path / "run" / "config.json").exists()  # refused before anything
-    with pytest.raises(ValueError, match=r"eval.opponents\[0\]: .*after '@' must be a number"):
+    with pytest.raises(ValueError,
+                       match=r"eval.opponents\[0\]: .*after '@' must be a whole number"):
         cfglib.load_file(az.AlphaZeroConfig, CONFIG, overrides={"eval.opponents": ["a.gjx@x"]})
 
 
