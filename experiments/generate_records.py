@@ -106,6 +106,11 @@ def _init_worker(settings: dict, plugins: tuple[str, ...] = ()) -> None:
     # starts new workers for ever instead of failing.
     import importlib
 
+    import signal
+
+    # Ctrl-C in a terminal reaches every process of the group: the parent stops the pool
+    # and keeps the finished games; a worker's traceback would only bury its message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for module in plugins:  # the parent's --plugin modules: their registered names
             importlib.import_module(module)
@@ -177,23 +182,39 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
     arena.opening_moves(env, jax.random.key(0), opening_stones)  # checks K
     bar = tqdm(total=games, desc=f"{black_agent.name} vs {white_agent.name}", disable=not progress)
     results: dict = {}
-    if pool is None and (workers == 1 or games == 1):
-        for g in range(games):
-            results[g] = play_game(env, black_agent, white_agent, seed, g, opening_stones)
-            bar.update()
-    else:
-        own = pool is None
-        if own:
-            pool = WorkerPool(size, k, rule, black, white, min(workers, games))
-        try:
-            for g, record in pool.play(seed, games, opening_stones):
-                results[g] = record
+    try:
+        if pool is None and (workers == 1 or games == 1):
+            for g in range(games):
+                results[g] = play_game(env, black_agent, white_agent, seed, g, opening_stones)
                 bar.update()
-        finally:
+        else:
+            own = pool is None
             if own:
-                pool.close()
+                pool = WorkerPool(size, k, rule, black, white, min(workers, games))
+            try:
+                for g, record in pool.play(seed, games, opening_stones):
+                    results[g] = record
+                    bar.update()
+            finally:
+                if own:
+                    pool.close()
+    except KeyboardInterrupt:
+        bar.close()
+        first = 0
+        while first in results:
+            first += 1
+        raise Interrupted([results[g] for g in range(first)], len(results), games) from None
     bar.close()
     return [results[g] for g in range(games)]
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `generate`: ``records`` are the finished games 0 .. n-1 (what a run
+    of n games gives), ``finished`` counts every finished game, ``asked`` the games asked."""
+
+    def __init__(self, records: list, finished: int, asked: int):
+        super().__init__(f"{finished} of {asked} games finished")
+        self.records, self.finished, self.asked = records, finished, asked
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,8 +256,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     """The command line; ``pool``: play on this `WorkerPool` (``--workers`` ignored)."""
     args = build_parser().parse_args(argv)
-    from gomoku_jax import records
-    from gomoku_jax.game import Gomoku
     from gomoku_jax.io import check_folder, check_new_files
 
     if not args.out.name.endswith((".jsonl", ".jsonl.gz")):
@@ -252,9 +271,27 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
                 if getattr(args, key) is not None}}
     args.size, args.k, args.rule = board["size"], board["k"], board["rule"]
 
-    played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
-                      args.opening_stones, args.workers, args.seed, progress=not args.no_progress,
-                      pool=pool)
+    try:
+        played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
+                          args.opening_stones, args.workers, args.seed,
+                          progress=not args.no_progress, pool=pool)
+    except Interrupted as stop:  # Ctrl-C: keep what a shorter run would have written
+        if stop.records:
+            args.games = len(stop.records)
+            _write(args, stop.records)
+        print(f"interrupted: {'wrote' if stop.records else 'no file:'} the first "
+              f"{len(stop.records)} games of the {stop.asked} asked, as --games "
+              f"{len(stop.records)} writes them ({stop.finished - len(stop.records)} more "
+              "finished out of order were dropped)", file=sys.stderr)
+        raise KeyboardInterrupt from None
+    return _write(args, played)
+
+
+def _write(args, played) -> int:
+    """Write ``played`` (`GameRecord`s of games 0, 1, ...) to ``args.out``."""
+    from gomoku_jax import records
+    from gomoku_jax.game import Gomoku
+
     env = Gomoku(args.size, args.k, args.rule)
     forfeited = [r for r in played if r.forfeit]
     metadata = {"generator": "experiments.generate_records", "black": args.black,

@@ -403,7 +403,9 @@ def test_generator_settings_are_checked(tmp_path, capsys):
     assert "a records file is .jsonl, or .jsonl.gz compressed" in capsys.readouterr().err
     assert not text.exists()
     inside = out / "games.jsonl"  # `out` is a file: no folder can be made there
-    assert cli.main(["records", "generate"] + ARGS + ["--out", str(inside)]) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused as the option is read
+        cli.main(["records", "generate"] + ARGS + ["--out", str(inside)])
+    assert exit_.value.code == 2
     assert f"{out} exists and is not a folder, so no folder can be made" in (
         capsys.readouterr().err)
 
@@ -534,3 +536,24 @@ def test_a_header_nested_too_deeply_is_bad_json_in_the_header(tmp_path):
         records.write_records(tmp_path / "out.jsonl", [game(BLACK_WIN, 0)], ENV,
                               metadata={"deep": deep})
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_ctrl_c_keeps_the_finished_games_as_a_shorter_run_writes_them(tmp_path, monkeypatch,
+                                                                       capsys):
+    short = tmp_path / "short.jsonl"
+    assert generate_records.main(ARGS[:5] + ["3"] + ARGS[6:] + ["--workers", "1", "--out",
+                                                                 str(short)]) == 0
+    play = generate_records.play_game
+
+    def stopped_at_game_3(env, black, white, seed, index, opening_stones):
+        if index == 3:
+            raise KeyboardInterrupt  # Ctrl-C while game 3 is played
+        return play(env, black, white, seed, index, opening_stones)
+
+    monkeypatch.setattr(generate_records, "play_game", stopped_at_game_3)
+    cut = tmp_path / "cut.jsonl"
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt):
+        generate_records.main(ARGS + ["--workers", "1", "--out", str(cut)])
+    assert "interrupted: wrote the first 3 games of the 4 asked" in capsys.readouterr().err
+    assert cut.read_bytes() == short.read_bytes()
