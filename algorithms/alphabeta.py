@@ -1366,6 +1366,10 @@ class GomokuBotAgent(_HeuristicSearch):
 _NAME = re.compile(r"^(minimax|alphabeta|negamax|gomokubot)(?:-(\d+))?$")
 
 
+# The largest board `by_name` builds "minimax" for (`MinimaxAgent` itself takes any).
+MINIMAX_MAX_SIZE = 4
+
+
 def by_name(name: str, env: Gomoku) -> PythonAgent:
     """An agent from a short name: ``"minimax"`` (exact solver), ``"alphabeta"`` /
     ``"alphabeta-D"`` / ``"negamax-D"`` (`NegamaxAgent` of depth D, default 2),
@@ -1380,6 +1384,11 @@ def by_name(name: str, env: Gomoku) -> PythonAgent:
     if kind == "minimax":
         if depth is not None:
             raise ValueError(f"{name!r}: minimax searches to the end and takes no depth")
+        if env.size > MINIMAX_MAX_SIZE:
+            raise ValueError(
+                f"{name!r} solves boards up to {MINIMAX_MAX_SIZE}x{MINIMAX_MAX_SIZE}: it "
+                f"searches every game to its end, which on {env.size}x{env.size} would not "
+                "finish; use alphabeta-D or gomokubot-D there")
         return MinimaxAgent(env)
     if depth is not None and int(depth) < 1:
         raise ValueError(f"{name!r}: the depth must be at least 1")

@@ -151,8 +151,10 @@ def main(argv=None) -> dict:
                                                "numpy_seconds": 3.0})
     for n in args.sizes:
         Gomoku(n, args.k, args.rule)  # a clear error before any timing
-    if args.repeats < 1 or any(b < 1 for b in args.batches or [1]) or args.numpy_seconds <= 0:
-        parser.error("--repeats and --batches must be positive, --numpy-seconds above 0")
+    if args.repeats < 1 or any(b < 1 for b in args.batches or [1]) or not (
+            0 < args.numpy_seconds < float("inf")):  # (nan fails both)
+        parser.error("--repeats and --batches must be positive, --numpy-seconds a finite "
+                     "number above 0")
     report = run(args.sizes, tuple(args.batches) if args.batches else None, args.k, args.rule,
                  args.repeats, args.numpy_seconds, args.seed, progress=not args.no_progress)
     return publish(report, format_report(report), args.out)

@@ -534,6 +534,8 @@ def test_by_name(env9, ttt):
     assert isinstance(b, GomokuBotAgent) and b.depth == 6 and b.top_n == 10
     assert by_name("GomokuBot-4", env9).depth == 4
     for bad, why in (("minimax-3", "minimax searches to the end and takes no depth"),
+                     ("minimax", "'minimax' solves boards up to 4x4: it searches every game "
+                                 "to its end, which on 9x9 would not finish"),
                      ("alphabeta-0", "the depth must be at least 1"),
                      ("mcts", "unknown search agent 'mcts'"),
                      ("gomokubot-x", "unknown search agent 'gomokubot-x'"),

@@ -117,6 +117,14 @@ def test_a_benchmark_refuses_an_out_it_could_not_write_before_running(tmp_path, 
     assert "plies/s" not in out  # refused before the benchmark ran
 
 
+@pytest.mark.parametrize("seconds", ["inf", "nan", "0"])
+def test_bench_game_wants_a_finite_time_for_the_reference(seconds, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", "game", "--quick", "--numpy-seconds", seconds])
+    assert exit_.value.code == 2
+    assert "--numpy-seconds a finite number above 0" in capsys.readouterr().err
+
+
 def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "game", "--sizes", "5", "--batches", "4", "8", "--k", "4",
