@@ -61,6 +61,7 @@ version (it reads version 1 only), the sizes and the hash before decoding the pa
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -503,12 +504,24 @@ class Checkpointer:
         hashes = _leaf_hashes(savable)
         if stored is None or not steps:
             self._write_config()
-        saved = self._manager.save(
-            step,
-            args=self._ocp.args.StandardSave(savable),
-            custom_metadata={_METADATA_KEY: {"sha256": hashes}},
-        )
-        self._manager.wait_until_finished()
+        try:
+            saved = self._manager.save(
+                step,
+                args=self._ocp.args.StandardSave(savable),
+                custom_metadata={_METADATA_KEY: {"sha256": hashes}},
+            )
+            self._manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001 - orbax / tensorstore raise many kinds
+            text = f"{type(e).__name__}: {e}"
+            if getattr(e, "errno", None) == errno.ENOSPC or any(
+                    mark in text for mark in ("No space left", "RESOURCE_EXHAUSTED")):
+                kept = (f"the run resumes from step {steps[-1]}" if steps
+                        else "no checkpoint was kept, the run starts afresh")
+                raise CheckpointError(
+                    f"no space left on the disk of {self.directory} while saving step {step} "
+                    f"(the unfinished save is removed at the next start); free some space and "
+                    f"run the same command again: {kept}") from None
+            raise
         if not saved:
             raise CheckpointError(f"orbax declined to save step {step} in {self.directory}")
 
@@ -549,6 +562,9 @@ class Checkpointer:
         self._check_config(stored)
 
         abstract = jax.tree_util.tree_map_with_path(_restorable, target)
+        # The data files first, with no event loop (see `_check_data`): a damaged index
+        # read by orbax's metadata calls floods the terminal with its threads' tracebacks.
+        self._check_data(step)
         try:
             step_meta = self._manager.metadata(step)
             tree_meta = self._manager.item_metadata(step)
@@ -566,7 +582,6 @@ class Checkpointer:
                 step, f"its tree metadata ({_ITEM}/_METADATA) is missing or unreadable"
             )
         self._check_tree(step, tree, abstract)
-        self._check_data(step)
 
         try:
             restored = self._manager.restore(

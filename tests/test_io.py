@@ -254,6 +254,42 @@ def test_corrupt_checkpoint_raises_checkpoint_error(tmp_path, damage, capfd, cap
     _assert_state_equal(_ckpt(tmp_path).restore(target, step=1), _state(1))
 
 
+def test_a_damaged_index_gives_one_clean_error_and_no_tracebacks(tmp_path, capfd):
+    state = {f"w{i}": jnp.full((32, 32), float(i)) for i in range(20)}
+    ck = _ckpt(tmp_path)
+    ck.save(1, state)
+    ck.save(2, state)
+    (tmp_path / "run" / "2" / "default" / "manifest.ocdbt").write_text("garbage\n")
+    capfd.readouterr()
+    with pytest.raises(CheckpointError, match=r"\(step 2\) is unreadable or corrupt: the index "
+                                              r"of its data files .* is truncated or damaged"):
+        _ckpt(tmp_path).restore(state)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Event loop is closed" not in err, err[:2000]
+    back = _ckpt(tmp_path).restore(state, step=1)
+    assert all(np.array_equal(back[k], state[k]) for k in state)
+
+
+def test_a_full_disk_during_a_save_says_so_and_what_is_kept(tmp_path, monkeypatch):
+    import errno
+
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ck._manager, "save", full)
+    with pytest.raises(CheckpointError, match=r"no space left on the disk of .* while saving "
+                                              r"step 2 .*free some space and run the same "
+                                              r"command again: the run resumes from step 1"):
+        ck.save(2, _state(2))
+    monkeypatch.setattr(ck._manager, "save", lambda *a, **k: (_ for _ in ()).throw(
+        RuntimeError("something else")))
+    with pytest.raises(RuntimeError, match="something else"):  # not every failure is space
+        ck.save(2, _state(2))
+
+
 @pytest.mark.parametrize("damage", ["truncate", "remove"])
 def test_truncated_data_file_gives_one_clean_error(tmp_path, capfd, damage):
     # A data file cut short (e.g. a disk that filled up) used to fail inside orbax's
