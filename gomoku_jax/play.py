@@ -815,6 +815,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(404, {"error": f"no such page {url.path!r}"})
         except PlayError as err:
             return self._json(err.status, {"error": str(err)})
+        except Exception as err:  # a bug or an agent file that failed: say so, keep serving
+            return self._json(500, {"error": f"{type(err).__name__}: {err}"})
 
     def do_POST(self):  # noqa: N802
         url = urllib.parse.urlsplit(self.path)

@@ -632,3 +632,22 @@ def test_cli_play_speaks_of_simulations_not_of_the_api_budget(capsys):
     # the web API keeps its own words
     with pytest.raises(ValueError, match="has no search budget; send budget null"):
         PlayApp("heuristic", budget=100, size=9)
+
+
+def test_a_failure_while_answering_a_get_is_a_json_500_and_the_server_goes_on(monkeypatch):
+    app = PlayApp("heuristic", size=9, seed=0)
+    server, base = _serve(app)
+    try:
+        client = Client(base)
+
+        def broken():
+            raise RuntimeError("a bug while answering")
+
+        monkeypatch.setattr(app, "snapshot", broken)
+        assert client.get("/api/state") == (500, {"error": "RuntimeError: a bug while answering"})
+        monkeypatch.undo()
+        status, state = client.get("/api/state")  # still serving
+        assert status == 200 and state["moves"] == []
+    finally:
+        server.shutdown()
+        server.server_close()
