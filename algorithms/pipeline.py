@@ -205,6 +205,9 @@ class _StartFrom:
 
     def init(self, key=None):
         state = self._learner.init(key)
+        leaves = jax.tree.leaves(state.variables)
+        if not all(hasattr(x, "sharding") for x in leaves):  # traced (jax.eval_shape)
+            return state.replace(variables=jax.tree.map(jnp.asarray, self._variables))
         sharding = jax.tree.map(lambda x: x.sharding, state.variables)
         return state.replace(variables=jax.device_put(self._variables, sharding))
 

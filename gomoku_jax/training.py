@@ -285,11 +285,15 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
     The state's size comes from ``jax.eval_shape(learner.init)`` (nothing allocated); the
     limit is ``limit_bytes``, else the free memory of the learner's devices (their
     ``memory_stats()``, summed), or the host's available RAM for CPU devices. Without the
-    check, a buffer of 10**10 positions made the first allocation wait forever.
+    check, a buffer of 10**10 positions made the first allocation wait forever. A
+    learner whose ``init`` cannot be traced is not checked (returns 0).
     """
     from gomoku_jax.tree_search import available_bytes
 
-    shapes = jax.eval_shape(learner.init)
+    try:
+        shapes = jax.eval_shape(learner.init)
+    except Exception:  # noqa: BLE001 - an init that cannot be traced (a wrapper placing
+        return 0       # given params on devices): not checked, as before the check
     need = sum(int(np.prod(leaf.shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
                for leaf in jax.tree.leaves(shapes) if hasattr(leaf, "dtype")
                and not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key))

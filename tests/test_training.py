@@ -429,6 +429,10 @@ def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, t
     need = training.check_state_memory(learner, limit_bytes=2**50)
     params = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(learner.init().variables))
     assert need > params  # the buffer and the games count too
+    from algorithms import pipeline  # a learner started from given params: the same size
+
+    started = pipeline.start_from(learner, learner.init().variables)
+    assert training.check_state_memory(started, limit_bytes=2**50) == need
     with pytest.raises(ValueError, match=rf"needs {need / 2**30:.2f} GiB, more than the "
                                          r"limit_bytes of .*train.buffer_capacity is "):
         training.check_state_memory(learner, limit_bytes=need - 1)
