@@ -611,7 +611,11 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     if path is not None:
         from gomoku_jax import exported
 
-        trained = exported.load_network(path)[1]  # a bad file fails now
+        name = agent_name
+        while name.endswith("+killer"):
+            name = name[: -len("+killer")]
+        # a bad file, or a budget it cannot take (a Q network's), fails now, not at START
+        trained = exported.load(path, simulations=agents.parse_exported(name)[1]).env
         factory = functools.partial(_exported_agent, agent_name, path, trained)
         if trained.k != K:
             print(f"gomoku-jax pbrain: {_unfit_k(path, trained)}: every START will be "

@@ -430,6 +430,24 @@ def test_cli_rejects_unknown_agents(capsys):
     assert "unknown agent" in capsys.readouterr().err
 
 
+def test_cli_rejects_a_budget_a_q_network_cannot_take_at_launch(tmp_path, capsys):
+    import jax
+
+    from gomoku_jax import io as gio
+    from gomoku_jax import networks
+
+    module = networks.make_network("resnet-q", board_size=5, blocks=1, filters=4, hidden=8)
+    variables = networks.init_network(module, jax.random.key(0), (5, 5, 3))
+    path = tmp_path / "q.gjx"
+    gio.write_exported(path, {"agent": "q-greedy", "network": {
+        "name": "resnet-q", "options": {"blocks": 1, "filters": 4, "hidden": 8}},
+        "game": {"size": 5, "k": 5, "rule": "freestyle", "observation": "stones-colour"}},
+        jax.device_get(variables))
+    assert cli.main(["pbrain", "--agent", f"{path}@5+killer"]) == 2  # before any START
+    assert "holds a Q network, which plays without search: simulations do not apply" in (
+        capsys.readouterr().err)
+
+
 # ---------------------------------------------------------------- over real pipes
 
 
