@@ -52,7 +52,7 @@ from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, networks, records, training
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_seed
+from gomoku_jax.config import SEED_MAX, check_int, check_seed
 
 __all__ = [
     "ImitationStage",
@@ -140,6 +140,12 @@ class PipelineConfig:
 
     def __post_init__(self):
         check_seed("config", "seed", self.seed)
+        # the stages train with seed + 1 (self-play) and seed + 2 + r (master round r)
+        top = SEED_MAX - 2 - (self.master.rounds - 1)
+        if self.seed > top:
+            raise ValueError(f"config.seed must be at most {top} here: the stages train with "
+                             f"seeds up to seed + {2 + self.master.rounds - 1} (self-play "
+                             f"seed + 1, master round r seed + 2 + r), got {self.seed}")
         check_int("config", "checkpoint_every", self.checkpoint_every)
         if self.checkpoint_every != 1:
             raise ValueError("checkpoint_every must be 1 for a pipeline (one checkpoint per "

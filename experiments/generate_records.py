@@ -320,3 +320,5 @@ if __name__ == "__main__":
     except ValueError as err:  # bad settings or files: one line, as `gomoku-jax records`
         print(f"generate_records: error: {err}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # what was played is written and said already
+        sys.exit(130)

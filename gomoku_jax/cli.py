@@ -592,7 +592,8 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
         # binds every interface by default, which processes on other hosts need)
         given["coordinator_bind_address"] = f"{host}:{port}"
     if args.num_processes is not None and args.num_processes > 1:
-        print(f"--distributed: process {args.process_id} of {args.num_processes} waiting "
+        who = "this process" if args.process_id is None else f"process {args.process_id}"
+        print(f"--distributed: {who} of {args.num_processes} waiting "
               f"for the others at {args.coordinator or 'the detected coordinator'} (JAX "
               "gives up after 300 s)", file=sys.stderr, flush=True)
     try:

@@ -11,10 +11,11 @@ Only the page itself may drive the server, not another web page the user happens
 (which could otherwise start games, load local files by path or start long searches). Refused
 before anything is done, with ``{"error": "..."}`` saying why:
 
-* 403, any request whose ``Host`` header is not the address the server listens on
-  (``127.0.0.1:PORT``, ``localhost:PORT``, ``[::1]:PORT``, or the host it was told to bind;
-  bound to every interface, also this machine's name or any IP address): a defence against
-  DNS rebinding, where another site's name is made to point at this machine;
+* 403, any request whose ``Host`` header does not name the server (``127.0.0.1``,
+  ``localhost``, ``[::1]``, or the host it was told to bind; bound to every interface, also
+  this machine's names or any IP address; at any port, as a tunnel or a container may
+  forward another one to it): a defence against DNS rebinding, where another site's name is
+  made to point at this machine;
 * 403, any request with an ``Origin`` header other than the server's own origin
   (``http://`` and one of those addresses), and any ``/api/`` request whose
   ``Sec-Fetch-Site`` says it comes from another site;
@@ -708,10 +709,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(status, json.dumps(obj).encode(), "application/json")
 
     def _ours(self, value: str) -> bool:
-        """Whether ``HOST[:PORT]`` (a ``Host`` header, an origin without ``http://``) is
-        the address this server listens on."""
+        """Whether ``HOST[:PORT]`` (a ``Host`` header, an origin without ``http://``)
+        names this server: one of its names, at any port (a tunnel or a container may
+        forward another port to it; DNS rebinding changes what a name points at, not the
+        port)."""
         address = _address(value)
-        if address is None or address[1] != self.port:
+        if address is None:
             return False
         if address[0] in self.hosts:
             return True
@@ -856,7 +859,7 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
     hosts = {*_LOOPBACK, told, str(server.server_address[0]).lower()} - {""}
     handler.any_ip = told in _EVERY_INTERFACE
     if handler.any_ip:
-        hosts.add(socket.gethostname().lower())
+        hosts |= {socket.gethostname().lower(), socket.getfqdn().lower()}
     handler.hosts = frozenset(hosts)
     handler.port = server.server_address[1]
     return server

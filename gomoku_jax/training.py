@@ -282,11 +282,13 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
     """Refuse a learner whose state (parameters, optimizer, replay buffer, games in
     progress) would not fit; returns its bytes.
 
-    The state's size comes from ``jax.eval_shape(learner.init)`` (nothing allocated); the
-    limit is ``limit_bytes``, else the free memory of the learner's devices (their
-    ``memory_stats()``, summed), or the host's available RAM for CPU devices. Without the
-    check, a buffer of 10**10 positions made the first allocation wait forever. A
-    learner whose ``init`` cannot be traced is not checked (returns 0).
+    The state's size comes from ``jax.eval_shape(learner.init)`` (nothing allocated),
+    per device from its sharding (parameters, optimizer and buffer are replicated, the
+    games split). The limit is ``limit_bytes``, else the least free memory of the
+    learner's devices (their ``memory_stats()``) against one device's part, or, for CPU
+    devices, the host's available RAM (`tree_search.available_bytes`) against all of
+    them. Without the check, a buffer of 10**10 positions made the first allocation wait
+    forever. A learner whose ``init`` cannot be traced is not checked (returns 0).
     """
     from gomoku_jax.tree_search import available_bytes
 
@@ -294,20 +296,33 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
         shapes = jax.eval_shape(learner.init)
     except Exception:  # noqa: BLE001 - an init that cannot be traced (a wrapper placing
         return 0       # given params on devices): not checked, as before the check
-    need = sum(int(np.prod(leaf.shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
-               for leaf in jax.tree.leaves(shapes) if hasattr(leaf, "dtype")
-               and not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key))
-    if limit_bytes is None:
-        devices = list(getattr(getattr(learner, "mesh", None), "devices", np.array(
-            jax.local_devices())).flat)
-        devices = [d for d in devices if d.process_index == jax.process_index()] or [
-            jax.local_devices()[0]]
-        if all(d.platform == "cpu" for d in devices):
-            limit, source = available_bytes(devices[0])
-        else:
-            found = [available_bytes(d) for d in devices]
-            limit, source = sum(f for f, _ in found), found[0][1]
-    else:
+
+    def shard_bytes(leaf) -> int:  # what one device holds of the leaf
+        shape = leaf.shape
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None:
+            try:
+                shape = sharding.shard_shape(shape)
+            except Exception:  # noqa: BLE001 - a sharding that cannot say: the whole leaf
+                pass
+        return int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
+
+    per_device = sum(shard_bytes(leaf) for leaf in jax.tree.leaves(shapes)
+                     if hasattr(leaf, "dtype")
+                     and not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key))
+    devices = list(getattr(getattr(learner, "mesh", None), "devices", np.array(
+        jax.local_devices())).flat)
+    devices = [d for d in devices if d.process_index == jax.process_index()] or [
+        jax.local_devices()[0]]
+    if all(d.platform == "cpu" for d in devices):  # the host's RAM holds every device's part
+        need = per_device * len(devices)
+        limit, source = available_bytes(devices[0])
+    else:  # each device its own part (replicated parameters and buffer: all of them)
+        need = per_device
+        found = [available_bytes(d) for d in devices]
+        limit, source = min(found)
+        source = f"{source} (the device with the least)" if len(found) > 1 else source
+    if limit_bytes is not None:
         limit, source = int(limit_bytes), "limit_bytes"
     if need > limit:
         config = getattr(learner, "config", None)

@@ -129,10 +129,37 @@ def available_bytes(device=None) -> tuple[int, str]:
     if stats and "bytes_limit" in stats:
         free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
         return free, f"free memory of {device.device_kind}"
+    return _host_available_bytes()
+
+
+def _host_available_bytes() -> tuple[int, str]:
+    """The host's available RAM: Linux's ``MemAvailable`` (free memory plus the page cache
+    it can reclaim), else the free pages, and at most what this process's cgroup (a
+    container's limit) leaves."""
+    free = None
     try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62, "unknown host memory"
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return 1 << 62, "unknown host memory"
+    try:  # cgroup v2: memory.max ("max" when unlimited) and memory.current
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        if limit != "max":
+            with open("/sys/fs/cgroup/memory.current") as f:
+                left = int(limit) - int(f.read().strip())
+            if left < free:
+                return max(left, 0), "memory left under this container's limit"
+    except (OSError, ValueError):
+        pass
     return int(free), "available host RAM"
 
 

@@ -123,3 +123,15 @@ def test_stages_hand_over_their_final_params_and_a_killed_run_resumes(tmp_path, 
     assert names == {("learner", "gomokubot-1"), ("gomokubot-1", "learner")}
     loaded = exported.load(work / "final.gjx")
     assert loaded.metadata["network"]["name"] == "duelnet"
+
+
+def test_a_seed_is_refused_when_a_stage_would_pass_the_largest_seed():
+    from gomoku_jax.config import SEED_MAX
+
+    path = "experiments/configs/pipeline_9x9_cpu.json"
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, path, overrides={"seed": 0})
+    top = SEED_MAX - 2 - (cfg.master.rounds - 1)  # the last master round trains with SEED_MAX
+    assert cfglib.load_file(pl.PipelineConfig, path, overrides={"seed": top})[0].seed == top
+    with pytest.raises(cfglib.ConfigError, match=rf"config.seed must be at most {top} here: the "
+                                                 r"stages train with seeds up to seed \+ "):
+        cfglib.load_file(pl.PipelineConfig, path, overrides={"seed": top + 1})

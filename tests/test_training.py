@@ -444,6 +444,30 @@ def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, t
         training.run(huge, tmp_path / "huge", progress=False)  # at once, not after a wait
 
 
+def test_a_replicated_state_must_fit_every_accelerator_not_their_sum():
+    import jax.numpy as jnp
+
+    class Device:  # an accelerator with 10 GiB free
+        platform, process_index, device_kind = "gpu", 0, "fake GPU"
+
+        def memory_stats(self):
+            return {"bytes_limit": 10 * 2**30, "bytes_in_use": 0}
+
+    class Learner:  # a state replicated on 4 of them (no sharding: whole on each)
+        mesh = type("Mesh", (), {"devices": np.array([Device() for _ in range(4)])})()
+
+        def __init__(self, gib):
+            self.gib = gib
+
+        def init(self):
+            return {"buffer": jnp.zeros((self.gib * 2**28,), jnp.float32)}
+
+    assert training.check_state_memory(Learner(8)) == 8 * 2**30
+    with pytest.raises(ValueError, match=r"needs 12.00 GiB, more than the free memory of "
+                                         r"fake GPU \(the device with the least\) of 10.00"):
+        training.check_state_memory(Learner(12))  # 40 GiB in all, but 10 on each
+
+
 def test_a_damaged_metrics_file_is_named_before_anything_is_rewritten(tmp_path):
     path = tmp_path / "metrics.csv"
     for text, message in (
