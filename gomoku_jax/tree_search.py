@@ -319,16 +319,18 @@ def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
 
     Returns ``(parent [B], action [B])``: the node reached and the action to expand.
     Step 0 is the root (depth 0) for every game; the loop runs while any game is still
-    descending and leaves the finished games as they are. ``keys``: ``[B]`` keys, or one
-    key when both selection functions ignore theirs (`IGNORES_KEY`): then no key is split
-    per level.
+    descending and leaves the finished games as they are. ``keys``: ``[B]`` keys, split
+    per game at every level as mctx does; or one key when both selection functions
+    ignore theirs (`IGNORES_KEY`, Gumbel's), which is then passed to every call unsplit
+    (mctx's splits there are thrown away).
     """
-    if _ignores_key(root_fn) and _ignores_key(interior_fn):
-        return _simulate_keyless(keys, tree, root_fn, interior_fn, max_depth)
-    batch = keys.shape[0]
+    keyed = not (_ignores_key(root_fn) and _ignores_key(interior_fn))
+    split = _split if keyed else (lambda key: (key, key))
+    axis = 0 if keyed else None  # the selection functions' key: per game, or the one
+    batch = tree.node_visits.shape[0]
     node = jnp.full((batch,), _ROOT, jnp.int32)
-    keys, select_keys = _split(keys)
-    action = jax.vmap(root_fn)(select_keys, tree, node)
+    keys, select_keys = split(keys)
+    action = jax.vmap(root_fn, in_axes=(axis, 0, 0))(select_keys, tree, node)
     nxt = _gather(tree.children_index, node, action)
     depth = jnp.ones((batch,), tree.children_prior_logits.dtype)
     going = (nxt != _UNVISITED) & (depth < max_depth)
@@ -339,44 +341,20 @@ def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
     def body(carry):
         keys, node, action, nxt, depth, going = carry
         new_node = nxt
-        new_keys, select_keys = _split(keys)
-        new_action = jax.vmap(interior_fn)(select_keys, tree, new_node, depth)
+        new_keys, select_keys = split(keys)
+        new_action = jax.vmap(interior_fn, in_axes=(axis, 0, 0, 0))(select_keys, tree,
+                                                                     new_node, depth)
         new_nxt = _gather(tree.children_index, new_node, new_action)
         new_depth = depth + 1
         new_going = (new_nxt != _UNVISITED) & (new_depth < max_depth)
         keep = lambda new, old: jnp.where(  # noqa: E731
             going.reshape(going.shape + (1,) * (new.ndim - 1)), new, old)
-        return (keep(new_keys, keys), keep(new_node, node), keep(new_action, action),
-                keep(new_nxt, nxt), keep(new_depth, depth), going & new_going)
+        return (keep(new_keys, keys) if keyed else keys, keep(new_node, node),
+                keep(new_action, action), keep(new_nxt, nxt), keep(new_depth, depth),
+                going & new_going)
 
     _, node, action, _, _, _ = jax.lax.while_loop(
         cond, body, (keys, node, action, nxt, depth, going))
-    return node, action
-
-
-def _simulate_keyless(key, tree: Tree, root_fn, interior_fn, max_depth):
-    """`_simulate` for selection functions that ignore their key (Gumbel's): the same
-    descent without a split of B keys per level, which mctx makes and throws away."""
-    batch = tree.node_visits.shape[0]
-    node = jnp.full((batch,), _ROOT, jnp.int32)
-    action = jax.vmap(root_fn, in_axes=(None, 0, 0))(key, tree, node)
-    nxt = _gather(tree.children_index, node, action)
-    depth = jnp.ones((batch,), tree.children_prior_logits.dtype)
-    going = (nxt != _UNVISITED) & (depth < max_depth)
-
-    def cond(carry):
-        return jnp.any(carry[-1])
-
-    def body(carry):
-        node, action, nxt, depth, going = carry
-        new_action = jax.vmap(interior_fn, in_axes=(None, 0, 0, 0))(key, tree, nxt, depth)
-        new_nxt = _gather(tree.children_index, nxt, new_action)
-        new_going = (new_nxt != _UNVISITED) & (depth + 1 < max_depth)
-        return (jnp.where(going, nxt, node), jnp.where(going, new_action, action),
-                jnp.where(going, new_nxt, nxt), jnp.where(going, depth + 1, depth),
-                going & new_going)
-
-    node, action, _, _, _ = jax.lax.while_loop(cond, body, (node, action, nxt, depth, going))
     return node, action
 
 
