@@ -471,14 +471,23 @@ def test_exported_round_trip_and_byte_layout(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name != "agent.gjx"]  # no temp files
 
 
-def _with_header(path, **changes):
-    """Rewrites an exported file's header fields (payload kept)."""
+def _spliced(path, body: bytes | None = None, payload: bytes | None = None):
+    """Rewrites an exported file with another header text and/or payload (the magic kept,
+    the header's length made to match)."""
+    data = path.read_bytes()
+    (n,) = struct.unpack("<I", data[8:12])
+    body = data[12 : 12 + n] if body is None else body
+    payload = data[12 + n :] if payload is None else payload
+    path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body + payload)
+
+
+def _with_header(path, payload: bytes | None = None, **changes):
+    """Rewrites an exported file's header fields (and its payload, when given)."""
     data = path.read_bytes()
     (n,) = struct.unpack("<I", data[8:12])
     header = json.loads(data[12 : 12 + n])
     header.update(changes)
-    body = json.dumps(header).encode()
-    path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body + data[12 + n :])
+    _spliced(path, json.dumps(header).encode(), payload)
 
 
 def test_exported_wrong_magic_or_format(tmp_path):
@@ -533,12 +542,8 @@ def _with_payload(path, state):
     from flax import serialization
 
     payload = serialization.msgpack_serialize(state)
-    data = path.read_bytes()
-    (n,) = struct.unpack("<I", data[8:12])
-    path.write_bytes(data[:12 + n])
-    _with_header(path, payload_size=len(payload),
+    _with_header(path, payload, payload_size=len(payload),
                  payload_sha256=hashlib.sha256(payload).hexdigest())
-    path.write_bytes(path.read_bytes() + payload)
 
 
 @pytest.mark.parametrize("leaf, where, kind", [("hello", "bad", "a str"), (3, "bad", "a int"),
@@ -555,10 +560,7 @@ def test_exported_leaf_that_is_not_numbers_is_refused(tmp_path, leaf, where, kin
 def test_exported_header_nested_too_deep_is_corrupt_not_a_crash(tmp_path):
     path = tmp_path / "p.gjx"
     write_exported(path, METADATA, _variables())
-    data = path.read_bytes()
-    (n,) = struct.unpack("<I", data[8:12])
-    body = ("[" * 100_000 + "]" * 100_000).encode()
-    path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body + data[12 + n:])
+    _spliced(path, body=("[" * 100_000 + "]" * 100_000).encode())
     with pytest.raises(CheckpointError, match="corrupt header"):
         read_exported(path)
 
