@@ -431,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--size", type=int, default=15, help="board side, 3 to 19 (default 15)")
     game.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
     game.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
-    game.add_argument("--seed", type=config_lib.seed_argument, default=0, help="random seed (default 0)")
+    game.add_argument("--seed", type=config_lib.seed_argument, default=0,
+                      help="random seed (default 0)")
     game.add_argument("--moves", action="store_true", help="also print the move list")
     game.add_argument("--svg", type=Path, default=None, help="write an SVG picture here")
     tour = sub.add_parser("tournament", help="round robin between named agents")
@@ -448,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="games each pair plays, colours alternating (config or 20)")
     tour.add_argument("--opening-stones", type=int, default=None,
                       help="random stones near the centre before each pair of games (config or 0)")
-    tour.add_argument("--seed", type=config_lib.seed_argument, default=None, help="random seed (config or 0)")
+    tour.add_argument("--seed", type=config_lib.seed_argument, default=None,
+                      help="random seed (config or 0)")
     tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
     tour.add_argument("--force", action="store_true",
                       help="replace the reports already in --out (refused without it)")
@@ -469,13 +471,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="address to bind (default 127.0.0.1: this machine only)")
     play.add_argument("--port", type=int, default=8000,
                       help="port (default 8000; 0 = a free port, printed on start)")
-    play.add_argument("--seed", type=config_lib.seed_argument, default=0, help="random seed for the agent (default 0)")
+    play.add_argument("--seed", type=config_lib.seed_argument, default=0,
+                      help="random seed for the agent (default 0)")
     play.add_argument("--open", action="store_true", help="open the page in a web browser")
     play.add_argument("--verbose", action="store_true", help="log every request")
     pbrain = sub.add_parser("pbrain", help="run an agent as a Gomocup (Piskvork) brain on stdin/stdout")
     pbrain.add_argument("--agent", default="heuristic",
                         help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
-    pbrain.add_argument("--seed", type=config_lib.seed_argument, default=0, help="random seed for the agent (default 0)")
+    pbrain.add_argument("--seed", type=config_lib.seed_argument, default=0,
+                        help="random seed for the agent (default 0)")
     train = sub.add_parser("train", help="train an experiment config (resumes from checkpoints)")
     train.add_argument("--config", type=Path, required=True,
                        help="experiment JSON, e.g. experiments/configs/az_9x9_cpu.json")

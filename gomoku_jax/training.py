@@ -425,12 +425,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     algorithm = getattr(learner, "algorithm", "alphazero")
     if restored is None:
         _check_fresh_workdir(workdir, learner, algorithm)
+        check_state_memory(learner)  # before anything is written
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner), cleanup=True)
     write(workdir / "config.json",
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
-    if restored is None:
-        check_state_memory(learner)
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
     if restored is not None and progress:

@@ -442,6 +442,7 @@ def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, t
     with pytest.raises(ValueError, match=r"GiB, more than the .*train.buffer_capacity is "
                                          r"10000000000"):
         training.run(huge, tmp_path / "huge", progress=False)  # at once, not after a wait
+    assert not any((tmp_path / "huge").iterdir())  # refused before anything was written
 
 
 def test_a_replicated_state_must_fit_every_accelerator_not_their_sum():
