@@ -256,12 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     """The command line; ``pool``: play on this `WorkerPool` (``--workers`` ignored)."""
     args = build_parser().parse_args(argv)
-    from gomoku_jax.io import check_folder, check_new_files
+    from gomoku_jax.io import check_new_files
 
     if not args.out.name.endswith((".jsonl", ".jsonl.gz")):
         raise ValueError(f"--out {args.out}: a records file is .jsonl, or .jsonl.gz "
                          "compressed (the name tells readers which)")
-    check_folder(args.out, "--out", for_file=True)
+    # (--out's folder was checked as the option was read, by `output_file`)
     check_new_files([args.out], args.force)  # before the games, which may take hours
     from gomoku_jax.cli import exported_game
 

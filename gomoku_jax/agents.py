@@ -40,6 +40,7 @@ __all__ = [
     "JaxAgent",
     "PythonAgent",
     "exported_path",
+    "exported_spec",
     "parse_exported",
     "heuristic_agent",
     "greedy_q_agent",
@@ -445,12 +446,18 @@ def parse_exported(spec: str) -> tuple[str, int | None] | None:
     return path, int(sims)
 
 
+def exported_spec(spec: str) -> tuple[str, int | None] | None:
+    """`parse_exported` of an agent name that may end in ``+killer``: ``(path,
+    simulations or None)`` for ``FILE.gjx`` or ``FILE.gjx@N``, None for the other agents."""
+    while spec.endswith("+killer"):
+        spec = spec[: -len("+killer")]
+    return parse_exported(spec)
+
+
 def exported_path(spec: str) -> str | None:
     """The params file an agent name plays from (``FILE.gjx`` or ``FILE.gjx@N``, either
     with ``+killer``), or None for the other agents; ValueError as `parse_exported`."""
-    while spec.endswith("+killer"):
-        spec = spec[: -len("+killer")]
-    exported = parse_exported(spec)
+    exported = exported_spec(spec)
     return None if exported is None else exported[0]
 
 

@@ -607,15 +607,13 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     """
     from gomoku_jax import agents
 
-    path = agents.exported_path(agent_name)  # FILE.gjx[@N][+killer]
-    if path is not None:
+    spec = agents.exported_spec(agent_name)  # FILE.gjx[@N][+killer]
+    if spec is not None:
         from gomoku_jax import exported
 
-        name = agent_name
-        while name.endswith("+killer"):
-            name = name[: -len("+killer")]
+        path, simulations = spec
         # a bad file, or a budget it cannot take (a Q network's), fails now, not at START
-        trained = exported.load(path, simulations=agents.parse_exported(name)[1]).env
+        trained = exported.load(path, simulations=simulations).env
         factory = functools.partial(_exported_agent, agent_name, path, trained)
         if trained.k != K:
             print(f"gomoku-jax pbrain: {_unfit_k(path, trained)}: every START will be "
