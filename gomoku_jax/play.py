@@ -652,19 +652,19 @@ def _web_file(name: str) -> bytes:
     return importlib.resources.files("gomoku_jax").joinpath("web", name).read_bytes()
 
 
-def _address(value: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a ``Host`` header's ``HOST[:PORT]`` (lower case, an IPv6 host
-    without its brackets, port 80 when absent), or None if it is not one."""
+def _host_name(value: str) -> str | None:
+    """The host of a ``Host`` header's ``HOST[:PORT]`` (lower case, an IPv6 host without
+    its brackets), or None if it is not one (a bad port included)."""
     value = value.strip()
     try:
         url = urllib.parse.urlsplit(f"http://{value}")
-        port = url.port
+        url.port  # noqa: B018 - raises ValueError for a port that is not one
     except ValueError:
         return None
     if (not url.hostname or url.netloc != value or "@" in value or url.path or url.query
             or url.fragment):
         return None
-    return url.hostname, 80 if port is None else port
+    return url.hostname
 
 
 def _shown(value: str, limit: int = 80) -> str:
@@ -689,8 +689,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "gomoku-jax-play"
     app: PlayApp  # set on the subclass made by make_server, with the three below
     quiet = True
-    port = 0  # the port the server listens on
-    hosts: frozenset[str] = frozenset(_LOOPBACK)  # the names it answers to (as `_address`)
+    port = 0  # the port the server listens on (for the addresses its errors show)
+    hosts: frozenset[str] = frozenset(_LOOPBACK)  # the names it answers to (as `_host_name`)
     any_ip = False  # bound to every interface: any IP address of this machine is its own
 
     def log_message(self, format, *args):  # noqa: A002 (the base class's name)
@@ -713,14 +713,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         names this server: one of its names, at any port (a tunnel or a container may
         forward another port to it; DNS rebinding changes what a name points at, not the
         port)."""
-        address = _address(value)
-        if address is None:
+        host = _host_name(value)
+        if host is None:
             return False
-        if address[0] in self.hosts:
+        if host in self.hosts:
             return True
         if self.any_ip:
             try:
-                ipaddress.ip_address(address[0])
+                ipaddress.ip_address(host)
             except ValueError:
                 return False
             return True
@@ -841,8 +841,8 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
                 verbose: bool = False) -> http.server.ThreadingHTTPServer:
     """A threading HTTP server for ``app`` bound to ``host:port`` (port 0: a free port,
     read it from ``server.server_address[1]``); call ``serve_forever()`` to run it. It
-    answers only requests addressed to ``host:port`` (or a loopback name with that port) that
-    no other web page sent (see the module docstring)."""
+    answers only requests addressed to ``host`` or a loopback name (at any port: a tunnel
+    may forward another) that no other web page sent (see the module docstring)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
     handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
