@@ -574,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as err:  # bad settings or files: one clear line
         print(f"gomoku-jax: error: {err}", file=sys.stderr)
         return 2
+    except FloatingPointError as err:  # a run that diverged (`training.TrainingDiverged`)
+        print(f"gomoku-jax: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\ngomoku-jax: interrupted", file=sys.stderr)
         return 130

@@ -30,6 +30,7 @@ import time
 from typing import Callable, Mapping
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
@@ -37,7 +38,45 @@ from gomoku_jax import arena, exported, ratings
 from gomoku_jax import io as gio
 from gomoku_jax.config import from_dict, to_dict
 
-__all__ = ["RunLog", "evaluate", "restore", "run"]
+__all__ = ["RunLog", "TrainingDiverged", "evaluate", "restore", "run"]
+
+
+class TrainingDiverged(FloatingPointError):
+    """An iteration's loss or the network's variables turned NaN or infinite; the run
+    stopped before saving that iteration, so its last checkpoint is still sound."""
+
+
+@jax.jit
+def _finite_leaves(variables):
+    """One boolean per floating leaf of ``variables``: all its values finite."""
+    return [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(variables)
+            if jnp.issubdtype(x.dtype, jnp.inexact)]
+
+
+def check_finite(variables, metrics: Mapping[str, float], iteration: int,
+                 saved: int | None) -> None:
+    """Raise `TrainingDiverged` if ``metrics``' losses or ``variables`` hold NaN or inf
+    after ``iteration``; ``saved`` is the run's last checkpointed iteration (None: none)."""
+    bad = [f"{k} is {v}" for k, v in metrics.items()
+           if (k == "loss" or k.endswith("_loss")) and isinstance(v, float)
+           and not math.isfinite(v)]
+    flags = jax.device_get(_finite_leaves(variables))
+    if not all(flags):
+        paths = [jax.tree_util.keystr(path) for path, x in
+                 jax.tree_util.tree_flatten_with_path(variables)[0]
+                 if jnp.issubdtype(x.dtype, jnp.inexact)]
+        broken = [p for p, ok in zip(paths, flags) if not ok]
+        more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
+        bad.append(f"the network's variables hold NaN or inf ({broken[0]}{more})")
+    if not bad:
+        return
+    kept = (f"its last checkpoint, iteration {saved}, is sound" if saved else
+            "it has no checkpoint yet")
+    raise TrainingDiverged(
+        f"training diverged at iteration {iteration}: {'; '.join(bad)}. The run stopped "
+        f"without saving this iteration ({kept}; metrics.csv shows the iteration). Resuming "
+        "repeats the same steps: train again with a lower train.learning_rate (DDQN: or "
+        "a smaller train.max_grad_norm)")
 
 
 class RunLog:
@@ -447,6 +486,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     bar = tqdm(total=stop_at, initial=start, desc="train", disable=not progress,
                unit="it", dynamic_ncols=True)
+    saved = start or None  # the last checkpointed iteration
     try:
         it = start
         while it < stop_at and not bool(prog["stopped"]):
@@ -456,6 +496,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             seconds = time.perf_counter() - t0
             it = int(state.iteration)
             metrics.update(seconds=seconds, moves_per_second=metrics["moves"] / seconds)
+            try:  # before the evaluation, which could export a broken network as best
+                check_finite(state.variables, metrics, it, saved)
+            except TrainingDiverged:
+                log.log(it, metrics)
+                raise
             # (the schedule's last iteration has the final evaluation instead; a run
             # stopped earlier by ``iterations`` evaluates as an uninterrupted one would)
             if ev.every and it % ev.every == 0 and it < total:
@@ -480,6 +525,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 on_iteration(it, metrics)
             if it % config.checkpoint_every == 0 or it == stop_at or bool(prog["stopped"]):
                 ckpt.save(it, {"state": _host_copy(state), "progress": prog})
+                saved = it
             bar.update(it - bar.n)
             bar.set_postfix_str(_summary(metrics))
     finally:

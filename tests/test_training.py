@@ -425,6 +425,64 @@ def test_files_a_run_writes_without_a_config_of_one_are_not_overwritten(learner,
     training._check_fresh_workdir(work, learner, "alphazero")
 
 
+def _diverging(learner, at, poison):
+    """A copy of ``learner`` whose iteration ``at`` returns ``poison(state, metrics)``."""
+    import copy
+
+    changed = copy.copy(learner)
+
+    def iteration(state):
+        state, metrics = learner.iteration(state)
+        return poison(state, metrics) if int(state.iteration) == at else (state, metrics)
+
+    changed.iteration = iteration
+    return changed
+
+
+@pytest.mark.parametrize("broken, named", [
+    ("loss", r"loss is nan"),
+    ("params", r"the network's variables hold NaN or inf \(\['params'\]\['\w+'\].*"),
+])
+def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
+        learner, uninterrupted, tmp_path, broken, named):
+    straight, _ = uninterrupted
+
+    def poison(state, metrics):
+        if broken == "loss":
+            return state, dict(metrics, loss=np.float32("nan"))
+        params = dict(state.variables["params"])
+        first = sorted(params)[0]  # one leaf of one layer: the check finds any
+        params[first] = jax.tree.map(lambda x: x.at[(0,) * x.ndim].set(np.inf),
+                                     params[first])
+        return state.replace(variables={**state.variables, "params": params}), metrics
+
+    with pytest.raises(training.TrainingDiverged,
+                       match=rf"diverged at iteration 2: {named}\. .*its last checkpoint, "
+                             r"iteration 1, is sound"):
+        training.run(_diverging(learner, 2, poison), tmp_path, progress=False)
+    assert gio.Checkpointer(tmp_path / "checkpoints", config=cfglib.to_dict(
+        learner.config)).latest_step() == 1
+    rows = _rows(tmp_path)
+    assert [r["iteration"] for r in rows] == ["1", "2"]  # the iteration is logged
+    assert rows[0] == {k: v for k, v in _rows(straight)[0].items() if k in rows[0]}
+    assert (rows[1]["loss"] == "nan") == (broken == "loss")
+    # the broken network was neither evaluated (eval.every is 2) nor exported
+    assert not (tmp_path / "best.gjx").exists() and not (tmp_path / "final.gjx").exists()
+    assert not (tmp_path / "eval" / "iter_000002.json").exists()
+
+
+def test_the_command_line_names_a_diverged_run(learner, tmp_path, monkeypatch, capsys):
+    def run(*args, **kwargs):
+        raise training.TrainingDiverged("training diverged at iteration 7: loss is inf")
+
+    monkeypatch.setattr(training, "run", run)
+    code = cli.main(["train", "--config", str(CONFIG), "--smoke", "--workdir",
+                     str(tmp_path), "--no-progress"])
+    assert code == 1
+    assert capsys.readouterr().err.strip() == (
+        "gomoku-jax: error: training diverged at iteration 7: loss is inf")
+
+
 def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, tmp_path):
     need = training.check_state_memory(learner, limit_bytes=2**50)
     params = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(learner.init().variables))
