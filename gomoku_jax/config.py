@@ -29,7 +29,9 @@ __all__ = [
     "apply_overrides",
     "check_int",
     "check_number",
+    "DuplicateKeyError",
     "from_dict",
+    "loads",
     "load_file",
     "parse_override",
     "read_json",
@@ -41,6 +43,40 @@ _META_KEYS = ("algorithm", "description", "variants")
 
 class ConfigError(ValueError):
     """A config file, a ``--set`` override or a config value is wrong."""
+
+
+class DuplicateKeyError(json.JSONDecodeError):
+    """JSON with a key given twice in one object. Python's ``json`` keeps the last value
+    silently, so a setting written twice (or a file pasted into another) would lose one
+    of them without a word; `loads` refuses it instead. A ``json.JSONDecodeError``, so
+    every reader that reports bad JSON reports this too."""
+
+    def __init__(self, key: str, keys: Sequence[str]):
+        others = ", ".join(repr(k) for k in dict.fromkeys(keys) if k != key)
+        message = (f"the key {key!r} appears twice in one object (" +
+                   (f"beside {others[:200]}" if others else "its only key") +
+                   "); give it once")
+        ValueError.__init__(self, message)
+        self.msg, self.doc, self.pos, self.lineno, self.colno = message, "", 0, 1, 1
+        self.key = key
+
+    def __reduce__(self):
+        return type(self), (self.key, [self.key])
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key, [k for k, _ in pairs])
+        out[key] = value
+    return out
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses a key given twice in one object (`DuplicateKeyError`,
+    a ``json.JSONDecodeError``): the project's reader of settings, headers and records."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
 
 
 # The largest seed: seeds are offset (per game, per evaluation) and become JAX keys, which
@@ -104,7 +140,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"an override needs a dotted key before '=', got {text!r}")
     try:
-        value = json.loads(raw)
+        value = loads(raw)
+    except DuplicateKeyError as error:
+        raise ConfigError(f"override {key}: {error}") from None
     except json.JSONDecodeError:
         value = raw
     except RecursionError:
@@ -247,7 +285,7 @@ def read_json(path, what: str = "config file"):
     when it is missing, a directory, not UTF-8 text or not JSON."""
     name = f"{what} {str(path)!r}"
     try:
-        return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+        return loads(pathlib.Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{name} does not exist") from None
     except IsADirectoryError:

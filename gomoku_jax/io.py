@@ -75,6 +75,8 @@ import jax
 import numpy as np
 from flax import serialization
 
+from gomoku_jax import config as config_lib
+
 __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_MAGIC",
@@ -176,7 +178,7 @@ def read_json_object(path, advice: str) -> dict:
     CheckpointError naming the file, followed by ``advice``, when it cannot be read or
     holds something else."""
     try:
-        stored = json.loads(Path(path).read_text(encoding="utf-8"))
+        stored = config_lib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(f"{path} is unreadable ({brief(e)}); {advice}") from None
     if not isinstance(stored, dict):
@@ -741,7 +743,7 @@ def read_exported(path) -> tuple[dict, dict]:
             f"{len(data) - _HEADER_START} follow"
         )
     try:
-        header = json.loads(data[_HEADER_START:header_end].decode("utf-8"))
+        header = config_lib.loads(data[_HEADER_START:header_end].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise fail(f"corrupt header (not UTF-8 JSON: {e})") from None
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:

@@ -76,6 +76,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
+from gomoku_jax.config import loads
 from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
@@ -782,7 +783,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         too_deep = (f"the request body is not valid JSON: it nests arrays or objects too "
                     f"deeply (at most {_MAX_DEPTH} levels)")
         try:
-            body = json.loads(raw.decode("utf-8"))
+            body = loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise PlayError(f"the request body is not valid JSON ({err})") from None
         except RecursionError:  # deeper than the interpreter's recursion limit

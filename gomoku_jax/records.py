@@ -78,6 +78,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax.config import loads
 from gomoku_jax.game import GameConfig, Gomoku
 
 __all__ = [
@@ -521,7 +522,7 @@ def _header_json(path: Path, number: int, text):
     if isinstance(text, RecordError):
         raise text
     try:
-        return json.loads(text)
+        return loads(text)
     except (json.JSONDecodeError, RecursionError) as err:
         why = f"bad JSON in the header ({_json_error(err)})"
         raise RecordError(str(path), number, f"{why}; records files are JSON Lines (.jsonl, "
@@ -564,7 +565,7 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
             problems.append(text)
             continue
         try:
-            obj = json.loads(text)
+            obj = loads(text)
         except (json.JSONDecodeError, RecursionError) as err:
             problems.append(RecordError(str(path), number, f"bad JSON: {_json_error(err)}"))
             continue

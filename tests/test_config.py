@@ -133,6 +133,20 @@ def test_json_nested_too_deeply_is_not_valid_json(tmp_path):
         cfglib.load_file(Outer, path)
 
 
+def test_a_key_given_twice_is_refused_not_silently_dropped(tmp_path):
+    path = tmp_path / "twice.json"
+    path.write_text('{"seed": 1, "inner": {"depth": 2, "rate": 0.5, "depth": 4}}')
+    with pytest.raises(cfglib.ConfigError, match=r"twice.json' is not valid JSON: the key "
+                       r"'depth' appears twice in one object \(beside 'rate'\); give it once"):
+        cfglib.load_file(Outer, path)
+    with pytest.raises(cfglib.ConfigError, match=r"override inner: the key 'depth' appears "
+                                                 r"twice in one object \(its only key\)"):
+        cfglib.parse_override('inner={"depth": 2, "depth": 3}')
+    path.write_text('{"seed": 1, "inner": {"depth": 2, "rate": 0.5}}')  # once each: read
+    assert cfglib.load_file(Outer, path)[0].inner.depth == 2
+    assert cfglib.parse_override('inner={"depth": 2}') == ("inner", {"depth": 2})
+
+
 def test_a_sweep_refuses_to_sweep_or_override_the_algorithm(tmp_path):
     from gomoku_jax import sweep
 

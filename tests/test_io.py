@@ -565,6 +565,17 @@ def test_exported_header_nested_too_deep_is_corrupt_not_a_crash(tmp_path):
         read_exported(path)
 
 
+def test_exported_header_with_a_key_twice_is_corrupt(tmp_path):
+    path = tmp_path / "p.gjx"
+    write_exported(path, METADATA, _variables())
+    (n,) = struct.unpack("<I", path.read_bytes()[8:12])
+    text = path.read_bytes()[12:12 + n]
+    _spliced(path, body=text[:-1] + b', "version": ' + str(EXPORT_VERSION).encode() + b"}")
+    with pytest.raises(CheckpointError, match=r"corrupt header \(not UTF-8 JSON: the key "
+                                              r"'version' appears twice"):
+        read_exported(path)
+
+
 def test_exported_truncated_anywhere_is_caught(tmp_path):
     path = tmp_path / "p.bin"
     write_exported(path, METADATA, _variables())

@@ -240,6 +240,17 @@ def test_json_nested_too_deeply_gets_400_not_500(served):
     assert client.get("/api/state")[1] == before
 
 
+def test_a_body_with_a_key_twice_gets_400(served):
+    _, client = served
+    client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    before = client.get("/api/state")[1]
+    status, body = client.post("/api/move", raw=b'{"row": 2, "col": 2, "row": 3}')
+    assert status == 400 and body["error"] == (
+        "the request body is not valid JSON (the key 'row' appears twice in one object "
+        "(beside 'col'); give it once)")
+    assert client.get("/api/state")[1] == before
+
+
 # ------------------------------------------------------------- other web pages
 def _own_headers(port, origin=True):
     """The headers of the page's own POSTs (app.js `api`): Chromium adds Origin to a

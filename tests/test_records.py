@@ -522,6 +522,22 @@ def test_json_nested_too_deeply_is_bad_json_skipped_with_its_line(tmp_path):
         records.read_records(path, on_error="raise")
 
 
+def test_a_key_given_twice_is_bad_json(tmp_path):
+    path = tmp_path / "twice.jsonl"
+    twice = line(rc(WHITE_WIN), "white")[:-1] + ', "winner": "black"}'
+    path.write_text("\n".join([HEADER, twice, line(rc(BLACK_WIN), "black")]) + "\n")
+    errors = []
+    assert [g.moves for g in records.read_records(path, errors=errors)] == [BLACK_WIN]
+    assert [e.line for e in errors] == [2]
+    assert errors[0].reason == ("bad JSON: the key 'winner' appears twice in one object "
+                                "(beside 'size', 'k', 'rule', 'moves', 'black', 'white', "
+                                "'opening'); give it once")
+    path.write_text(HEADER[:-1] + ', "size": 9}\n' + line(rc(BLACK_WIN), "black") + "\n")
+    with pytest.raises(RecordError, match=r"twice.jsonl:1: bad JSON in the header \(the key "
+                                          r"'size' appears twice"):
+        records.read_header(path)
+
+
 def test_a_header_nested_too_deeply_is_bad_json_in_the_header(tmp_path):
     path = tmp_path / "deep.jsonl"
     path.write_text("\n" + DEEP + "\n" + line(rc(BLACK_WIN), "black") + "\n")
