@@ -299,6 +299,12 @@ _BUILTIN_PREFIXES = ("heuristic-", "pure-mcts-", "minimax-", "alphabeta-", "nega
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
+def digits(text: str) -> bool:
+    """Whether ``text`` is a whole number written in ASCII digits (``str.isdigit`` also
+    takes other scripts' digits and superscripts, which ``int`` reads or refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def register_agent(name_or_prefix: str, factory: AgentFactory, *,
                    replace: bool = False) -> None:
     """Make `make` (and so configs' ``eval.opponents``, tournaments, ``pbrain``, the play
@@ -384,7 +390,7 @@ def make(spec: str, env: Gomoku) -> Agent:
     if spec == "random":
         return random_agent()
     top_k = base[len("heuristic-"):] if base.startswith("heuristic-") else None
-    if base == "heuristic" or (top_k is not None and top_k.isdigit()):
+    if base == "heuristic" or (top_k is not None and digits(top_k)):
         top_k = int(top_k) if top_k else 3
         probability = 1.0
         if at:
@@ -394,7 +400,7 @@ def make(spec: str, env: Gomoku) -> Agent:
                 raise ValueError(f"{spec!r}: the block probability after '@' must be a number "
                                  f"in [0, 1], got {blocks!r}") from None
         return heuristic_agent(env, top_k=top_k, name=spec, block_probability=probability)
-    if spec.startswith("pure-mcts-") and spec[len("pure-mcts-"):].isdigit():
+    if spec.startswith("pure-mcts-") and digits(spec[len("pure-mcts-"):]):
         from algorithms import pure_mcts
 
         return pure_mcts.pure_mcts_agent(env, int(spec[len("pure-mcts-"):]), name=spec)
@@ -441,7 +447,7 @@ def parse_exported(spec: str) -> tuple[str, int | None] | None:
     path, at, sims = spec.rpartition("@")
     if not (at and path.endswith(".gjx")):
         return None
-    if not sims.isdigit() or int(sims) < 1:
+    if not digits(sims) or int(sims) < 1:
         raise ValueError(f"{spec!r}: the simulations after '@' must be a whole number >= 1")
     return path, int(sims)
 

@@ -594,7 +594,7 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
         raise ValueError(f"--process-id must be from 0 to --num-processes - 1 = "
                          f"{args.num_processes - 1}, got {args.process_id}")
     host, _, port = (args.coordinator or "").rpartition(":")
-    if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and port.isdigit():
+    if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and port.isascii() and port.isdigit():
         # every process on this machine: the coordinator listens on loopback only (JAX
         # binds every interface by default, which processes on other hosts need)
         given["coordinator_bind_address"] = f"{host}:{port}"

@@ -104,7 +104,7 @@ _MIN_MOVES_LEFT, _MAX_MOVES_LEFT = 5, 25
 _RULE_WORDS = {"freestyle": "five or more in a row wins", "standard": "exactly five wins"}
 _COMMANDS = ("START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", "PLAY",
              "TAKEBACK", "INFO", "ABOUT", "END")
-_INT = re.compile(r"[+-]?\d{1,9}")
+_INT = re.compile(r"[+-]?\d{1,9}", re.ASCII)
 
 
 class EngineError(RuntimeError):

@@ -425,7 +425,7 @@ class PlayApp:
                 return _plain_player(spec, env), None
             player = _exported_player(path, budget, stored, env, budget_name)
             return player, (stored if stored is not None else player.budget)
-        if base.startswith("pure-mcts-") and base[len("pure-mcts-"):].isdigit():
+        if base.startswith("pure-mcts-") and agents_lib.digits(base[len("pure-mcts-"):]):
             stored = _check_budget(int(base[len("pure-mcts-"):]), f"agent {spec!r}: its N")
             if not killer:
                 return _mcts_player(base, budget if budget is not None else stored, env), stored
@@ -812,7 +812,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 name = query.get("name", [None])[0]
                 budget = query.get("budget", [None])[0]
                 if budget is not None:
-                    if not budget.isdigit():
+                    if not agents_lib.digits(budget):
                         raise PlayError(f"budget must be an integer, got {budget!r}")
                     budget = int(budget)
                 return self._json(200, self.app.agent_info(name, budget))

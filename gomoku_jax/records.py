@@ -422,7 +422,7 @@ def _check_header(path: Path, line: int, head: Any, env: Gomoku | None) -> GameC
 
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise fail(f'the first line must be a header {{"format": "{FORMAT}", ...}}')
-    if head.get("version") != VERSION:
+    if type(head.get("version")) is not int or head["version"] != VERSION:  # true == 1
         raise fail(f"version {head.get('version')!r} (this reader reads version {VERSION})")
     try:
         if not all(_is_int(head.get(key)) for key in ("size", "k")):
@@ -596,10 +596,13 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
 # ------------------------------------------------------------------ Gomocup .psq
 
 
-_PSQ_HEADER = re.compile(r"^\s*piskvorky\s+(\d+)\s*x\s*(\d+)", re.IGNORECASE)
-_PSQ_MOVE = re.compile(r"^\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*(?:,\s*[+-]?\d+\s*)?$")
-_INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
-# A line that starts like a move (two numbers and a comma) but is not `_PSQ_MOVE`.
+_PSQ_HEADER = re.compile(r"^\s*piskvorky\s+(\d+)\s*x\s*(\d+)",
+                         re.IGNORECASE | re.ASCII)  # ASCII: digits of other scripts are not moves
+_PSQ_MOVE = re.compile(r"^\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*(?:,\s*[+-]?\d+\s*)?$",
+                       re.ASCII)
+_INTEGER = re.compile(r"^\s*[+-]?\d+\s*$", re.ASCII)
+# A line that starts like a move (two numbers and a comma) but is not `_PSQ_MOVE`, digits
+# of other scripts included.
 _PSQ_GARBLED = re.compile(r"^\s*[+-]?[\d.]+\s*,\s*[+-]?[\d.]+\s*(?:,|$)")
 
 

@@ -183,7 +183,10 @@ def test_make_builds_a_weakened_heuristic_by_name():
     assert _acts(agents.make("heuristic-1@0", ENV), ENV.init(), seeds=range(5)) == {(4, 4)}
     for bad, message in (("heuristic@half", "after '@' must be a number"),
                          ("heuristic@1.5", r"block_probability must be in \[0.0, 1.0\]"),
-                         ("heuristic-x@0.5", "unknown agent")):
+                         ("heuristic-x@0.5", "unknown agent"),
+                         ("heuristic-\u00b2", "unknown agent"),  # a superscript 2
+                         ("pure-mcts-\u00b2", "unknown agent"),  # int() refused it
+                         ("pure-mcts-\uff11\uff10", "unknown agent")):  # full-width 10
         with pytest.raises(ValueError, match=message):
             agents.make(bad, ENV)
 
@@ -193,7 +196,7 @@ def test_exported_agent_names_are_parsed_one_way():
     assert agents.parse_exported("runs/a@b/final.gjx@64") == ("runs/a@b/final.gjx", 64)
     assert agents.parse_exported("heuristic@0.5") is None
     assert agents.parse_exported("pure-mcts-100") is None
-    for bad in ("final.gjx@many", "final.gjx@0", "final.gjx@-3"):
+    for bad in ("final.gjx@many", "final.gjx@0", "final.gjx@-3", "final.gjx@\u00b2"):
         with pytest.raises(ValueError, match=rf"'{bad}': the simulations after '@' must be a "
                                              "whole number >= 1"):
             agents.parse_exported(bad)

@@ -171,7 +171,7 @@ def test_errors_leave_the_state_unchanged():
         assert reply.startswith("ERROR ") and "before START" in reply, reply
     say(engine, "BOARD", "1,1,1")
     assert "before START" in one(engine, "DONE")
-    for size in ("4", "20", "abc", ""):
+    for size in ("4", "20", "abc", "", "\uff19", "\u00b2"):  # full-width 9, superscript 2
         assert one(engine, f"START {size}").startswith("ERROR ")
     assert one(engine, "START 20") == "ERROR unsupported size 20: board sizes 5 to 19"
     assert one(engine, "RECTSTART 10,12").startswith("ERROR unsupported rectangular board")
@@ -181,7 +181,8 @@ def test_errors_leave_the_state_unchanged():
     bad = ["TURN", "TURN 1", "TURN a,b", "TURN 1,2,3", "TURN -1,0", "TURN 9,0",
            f"TURN {x},{y}", "BEGIN", "BEGIN now", "TAKEBACK 8,8", "TAKEBACK 1",
            "INFO timeout_turn soon", "INFO rule 4", "INFO rule 8", "INFO rule 64",
-           "DONE", "FOO", "hello world", "\x00\xff", "1,2", "RESTART please", "ABOUTT"]
+           "DONE", "FOO", "hello world", "\x00\xff", "1,2", "RESTART please", "ABOUTT",
+           "TURN \uff11,\uff12", "INFO timeout_turn \u0665000"]  # other scripts' digits
     for line in bad:
         reply = one(engine, line)
         assert reply.startswith("ERROR ") and "\n" not in reply, (line, reply)

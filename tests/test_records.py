@@ -191,6 +191,9 @@ def test_a_file_without_a_proper_header_raises(tmp_path):
     path.write_text(HEADER.replace('"version": 1', '"version": 2') + "\n")
     with pytest.raises(RecordError, match="version 2"):
         records.read_records(path)
+    path.write_text(HEADER.replace('"version": 1', '"version": true') + "\n")
+    with pytest.raises(RecordError, match="version True"):  # true == 1 in Python
+        records.read_records(path)
     path.write_text("")
     with pytest.raises(RecordError, match="it is empty"):
         records.read_records(path)
@@ -458,6 +461,7 @@ def test_the_generator_plays_on_the_exported_agents_board_unless_told(tmp_path, 
     ("5,5,abc", "'5,5,abc' is a garbled move line"),
     ("1.5,5,0", "'1.5,5,0' is a garbled move line"),
     ("5,5,0,0", "'5,5,0,0' is a garbled move line"),
+    ("\uff15,5,0", "'\uff15,5,0' is a garbled move line"),  # a full-width 5
 ])
 def test_a_psq_line_that_cuts_the_moves_short_is_an_error(bad, phrase):
     # It used to end the moves quietly: 9,8 and the rest were lost, or taken as names.
