@@ -468,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="stones in a row to win (default: an exported agent's game, else 5)")
     play.add_argument("--rule", default=None, choices=["freestyle", "standard"])
     play.add_argument("--host", default="127.0.0.1",
-                      help="address to bind (default 127.0.0.1: this machine only)")
+                      help="address to bind, IPv4 or IPv6 (default 127.0.0.1: this machine only)")
     play.add_argument("--port", type=int, default=8000,
                       help="port (default 8000; 0 = a free port, printed on start)")
     play.add_argument("--seed", type=config_lib.seed_argument, default=0,

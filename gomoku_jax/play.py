@@ -55,11 +55,14 @@ result of its simulations; for an exported Q network its Q-values. An agent's mo
 computed by the same function as its analysis, so the overlay shows exactly why it moved.
 Rule-based agents, alpha-beta searches and ``+killer`` wrappers have no overlay.
 
-Each (game, agent, budget) is built and compiled once and cached for the server's life.
+Each (game, agent, budget) is built and compiled once and cached; the cache keeps the
+`MAX_PLAYERS` most recently used (a page that tries many budgets would otherwise keep every
+compiled search and its params for the server's life).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import http.server
@@ -101,6 +104,7 @@ _COLOURS = {"black": BLACK, "white": WHITE}
 _COLOUR_NAMES = {BLACK: "black", WHITE: "white"}
 _MAX_BODY = 64 * 1024
 _MAX_DEPTH = 16  # arrays and objects in a request body (the API needs 2)
+MAX_PLAYERS = 16  # (game, agent, budget) players kept built and compiled
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")  # names of this machine, always accepted
 _EVERY_INTERFACE = ("", "0.0.0.0", "::")
 _SAME_SITE = ("same-origin", "none")  # Sec-Fetch-Site of the page's own requests, typed URLs
@@ -345,7 +349,7 @@ class PlayApp:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self._lock = threading.Lock()
-        self._players: dict[tuple, _Player] = {}
+        self._players: collections.OrderedDict[tuple, _Player] = collections.OrderedDict()
         self._defaults: dict[tuple, int | None] = {}
         self._key = jax.random.key(seed)
         self._games = 0
@@ -403,11 +407,15 @@ class PlayApp:
         key = (env, spec, budget)
         with self._lock:
             if key in self._players:
+                self._players.move_to_end(key)
                 return self._players[key]
         player, default = self._build(spec, budget, env, budget_name)
         with self._lock:
             player = self._players.setdefault(key, player)
             self._defaults.setdefault(key, default)
+            while len(self._players) > MAX_PLAYERS:  # the least recently used goes
+                old, _ = self._players.popitem(last=False)
+                self._defaults.pop(old, None)
         return player
 
     def _build(self, spec: str, budget: int | None, env: Gomoku,
@@ -838,6 +846,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(500, {"error": f"{type(err).__name__}: {err}"})
 
 
+def _family(host: str, port: int) -> int:
+    """The address family to listen on ``host`` with: IPv4 where the host has an IPv4
+    address, else IPv6 (a literal such as ``::1``, or a name that resolves to IPv6 only)."""
+    try:
+        found = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError):
+        return socket.AF_INET  # binding says what is wrong with the name
+    families = [info[0] for info in found]
+    return socket.AF_INET if socket.AF_INET in families or not families else families[0]
+
+
+def url_of(server: http.server.HTTPServer) -> str:
+    """The page's address: ``http://HOST:PORT/`` (an IPv6 host in brackets; a server
+    bound to every interface shows the loopback address)."""
+    host, port = server.server_address[:2]
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+
 def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
                 verbose: bool = False) -> http.server.ThreadingHTTPServer:
     """A threading HTTP server for ``app`` bound to ``host:port`` (port 0: a free port,
@@ -847,8 +875,12 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
     handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
+    server_class = http.server.ThreadingHTTPServer
+    if _family(host, port) == socket.AF_INET6:  # e.g. ::1, or a name with IPv6 only
+        server_class = type("PlayServer6", (server_class,),
+                            {"address_family": socket.AF_INET6})
     try:
-        server = http.server.ThreadingHTTPServer((host, port), handler)
+        server = server_class((host.strip("[]"), port), handler)
     except OSError as err:
         raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); try "
                          "another --port, or --port 0 for a free one") from None
@@ -870,7 +902,7 @@ def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser:
           verbose: bool = False) -> None:
     """Serve ``app`` until Ctrl-C, printing the address first."""
     server = make_server(app, host, port, verbose)
-    address = f"http://{host}:{server.server_address[1]}/"
+    address = url_of(server)
     print(f"gomoku-jax play: {app.snapshot()['game']['id']} against {app._player.name}; "
           f"open {address} (Ctrl-C to stop)", flush=True)
     if open_browser:

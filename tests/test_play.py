@@ -51,7 +51,7 @@ def _raw(base, method, path, headers, body=None):
     """``(status, JSON body)`` of one request with exactly ``headers`` (no Host, Origin or
     Content-Type unless given there), as another web page or a rebound name could send it."""
     host, port = base.rsplit("/", 1)[1].rsplit(":", 1)
-    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    connection = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=120)
     try:
         connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for name, value in headers.items():
@@ -431,6 +431,60 @@ def test_a_server_bound_elsewhere_answers_to_that_host():
         finally:
             server.shutdown()
             server.server_close()
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_a_server_bound_to_an_ipv6_address_listens_there():
+    from gomoku_jax.play import url_of
+
+    app = PlayApp("heuristic", size=9, seed=0)
+    for told in ("::1", "[::1]"):
+        server = make_server(app, told, 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            port = server.server_address[1]
+            assert url_of(server) == f"http://[::1]:{port}/"
+            status, state = Client(url_of(server).rstrip("/")).get("/api/state")
+            assert status == 200 and state["game"]["size"] == 9
+            status, body = _raw(f"http://[::1]:{port}", "GET", "/api/state",
+                                {"Host": f"evil.example:{port}"})
+            assert status == 403 and "DNS rebinding" in body["error"]
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def test_the_player_cache_keeps_the_most_recently_used(monkeypatch):
+    from gomoku_jax import play
+
+    monkeypatch.setattr(play, "MAX_PLAYERS", 3)
+    app = PlayApp("heuristic", size=9, seed=0)
+    env = app._env_now
+    first = app.player("pure-mcts-1", None, env)
+    for n in (2, 3):
+        app.player(f"pure-mcts-{n}", None, env)
+    assert app.player("pure-mcts-1", None, env) is first  # used again: kept
+    app.player("pure-mcts-4", None, env)  # the least recently used (heuristic) goes
+    assert [key[1] for key in app._players] == ["pure-mcts-3", "pure-mcts-1", "pure-mcts-4"]
+    assert set(app._defaults) == set(app._players)
+    app.player("pure-mcts-5", None, env)
+    assert app.player("pure-mcts-1", None, env) is first
+    assert app.player("pure-mcts-3", None, env) is not None  # built again
+    assert len(app._players) == 3
+    app.move({"row": 4, "col": 4})  # the game's own player, evicted, still plays
+    board = np.array(app.reply()["board"])
+    assert (board != 0).sum() == 2 and board[4, 4] != 0
 
 
 def test_a_game_to_its_end_then_moves_are_refused(served):
