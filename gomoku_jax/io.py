@@ -685,6 +685,12 @@ def _as_numpy_tree(path, x):
     return arr
 
 
+def _finite(leaf) -> bool:
+    """Whether an array leaf holds no NaN or infinity (always, for integers and booleans)."""
+    leaf = np.asarray(leaf)
+    return not jax.dtypes.issubdtype(leaf.dtype, np.inexact) or bool(np.isfinite(leaf).all())
+
+
 def write_exported(path, metadata: Mapping, variables) -> None:
     """Writes ``variables`` (a pytree of arrays) and ``metadata`` to the file ``path``.
 
@@ -699,6 +705,10 @@ def write_exported(path, metadata: Mapping, variables) -> None:
     if not isinstance(state, dict):
         raise ValueError(f"variables must be a pytree of dicts, got {type(variables).__name__}")
     state = jax.tree_util.tree_map_with_path(_as_numpy_tree, state)
+    for leaf_path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        if not _finite(leaf):  # it would be refused when read
+            raise ValueError(f"variables: {_path_str(leaf_path)} holds NaN or infinite "
+                             "values; a broken network is not exported")
     payload = serialization.msgpack_serialize(state, in_place=True)
     header = {
         "format": EXPORT_FORMAT,
@@ -784,7 +794,9 @@ def read_exported(path) -> tuple[dict, dict]:
                 jax.dtypes.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
             kind = (f"an array of {leaf.dtype}" if isinstance(leaf, np.ndarray)
                     else f"a {type(leaf).__name__}")
-            raise fail(f"corrupt payload: {jax.tree_util.keystr(path, simple=True, separator='.')}"
-                       f" is {kind}, not an array of numbers")
+            raise fail(f"corrupt payload: {_path_str(path)} is {kind}, not an array of numbers")
+        if not _finite(leaf):
+            raise fail(f"{_path_str(path)} holds NaN or infinite values: the network is "
+                       "broken (exported from a run that had diverged?)")
     variables = jax.tree_util.tree_map(np.array, variables)
     return metadata, variables

@@ -557,6 +557,24 @@ def test_exported_leaf_that_is_not_numbers_is_refused(tmp_path, leaf, where, kin
         read_exported(path)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_network_with_nan_or_inf_is_neither_written_nor_read(tmp_path, bad):
+    path = tmp_path / "p.gjx"
+    broken = {"params": {"w": np.array([0.5, bad], np.float32), "n": np.arange(3)}}
+    with pytest.raises(ValueError, match=r"variables: params.w holds NaN or infinite values; "
+                                         "a broken network is not exported"):
+        write_exported(path, METADATA, broken)
+    assert not path.exists()
+    write_exported(path, METADATA, _variables())
+    _with_payload(path, broken)  # written by something else
+    with pytest.raises(CheckpointError, match=rf"{path}: params.w holds NaN or infinite "
+                                              r"values: the network is broken"):
+        read_exported(path)
+    _with_payload(path, {"params": {"w": np.array([0.5, 1e30], np.float32),
+                                    "n": np.arange(3)}})
+    assert read_exported(path)[1]["params"]["w"][1] == np.float32(1e30)  # large is fine
+
+
 def test_exported_header_nested_too_deep_is_corrupt_not_a_crash(tmp_path):
     path = tmp_path / "p.gjx"
     write_exported(path, METADATA, _variables())
