@@ -903,8 +903,10 @@ def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser:
     """Serve ``app`` until Ctrl-C, printing the address first."""
     server = make_server(app, host, port, verbose)
     address = url_of(server)
+    elsewhere = (f", or this machine's name or address at port {server.server_address[1]} "
+                 "from another" if server.RequestHandlerClass.any_ip else "")
     print(f"gomoku-jax play: {app.snapshot()['game']['id']} against {app._player.name}; "
-          f"open {address} (Ctrl-C to stop)", flush=True)
+          f"open {address}{elsewhere} (Ctrl-C to stop)", flush=True)
     if open_browser:
         import webbrowser
 

@@ -465,6 +465,28 @@ def test_a_server_bound_to_an_ipv6_address_listens_there():
             server.server_close()
 
 
+@pytest.mark.parametrize("told, shown, elsewhere", [
+    ("127.0.0.1", "http://127.0.0.1:{port}/", False),
+    ("0.0.0.0", "http://127.0.0.1:{port}/", True),  # a URL a browser here opens
+])
+def test_serve_prints_the_address_to_open(monkeypatch, capsys, told, shown, elsewhere):
+    import socketserver
+
+    from gomoku_jax import play
+
+    ports = []
+
+    def stop_at_once(server, *args, **kwargs):  # as after Ctrl-C
+        ports.append(server.server_address[1])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(socketserver.BaseServer, "serve_forever", stop_at_once)
+    play.serve(PlayApp("heuristic", size=9, seed=0), told, 0)
+    out = capsys.readouterr().out
+    assert f"open {shown.format(port=ports[0])}" in out, out
+    assert ("from another" in out) == elsewhere, out
+
+
 def test_the_player_cache_keeps_the_most_recently_used(monkeypatch):
     from gomoku_jax import play
 
