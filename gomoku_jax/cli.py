@@ -638,6 +638,11 @@ def console() -> None:
     warnings.showwarning = _one_line_warnings(warnings.showwarning)
     code = main()
     if code == 130:
+        if "multiprocessing" in sys.modules:  # what its atexit hook does, which os._exit skips:
+            # release the semaphores of worker pools (else its resource tracker warns of leaks)
+            import multiprocessing.util
+
+            multiprocessing.util._exit_function()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

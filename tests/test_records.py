@@ -577,3 +577,37 @@ def test_ctrl_c_keeps_the_finished_games_as_a_shorter_run_writes_them(tmp_path, 
         generate_records.main(ARGS + ["--workers", "1", "--out", str(cut)])
     assert "interrupted: wrote the first 3 games of the 4 asked" in capsys.readouterr().err
     assert cut.read_bytes() == short.read_bytes()
+
+
+def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_path):
+    """The command itself (`cli.console`, which ends with ``os._exit``) interrupted while
+    two worker processes play: exit status 130, the finished games written, and no
+    "leaked semaphore" warning from multiprocessing's resource tracker."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "cut.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from gomoku_jax.cli import console; console()", "records",
+         "generate", "--size", "7", "--k", "4", "--games", "100000", "--black", "random",
+         "--white", "random", "--workers", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen, deadline = b"", time.monotonic() + 300
+        while not re.search(rb"\b[1-9]\d*/100000\b", seen):  # a game finished on a worker
+            assert proc.poll() is None and time.monotonic() < deadline, seen[-2000:]
+            seen += os.read(proc.stderr.fileno(), 4096)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = (seen + stderr).decode(errors="replace")
+    assert proc.returncode == 130, err[-2000:]
+    assert "leaked semaphore" not in err, err[-2000:]
+    written = re.search(r"interrupted: wrote the first (\d+) games of the 100000 asked", err)
+    assert written, err[-2000:]
+    assert len(records.read_records(out, on_error="raise")) == int(written.group(1))
