@@ -597,7 +597,7 @@ def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_p
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         seen, deadline = b"", time.monotonic() + 300
-        while not re.search(rb"\b[1-9]\d*/100000\b", seen):  # a game finished on a worker
+        while not re.search(rb"\b[1-9]\d+/100000\b", seen):  # 10 games finished on workers
             assert proc.poll() is None and time.monotonic() < deadline, seen[-2000:]
             seen += os.read(proc.stderr.fileno(), 4096)
         proc.send_signal(signal.SIGINT)
@@ -609,5 +609,7 @@ def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_p
     assert proc.returncode == 130, err[-2000:]
     assert "leaked semaphore" not in err, err[-2000:]
     written = re.search(r"interrupted: wrote the first (\d+) games of the 100000 asked", err)
-    assert written, err[-2000:]
-    assert len(records.read_records(out, on_error="raise")) == int(written.group(1))
+    if written:  # the games from the first on that finished (game 0 is almost always one)
+        assert len(records.read_records(out, on_error="raise")) == int(written.group(1))
+    else:
+        assert "interrupted: no file: the first 0 games" in err and not out.exists(), err
