@@ -1363,7 +1363,7 @@ class GomokuBotAgent(_HeuristicSearch):
 
 
 # ----------------------------------------------------------------------- names
-_NAME = re.compile(r"^(minimax|alphabeta|negamax|gomokubot)(?:-(\d+))?$")
+_NAME = re.compile(r"^(minimax|alphabeta|negamax|gomokubot)(?:-(\d+))?$", re.ASCII)
 
 
 # The largest board `by_name` builds "minimax" for (`MinimaxAgent` itself takes any).

@@ -56,6 +56,7 @@ from tqdm import tqdm
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
                                 device_description, fill_unset, publish, time_calls,
                                 write_report)
+from gomoku_jax import config as config_lib
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.game import Gomoku, sample_legal_action
@@ -199,7 +200,6 @@ def learner_config(net_name: str, net_options: dict, overrides=(), quick: bool =
     """The CPU default `AlphaZeroConfig` (its smoke variant when ``quick``) with the
     benchmarked network, then ``overrides`` (``key=value`` strings)."""
     from algorithms import alphazero
-    from gomoku_jax import config as config_lib
 
     network = [f"network.name={json.dumps(net_name)}",
                f"network.options={json.dumps(net_options)}"]
@@ -334,8 +334,6 @@ def run(net_name: str, net_options: dict, sizes=DEFAULT_SIZES, batches=DEFAULT_B
         report["skipped"] = result["skipped"]
     if "learner" in parts:
         cfg = learner_config(net_name, net_options, overrides, quick)
-        from gomoku_jax import config as config_lib
-
         report["learner"] = run_learner_bench(cfg, repeats, seed, progress, sgd_reference)
         report["learner"]["config"] = config_lib.to_dict(cfg)
         report["learner"]["overrides"] = list(overrides)
@@ -443,7 +441,7 @@ def main(argv=None) -> dict:
     options = None
     if args.options is not None:
         try:
-            options = json.loads(args.options)
+            options = config_lib.loads(args.options)  # a key given twice is refused
         except json.JSONDecodeError as error:
             parser.error(f"--options is not valid JSON ({error}): {args.options!r}")
         if not isinstance(options, dict):

@@ -37,6 +37,7 @@ from gomoku_jax.game import Gomoku, State, sample_legal_action
 __all__ = [
     "AGENTS",
     "Agent",
+    "digits",
     "JaxAgent",
     "PythonAgent",
     "exported_path",
@@ -395,6 +396,8 @@ def make(spec: str, env: Gomoku) -> Agent:
         probability = 1.0
         if at:
             try:
+                if not blocks.isascii():  # float() also reads other scripts' digits
+                    raise ValueError(blocks)
                 probability = float(blocks)
             except ValueError:
                 raise ValueError(f"{spec!r}: the block probability after '@' must be a number "

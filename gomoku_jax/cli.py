@@ -574,7 +574,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as err:  # bad settings or files: one clear line
         print(f"gomoku-jax: error: {err}", file=sys.stderr)
         return 2
-    except FloatingPointError as err:  # a run that diverged (`training.TrainingDiverged`)
+    except FloatingPointError as err:  # a run that diverged; others (JAX_DEBUG_NANS) raise
+        from gomoku_jax.training import TrainingDiverged
+
+        if not isinstance(err, TrainingDiverged):
+            raise
         print(f"gomoku-jax: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -642,7 +646,10 @@ def console() -> None:
             # release the semaphores of worker pools (else its resource tracker warns of leaks)
             import multiprocessing.util
 
-            multiprocessing.util._exit_function()
+            try:
+                multiprocessing.util._exit_function()
+            except BaseException:  # noqa: BLE001 - a second Ctrl-C: end all the same
+                pass
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

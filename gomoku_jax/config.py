@@ -52,16 +52,17 @@ class DuplicateKeyError(json.JSONDecodeError):
     every reader that reports bad JSON reports this too."""
 
     def __init__(self, key: str, keys: Sequence[str]):
-        others = ", ".join(repr(k) for k in dict.fromkeys(keys) if k != key)
+        others = [repr(k) for k in dict.fromkeys(keys) if k != key]
+        shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8
+                                         else "")
         message = (f"the key {key!r} appears twice in one object (" +
-                   (f"beside {others[:200]}" if others else "its only key") +
-                   "); give it once")
+                   (f"beside {shown[:300]}" if others else "its only key") + "); give it once")
         ValueError.__init__(self, message)
         self.msg, self.doc, self.pos, self.lineno, self.colno = message, "", 0, 1, 1
-        self.key = key
+        self.key, self.keys = key, list(keys)
 
-    def __reduce__(self):
-        return type(self), (self.key, [self.key])
+    def __reduce__(self):  # copy and pickle keep the message
+        return type(self), (self.key, self.keys)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -293,6 +294,8 @@ def read_json(path, what: str = "config file"):
     except UnicodeDecodeError as error:
         raise ConfigError(f"{name} is not UTF-8 text (byte {error.start}: {error.reason}); "
                           "it should be JSON") from None
+    except DuplicateKeyError as error:
+        raise ConfigError(f"{name}: {error}") from None
     except json.JSONDecodeError as error:
         raise ConfigError(f"{name} is not valid JSON: {error}") from None
     except RecursionError:

@@ -63,6 +63,7 @@ compiled search and its params for the server's life).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import http.server
@@ -400,6 +401,12 @@ class PlayApp:
                budget_name: str | None = None) -> _Player:
         """The cached player for (game, agent, budget); built (and later compiled) once.
         Errors about the budget call it ``budget_name`` (None: the API's budget field)."""
+        return self._player_and_default(agent, budget, env, budget_name)[0]
+
+    def _player_and_default(self, agent: Any, budget: Any, env: Gomoku,
+                            budget_name: str | None = None) -> tuple[_Player, int | None]:
+        """`player` and the agent's own budget (None: none), read together under the
+        lock (another request could evict the entry between two reads)."""
         if not isinstance(agent, str) or not agent.strip():
             raise PlayError(f"agent must be a non-empty string, got {agent!r}")
         spec = agent.strip()
@@ -408,15 +415,15 @@ class PlayApp:
         with self._lock:
             if key in self._players:
                 self._players.move_to_end(key)
-                return self._players[key]
+                return self._players[key], self._defaults.get(key)
         player, default = self._build(spec, budget, env, budget_name)
         with self._lock:
             player = self._players.setdefault(key, player)
-            self._defaults.setdefault(key, default)
+            default = self._defaults.setdefault(key, default)
             while len(self._players) > MAX_PLAYERS:  # the least recently used goes
                 old, _ = self._players.popitem(last=False)
                 self._defaults.pop(old, None)
-        return player
+        return player, default
 
     def _build(self, spec: str, budget: int | None, env: Gomoku,
                budget_name: str | None = None) -> tuple[_Player, int | None]:
@@ -476,15 +483,14 @@ class PlayApp:
         if colour not in _COLOURS:
             raise PlayError(f"colour must be \"black\" or \"white\", got {colour!r}")
         env = self._game_of(body)
-        player = self.player(body.get("agent", "heuristic"), body.get("budget"), env,
-                             budget_name)
+        player, default = self._player_and_default(body.get("agent", "heuristic"),
+                                                   body.get("budget"), env, budget_name)
         with self._lock:
             self._asked = {"colour": colour, "agent": body.get("agent", "heuristic"),
                            "budget": body.get("budget")}
             self._env_now = env
             self._player = player
-            self._default_budget = self._defaults.get(
-                (env, body.get("agent", "heuristic").strip(), body.get("budget")))
+            self._default_budget = default
             self._human = _COLOURS[colour]
             self._states = [player.env.init()]
             self._movers: list[str] = []  # who made each move: "human" / "agent"
@@ -631,8 +637,8 @@ class PlayApp:
         """``{"name", "budget", "overlay", "game"}`` of an agent in the current game (or
         its own game for an exported file)."""
         env = self._game_of({"agent": name}) if isinstance(name, str) else self._env_now
-        player = self.player(name, budget, env)
-        return player.info(self._defaults.get((env, name.strip(), budget)))
+        player, default = self._player_and_default(name, budget, env)
+        return player.info(default)
 
 
 def _win_line(board: np.ndarray, last: int, k: int, rule: str) -> list[list[int]]:
@@ -866,6 +872,20 @@ def url_of(server: http.server.HTTPServer) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
 
+class _IPv6Server(http.server.ThreadingHTTPServer):
+    """The server on an IPv6 address; on ``::`` (every interface) it takes IPv4 clients
+    too, as the standard library's ``DualStackServer`` does, whatever the system's
+    default."""
+
+    address_family = socket.AF_INET6
+
+    def server_bind(self):
+        if self.server_address[0] == "::":
+            with contextlib.suppress(AttributeError, OSError):
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
 def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
                 verbose: bool = False) -> http.server.ThreadingHTTPServer:
     """A threading HTTP server for ``app`` bound to ``host:port`` (port 0: a free port,
@@ -876,13 +896,14 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
         raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
     handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
     server_class = http.server.ThreadingHTTPServer
-    if _family(host, port) == socket.AF_INET6:  # e.g. ::1, or a name with IPv6 only
-        server_class = type("PlayServer6", (server_class,),
-                            {"address_family": socket.AF_INET6})
+    bare = host.strip().strip("[]")
+    if _family(bare, port) == socket.AF_INET6:  # e.g. ::1, or a name with IPv6 only
+        server_class = _IPv6Server
     try:
-        server = server_class((host.strip("[]"), port), handler)
+        server = server_class((bare, port), handler)
     except OSError as err:
-        raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); try "
+        shown = f"[{bare}]" if ":" in bare else bare
+        raise ValueError(f"cannot listen on {shown}:{port} ({err.strerror or err}); try "
                          "another --port, or --port 0 for a free one") from None
     server.daemon_threads = True
     # The names it answers to (`_Handler._check_sender`): this machine's loopback names, the
@@ -904,7 +925,7 @@ def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser:
     server = make_server(app, host, port, verbose)
     address = url_of(server)
     elsewhere = (f", or this machine's name or address at port {server.server_address[1]} "
-                 "from another" if server.RequestHandlerClass.any_ip else "")
+                 "from another machine" if server.RequestHandlerClass.any_ip else "")
     print(f"gomoku-jax play: {app.snapshot()['game']['id']} against {app._player.name}; "
           f"open {address}{elsewhere} (Ctrl-C to stop)", flush=True)
     if open_browser:

@@ -78,7 +78,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gomoku_jax.config import loads
+from gomoku_jax.config import DuplicateKeyError, loads
 from gomoku_jax.game import GameConfig, Gomoku
 
 __all__ = [
@@ -423,7 +423,8 @@ def _check_header(path: Path, line: int, head: Any, env: Gomoku | None) -> GameC
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise fail(f'the first line must be a header {{"format": "{FORMAT}", ...}}')
     if type(head.get("version")) is not int or head["version"] != VERSION:  # true == 1
-        raise fail(f"version {head.get('version')!r} (this reader reads version {VERSION})")
+        raise fail(f"version {json.dumps(head.get('version'))} (this reader reads version "
+                   f"{VERSION})")
     try:
         if not all(_is_int(head.get(key)) for key in ("size", "k")):
             raise ValueError(f"size and k must be integers, got {head.get('size')!r}, "
@@ -525,8 +526,9 @@ def _header_json(path: Path, number: int, text):
         return loads(text)
     except (json.JSONDecodeError, RecursionError) as err:
         why = f"bad JSON in the header ({_json_error(err)})"
-        raise RecordError(str(path), number, f"{why}; records files are JSON Lines (.jsonl, "
-                          "or .jsonl.gz compressed)") from None
+        if not isinstance(err, DuplicateKeyError):  # not JSON at all: say what is expected
+            why += "; records files are JSON Lines (.jsonl, or .jsonl.gz compressed)"
+        raise RecordError(str(path), number, why) from None
 
 
 def read_header(path) -> dict:

@@ -35,6 +35,8 @@ import re
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from gomoku_jax import config as config_lib
+
 __all__ = [
     "ladder_evaluator",
     "ladder_table_markdown",
@@ -82,6 +84,20 @@ def _last_metrics(path: pathlib.Path) -> dict:
     return out
 
 
+def _diverged(run_dir: pathlib.Path) -> dict | None:
+    """``{"iteration", "reason"}`` of a run that stopped because it diverged
+    (`training.DIVERGED`), None otherwise (or when the file cannot be read)."""
+    from gomoku_jax import training
+
+    try:
+        info = config_lib.read_json(run_dir / training.DIVERGED)
+    except config_lib.ConfigError:
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("reason"), str):
+        return None
+    return {"iteration": info.get("iteration"), "reason": info["reason"]}
+
+
 def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | None = None,
           workdir, variant: str | Sequence[str] | None = None,
           overrides: Mapping[str, Any] | Sequence[str] | None = None,
@@ -96,7 +112,11 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       iterations: train each run this many iterations (None: the config's own), at most
         the config's ``train.iterations``; the same for every run, so the runs get the
         same budget unless a run stops early (``eval.stop_score`` / ``eval.patience``:
-        the row's ``stopped_because`` says why).
+        the row's ``stopped_because`` says why). A run that diverges (its loss or network
+        turns NaN or infinite, `training.TrainingDiverged`) stops there; its row says
+        ``"diverged: ..."`` and has no evaluation, the other values still train, and a
+        later call reads it back rather than training it again (delete its folder for
+        that).
       workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` (a
         value of more than 40 characters is cut and tagged with a hash of the whole, so
         a changed value never lands in a folder of another) and the rows are also
@@ -116,7 +136,6 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       "eval_<opponent>": final score, ...}, ...]`` in ``values`` order.
     """
     import algorithms
-    from gomoku_jax import config as config_lib
     from gomoku_jax import exported, training
 
     if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
@@ -156,17 +175,23 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         run_dir = workdir / f"{i:02d}_{_slug(key)}={_slug(value)}"
         learner = make_learner(cfg) if devices is None else make_learner(cfg, devices=devices)
         start = time.perf_counter()
-        report = training.run(learner, run_dir, iterations=iterations, progress=progress,
-                              tensorboard=tensorboard)
+        diverged = _diverged(run_dir)  # a run that diverged before is not trained again
+        if diverged is None:
+            try:
+                report = training.run(learner, run_dir, iterations=iterations,
+                                      progress=progress, tensorboard=tensorboard)
+            except training.TrainingDiverged as err:  # the other values still train
+                diverged = _diverged(run_dir) or {"iteration": None, "reason": str(err)}
         row = {"key": key, "value": value, "run": str(run_dir),
-               "iterations": report["iterations"],
-               "stopped_because": report.get("stopped_because"),
+               "iterations": diverged["iteration"] if diverged else report["iterations"],
+               "stopped_because": (f"diverged: {diverged['reason']}" if diverged else
+                                   report.get("stopped_because")),
                "train_seconds": round(time.perf_counter() - start, 2), key: value}
         row.update({name: cell for name, cell in _last_metrics(run_dir / "metrics.csv").items()
                     if name not in row})
-        for name, result in report.get("evaluation", {}).items():
+        for name, result in ({} if diverged else report.get("evaluation", {})).items():
             row[f"eval_{name}"] = result["score"]
-        if evaluate is not None:
+        if evaluate is not None and not diverged:
             loaded = exported.load(run_dir / "final.gjx", name=f"{key}={_slug(value)}")
             row.update(evaluate(loaded.agent, loaded.env))
         rows.append(row)

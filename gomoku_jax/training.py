@@ -38,12 +38,18 @@ from gomoku_jax import arena, exported, ratings
 from gomoku_jax import io as gio
 from gomoku_jax.config import from_dict, to_dict
 
-__all__ = ["RunLog", "TrainingDiverged", "evaluate", "restore", "run"]
+__all__ = ["DIVERGED", "RunLog", "TrainingDiverged", "evaluate", "non_finite", "restore",
+           "run"]
 
 
 class TrainingDiverged(FloatingPointError):
     """An iteration's loss or the network's variables turned NaN or infinite; the run
-    stopped before saving that iteration, so its last checkpoint is still sound."""
+    stopped before saving that iteration, so its last checkpoint is still sound. Its
+    work directory keeps the reason in ``diverged.json`` (`DIVERGED`) until the run
+    finishes."""
+
+
+DIVERGED = "diverged.json"  # {"iteration": N, "reason": "..."} of a run that diverged
 
 
 @jax.jit
@@ -53,30 +59,38 @@ def _finite_leaves(variables):
             if jnp.issubdtype(x.dtype, jnp.inexact)]
 
 
-def check_finite(variables, metrics: Mapping[str, float], iteration: int,
-                 saved: int | None) -> None:
-    """Raise `TrainingDiverged` if ``metrics``' losses or ``variables`` hold NaN or inf
-    after ``iteration``; ``saved`` is the run's last checkpointed iteration (None: none)."""
+def non_finite(variables, metrics: Mapping[str, float] = {}) -> list[str]:  # noqa: B006
+    """What holds NaN or infinity: each loss of ``metrics`` (``loss``, ``*_loss``) that
+    does, and the network's ``variables`` (naming up to three leaves, ``params.a.b``)."""
     bad = [f"{k} is {v}" for k, v in metrics.items()
            if (k == "loss" or k.endswith("_loss")) and isinstance(v, float)
            and not math.isfinite(v)]
     flags = jax.device_get(_finite_leaves(variables))
     if not all(flags):
-        paths = [jax.tree_util.keystr(path) for path, x in
+        names = [jax.tree_util.keystr(path, simple=True, separator=".") for path, x in
                  jax.tree_util.tree_flatten_with_path(variables)[0]
                  if jnp.issubdtype(x.dtype, jnp.inexact)]
-        broken = [p for p, ok in zip(paths, flags) if not ok]
-        more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
-        bad.append(f"the network's variables hold NaN or inf ({broken[0]}{more})")
+        broken = [name for name, ok in zip(names, flags) if not ok]
+        more = f" and {len(broken) - 3} more" if len(broken) > 3 else ""
+        bad.append(f"the network's variables hold NaN or inf ({', '.join(broken[:3])}{more})")
+    return bad
+
+
+def check_finite(variables, metrics: Mapping[str, float], iteration: int,
+                 saved: int | None, workdir) -> None:
+    """Raise `TrainingDiverged` if ``metrics``' losses or ``variables`` hold NaN or inf
+    after ``iteration`` of the run in ``workdir``; ``saved`` is its last checkpointed
+    iteration (None: none)."""
+    bad = non_finite(variables, metrics)
     if not bad:
         return
     kept = (f"its last checkpoint, iteration {saved}, is sound" if saved else
             "it has no checkpoint yet")
     raise TrainingDiverged(
-        f"training diverged at iteration {iteration}: {'; '.join(bad)}. The run stopped "
-        f"without saving this iteration ({kept}; metrics.csv shows the iteration). Resuming "
-        "repeats the same steps: train again with a lower train.learning_rate (DDQN: or "
-        "a smaller train.max_grad_norm)")
+        f"training in {workdir} diverged at iteration {iteration}: {'; '.join(bad)}. The run "
+        f"stopped without saving this iteration ({kept}; metrics.csv shows the iteration). "
+        "Resuming repeats the same steps: train again in a new --workdir with a lower "
+        "learning rate (train.learning_rate; DDQN: or a smaller train.max_grad_norm)")
 
 
 class RunLog:
@@ -465,6 +479,12 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if restored is None:
         _check_fresh_workdir(workdir, learner, algorithm)
         check_state_memory(learner)  # before anything is written
+    elif bad := non_finite(restored.variables):  # saved before this check existed
+        step = int(restored.iteration)
+        raise TrainingDiverged(
+            f"the checkpoint of iteration {step} in {workdir} holds a network that had "
+            f"already diverged: {'; '.join(bad)}. Delete {workdir / 'checkpoints' / str(step)} "
+            "to resume from the checkpoint before it, or train again in a new --workdir")
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner), cleanup=True)
     write(workdir / "config.json",
@@ -497,9 +517,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             it = int(state.iteration)
             metrics.update(seconds=seconds, moves_per_second=metrics["moves"] / seconds)
             try:  # before the evaluation, which could export a broken network as best
-                check_finite(state.variables, metrics, it, saved)
-            except TrainingDiverged:
+                check_finite(state.variables, metrics, it, saved, workdir)
+            except TrainingDiverged as err:
                 log.log(it, metrics)
+                write(workdir / DIVERGED, json.dumps({"iteration": it, "reason": str(err)},
+                                                     indent=2) + "\n")
                 raise
             # (the schedule's last iteration has the final evaluation instead; a run
             # stopped earlier by ``iterations`` evaluates as an uninterrupted one would)
@@ -544,6 +566,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                                         opening_stones=ev.opening_stones, progress=progress)
     write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
     write(workdir / "report.md", _report_markdown(report, learner.describe_play()))
+    if lead:  # a resumed run that got past where it diverged (other code, a GPU's rounding)
+        (workdir / DIVERGED).unlink(missing_ok=True)
     return report
 
 

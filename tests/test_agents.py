@@ -186,7 +186,10 @@ def test_make_builds_a_weakened_heuristic_by_name():
                          ("heuristic-x@0.5", "unknown agent"),
                          ("heuristic-\u00b2", "unknown agent"),  # a superscript 2
                          ("pure-mcts-\u00b2", "unknown agent"),  # int() refused it
-                         ("pure-mcts-\uff11\uff10", "unknown agent")):  # full-width 10
+                         ("pure-mcts-\uff11\uff10", "unknown agent"),  # full-width 10
+                         ("heuristic@\uff10.\uff15", "after '@' must be a number"),
+                         ("alphabeta-\uff12", "unknown agent"),
+                         ("gomokubot-\u0663", "unknown agent")):  # an Arabic-Indic 3
         with pytest.raises(ValueError, match=message):
             agents.make(bad, ENV)
 

@@ -460,9 +460,20 @@ def test_a_server_bound_to_an_ipv6_address_listens_there():
             status, body = _raw(f"http://[::1]:{port}", "GET", "/api/state",
                                 {"Host": f"evil.example:{port}"})
             assert status == 403 and "DNS rebinding" in body["error"]
+            with pytest.raises(ValueError, match=rf"cannot listen on \[::1\]:{port} \("):
+                make_server(app, told, port)  # taken
         finally:
             server.shutdown()
             server.server_close()
+    server = make_server(app, "::", 0)  # every interface: IPv4 clients too
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        for base in (f"http://127.0.0.1:{port}", f"http://[::1]:{port}"):
+            assert Client(base).get("/api/state")[0] == 200, base
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize("told, shown, elsewhere", [
@@ -484,7 +495,7 @@ def test_serve_prints_the_address_to_open(monkeypatch, capsys, told, shown, else
     play.serve(PlayApp("heuristic", size=9, seed=0), told, 0)
     out = capsys.readouterr().out
     assert f"open {shown.format(port=ports[0])}" in out, out
-    assert ("from another" in out) == elsewhere, out
+    assert ("from another machine" in out) == elsewhere, out
 
 
 def test_the_player_cache_keeps_the_most_recently_used(monkeypatch):

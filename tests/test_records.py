@@ -192,7 +192,7 @@ def test_a_file_without_a_proper_header_raises(tmp_path):
     with pytest.raises(RecordError, match="version 2"):
         records.read_records(path)
     path.write_text(HEADER.replace('"version": 1', '"version": true') + "\n")
-    with pytest.raises(RecordError, match="version True"):  # true == 1 in Python
+    with pytest.raises(RecordError, match="version true"):  # true == 1 in Python
         records.read_records(path)
     path.write_text("")
     with pytest.raises(RecordError, match="it is empty"):

@@ -62,6 +62,39 @@ def test_a_sweep_over_a_traced_setting_compiles_once(tmp_path):
     assert rows[0]["loss"] != rows[1]["loss"]  # and each run trained at its own rate
 
 
+def test_a_run_that_diverges_is_a_row_and_the_other_values_still_train(tmp_path,
+                                                                       monkeypatch):
+    from gomoku_jax import training
+
+    check = training.check_finite
+
+    def nan_at_the_low_rate(variables, metrics, iteration, saved, workdir):
+        if "=0.001" in str(workdir):  # as if that run's loss had turned NaN
+            metrics = dict(metrics, loss=float("nan"))
+        return check(variables, metrics, iteration, saved, workdir)
+
+    monkeypatch.setattr(training, "check_finite", nan_at_the_low_rate)
+    settings = dict(iterations=1, workdir=tmp_path, variant="smoke",
+                    overrides={"eval.final_games": 0}, devices=jax.devices()[:1])
+    rows = sweep.sweep(CONFIG, "train.learning_rate", [1e-3, 4e-3], **settings)
+    bad, good = (pathlib.Path(r["run"]) for r in rows)
+    assert rows[0]["stopped_because"].startswith(
+        f"diverged: training in {bad} diverged at iteration 1: loss is nan.")
+    assert rows[0]["iterations"] == 1 and "loss" in rows[0]  # the logged row is read
+    assert not (bad / "final.gjx").exists() and (bad / training.DIVERGED).exists()
+    assert rows[1]["stopped_because"] is None and (good / "final.gjx").exists()
+    assert not (good / training.DIVERGED).exists()
+    # Again: the diverged run is read back, not trained again (it would diverge again).
+    trained = []
+    run = training.run
+    monkeypatch.setattr(training, "run", lambda learner, workdir, **kw: (
+        trained.append(pathlib.Path(workdir)), run(learner, workdir, **kw))[1])
+    again = sweep.sweep(CONFIG, "train.learning_rate", [1e-3, 4e-3], **settings)
+    assert trained == [good]  # the finished run says it is finished; the other is skipped
+    strip = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}  # noqa: E731
+    assert [strip(r) for r in again] == [strip(r) for r in rows]
+
+
 def test_the_table_has_one_row_per_run(swept):
     _, rows, _ = swept
     table = sweep.sweep_table_markdown(rows).splitlines()

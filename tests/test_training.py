@@ -441,7 +441,8 @@ def _diverging(learner, at, poison):
 
 @pytest.mark.parametrize("broken, named", [
     ("loss", r"loss is nan"),
-    ("params", r"the network's variables hold NaN or inf \(\['params'\]\['\w+'\].*"),
+    ("params", r"the network's variables hold NaN or inf \(params\.[\w.]+(, params\.[\w.]+)*"
+               r"( and \d+ more)?\)"),
 ])
 def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
         learner, uninterrupted, tmp_path, broken, named):
@@ -457,9 +458,12 @@ def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
         return state.replace(variables={**state.variables, "params": params}), metrics
 
     with pytest.raises(training.TrainingDiverged,
-                       match=rf"diverged at iteration 2: {named}\. .*its last checkpoint, "
-                             r"iteration 1, is sound"):
+                       match=rf"training in {tmp_path} diverged at iteration 2: {named}\. "
+                             r".*its last checkpoint, iteration 1, is sound.*in a new "
+                             r"--workdir"):
         training.run(_diverging(learner, 2, poison), tmp_path, progress=False)
+    marker = json.loads((tmp_path / training.DIVERGED).read_text())
+    assert marker["iteration"] == 2 and "diverged at iteration 2" in marker["reason"]
     assert gio.Checkpointer(tmp_path / "checkpoints", config=cfglib.to_dict(
         learner.config)).latest_step() == 1
     rows = _rows(tmp_path)
@@ -469,6 +473,26 @@ def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
     # the broken network was neither evaluated (eval.every is 2) nor exported
     assert not (tmp_path / "best.gjx").exists() and not (tmp_path / "final.gjx").exists()
     assert not (tmp_path / "eval" / "iter_000002.json").exists()
+    if broken == "loss":  # resumed where it does not diverge (other code): the marker goes
+        training.run(learner, tmp_path, progress=False)
+        assert (tmp_path / "final.gjx").exists()
+        assert not (tmp_path / training.DIVERGED).exists()
+
+
+def test_a_checkpoint_of_a_diverged_network_is_not_resumed(learner, tmp_path, monkeypatch):
+    def poison(state, metrics):
+        variables = jax.tree.map(lambda x: x * np.float32("nan"), state.variables)
+        return state.replace(variables=variables), metrics
+
+    with monkeypatch.context() as unchecked:  # as a run saved before the check existed
+        unchecked.setattr(training, "check_finite", lambda *args: None)
+        unchecked.setattr(training.exported, "export_agent", lambda *args, **kw: None)
+        training.run(_diverging(learner, 1, poison), tmp_path, iterations=1, progress=False)
+    with pytest.raises(training.TrainingDiverged,
+                       match=rf"the checkpoint of iteration 1 in {tmp_path} holds a network "
+                             r"that had already diverged: the network's variables hold NaN.*"
+                             rf"Delete {tmp_path / 'checkpoints' / '1'} to resume"):
+        training.run(learner, tmp_path, progress=False)
 
 
 def test_the_command_line_names_a_diverged_run(learner, tmp_path, monkeypatch, capsys):
@@ -481,6 +505,14 @@ def test_the_command_line_names_a_diverged_run(learner, tmp_path, monkeypatch, c
     assert code == 1
     assert capsys.readouterr().err.strip() == (
         "gomoku-jax: error: training diverged at iteration 7: loss is inf")
+
+    def nans(*args, **kwargs):  # e.g. JAX_DEBUG_NANS: its traceback is the point
+        raise FloatingPointError("invalid value (nan) encountered in log")
+
+    monkeypatch.setattr(training, "run", nans)
+    with pytest.raises(FloatingPointError, match="encountered in log"):
+        cli.main(["train", "--config", str(CONFIG), "--smoke", "--workdir",
+                  str(tmp_path / "other"), "--no-progress"])
 
 
 def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, tmp_path):
