@@ -8,11 +8,14 @@ Conventions (shared by every module):
 * Rules: ``freestyle`` (k or more in a row wins) and ``standard`` (exactly k; an
   overline does not win). A full board with no winner is a draw.
 * Under ``jit`` an illegal action cannot raise: the mover loses at once and the
-  state says so (pgx convention). ``Gomoku.play`` is the checked, Python-facing way
-  to make a move.
+  state says so (pgx convention). No stone is placed, so ``last_action`` and
+  ``move_count`` stay those of the last legal move and the illegal action is recorded
+  nowhere. ``Gomoku.play`` is the checked, Python-facing way to make a move.
 * Stepping a finished game changes nothing and gives zero rewards. Once a game is
   over, ``legal_action_mask`` is all True (pgx convention, so that masked softmaxes
-  never divide by zero) and ``current_player`` stays the player who made the last move.
+  never divide by zero) and ``current_player`` stays the player who made the last move
+  (or the illegal one), so a finished state's observation is from that player's view:
+  mind it when building value targets.
 
 The env object is stateless and hashable; it holds only static settings and the
 constant index tables derived from them. Write logic for one game and batch it with

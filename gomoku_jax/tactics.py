@@ -444,7 +444,10 @@ def shape_counts(board, k: int) -> jax.Array:
     ``[..., p, s]`` counts shape ``SHAPES[s]`` for player ``p`` (0 black, 1 white);
     definitions in the module docstring (maximal runs; two / three / four = length
     k-3 / k-2 / k-1; open = both end cells empty, half = one; blocked_* = opponent
-    runs with an end cell holding p's stone).
+    runs with an end cell holding p's stone). The shapes take no rule: under
+    ``standard`` a run counts as open even where extending it at one end would make an
+    overline (``X.XXXX.`` for k=5 holds an open four; `four_threats` with the rule finds
+    the one real four there).
     """
     _check(k)
     return _run_stats(board, k, "freestyle")[0]
@@ -468,7 +471,8 @@ def pattern_score(
     """Seed 001's rule-based evaluation ``f(player) - f(opponent)``: ``[...]`` float32.
 
     ``f(p) = sum_s count_s(p) * weight_s`` over "five" (winning runs under ``rule``)
-    and `SHAPES`. ``weights`` overrides entries of `DEFAULT_PATTERN_WEIGHTS` (keys
+    and `SHAPES` (counted without the rule, see `shape_counts`). ``weights`` overrides
+    entries of `DEFAULT_PATTERN_WEIGHTS` (keys
     "five" and the shape names); its values may be traced, so sweeping them does not
     recompile.
     """
