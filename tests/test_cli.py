@@ -370,7 +370,8 @@ def test_ctrl_c_while_compiling_exits_with_130(tmp_path):
         [sys.executable, "-c", "from gomoku_jax.cli import console; console()", "train",
          "--config", str(root / "experiments/configs/az_9x9_cpu.json"), "--smoke",
          "--workdir", str(tmp_path / "run"), "--no-progress"],
-        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # (if ignored here)
     try:
         assert proc.stdout.readline().startswith("training ")  # the learner is built
         time.sleep(3)  # into the first compile (it takes longer than this)

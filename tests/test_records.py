@@ -579,6 +579,15 @@ def test_ctrl_c_keeps_the_finished_games_as_a_shorter_run_writes_them(tmp_path, 
     assert cut.read_bytes() == short.read_bytes()
 
 
+def _default_ctrl_c():
+    """In a child before it starts: SIGINT raises KeyboardInterrupt there even when the
+    tests run with SIGINT ignored (a job started in the background by a non-interactive
+    shell, nohup), which the child would otherwise inherit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_path):
     """The command itself (`cli.console`, which ends with ``os._exit``) interrupted while
     two worker processes play: exit status 130, the finished games written, and no
@@ -594,14 +603,19 @@ def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_p
         [sys.executable, "-c", "from gomoku_jax.cli import console; console()", "records",
          "generate", "--size", "7", "--k", "4", "--games", "100000", "--black", "random",
          "--white", "random", "--workers", "2", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_ctrl_c)
     try:
         seen, deadline = b"", time.monotonic() + 300
         while not re.search(rb"\b[1-9]\d+/100000\b", seen):  # 10 games finished on workers
             assert proc.poll() is None and time.monotonic() < deadline, seen[-2000:]
             seen += os.read(proc.stderr.fileno(), 4096)
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail("still running 120 s after Ctrl-C; its output ends: "
+                        + proc.communicate()[1][-1500:].decode(errors="replace"))
     finally:
         if proc.poll() is None:
             proc.kill()
