@@ -53,3 +53,16 @@ def env9():
     from gomoku_jax.game import Gomoku
 
     return Gomoku(9, 5)
+
+
+@pytest.fixture(scope="session")
+def console():
+    """The ``gomoku-jax`` command (`cli.console`) as a subprocess's argument list, Ctrl-C
+    raising KeyboardInterrupt in it even when the tests run with SIGINT ignored (a
+    background job of a non-interactive shell, nohup), which a child inherits. (Not a
+    ``preexec_fn``: that runs Python code between fork and exec of this multithreaded
+    process.)"""
+    import sys
+
+    return [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
+            "signal.default_int_handler); from gomoku_jax.cli import console; console()"]

@@ -355,23 +355,21 @@ def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys)
     assert "are kept: run the same command to resume" in capsys.readouterr().err
 
 
-def test_ctrl_c_while_compiling_exits_with_130(tmp_path):
+def test_ctrl_c_while_compiling_exits_with_130(tmp_path, console):
     """The command itself (`cli.console`), interrupted about when XLA compiles its first
     programs on its own threads, exits with 130 and its message. (Tearing the interpreter
     down under those threads ended some runs with a crash, 139 or 134 from LLVM; that was
     intermittent, so this test shows the exit status, not the crash's absence.)"""
     import signal
     import subprocess
-    import sys
     import time
 
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from gomoku_jax.cli import console; console()", "train",
+        [*console, "train",
          "--config", str(root / "experiments/configs/az_9x9_cpu.json"), "--smoke",
          "--workdir", str(tmp_path / "run"), "--no-progress"],
-        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # (if ignored here)
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().startswith("training ")  # the learner is built
         time.sleep(3)  # into the first compile (it takes longer than this)

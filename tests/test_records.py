@@ -579,31 +579,21 @@ def test_ctrl_c_keeps_the_finished_games_as_a_shorter_run_writes_them(tmp_path, 
     assert cut.read_bytes() == short.read_bytes()
 
 
-def _default_ctrl_c():
-    """In a child before it starts: SIGINT raises KeyboardInterrupt there even when the
-    tests run with SIGINT ignored (a job started in the background by a non-interactive
-    shell, nohup), which the child would otherwise inherit."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_path):
+def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_path, console):
     """The command itself (`cli.console`, which ends with ``os._exit``) interrupted while
     two worker processes play: exit status 130, the finished games written, and no
     "leaked semaphore" warning from multiprocessing's resource tracker."""
     import os
     import signal
     import subprocess
-    import sys
     import time
 
     out = tmp_path / "cut.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from gomoku_jax.cli import console; console()", "records",
+        [*console, "records",
          "generate", "--size", "7", "--k", "4", "--games", "100000", "--black", "random",
          "--white", "random", "--workers", "2", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_ctrl_c)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         seen, deadline = b"", time.monotonic() + 300
         while not re.search(rb"\b[1-9]\d+/100000\b", seen):  # 10 games finished on workers
