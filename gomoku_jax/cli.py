@@ -597,8 +597,10 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
             0 <= args.process_id < args.num_processes):
         raise ValueError(f"--process-id must be from 0 to --num-processes - 1 = "
                          f"{args.num_processes - 1}, got {args.process_id}")
+    from gomoku_jax.agents import digits
+
     host, _, port = (args.coordinator or "").rpartition(":")
-    if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and port.isascii() and port.isdigit():
+    if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and digits(port):
         # every process on this machine: the coordinator listens on loopback only (JAX
         # binds every interface by default, which processes on other hosts need)
         given["coordinator_bind_address"] = f"{host}:{port}"

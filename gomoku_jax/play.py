@@ -350,8 +350,9 @@ class PlayApp:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self._lock = threading.Lock()
-        self._players: collections.OrderedDict[tuple, _Player] = collections.OrderedDict()
-        self._defaults: dict[tuple, int | None] = {}
+        # (game, agent, budget) -> (player, the agent's own budget), least recently used first
+        self._players: collections.OrderedDict[tuple, tuple[_Player, int | None]] = (
+            collections.OrderedDict())
         self._key = jax.random.key(seed)
         self._games = 0
         self._version = 0
@@ -415,15 +416,13 @@ class PlayApp:
         with self._lock:
             if key in self._players:
                 self._players.move_to_end(key)
-                return self._players[key], self._defaults.get(key)
-        player, default = self._build(spec, budget, env, budget_name)
+                return self._players[key]
+        built = self._build(spec, budget, env, budget_name)
         with self._lock:
-            player = self._players.setdefault(key, player)
-            default = self._defaults.setdefault(key, default)
+            built = self._players.setdefault(key, built)  # another request's, if first
             while len(self._players) > MAX_PLAYERS:  # the least recently used goes
-                old, _ = self._players.popitem(last=False)
-                self._defaults.pop(old, None)
-        return player, default
+                self._players.popitem(last=False)
+        return built
 
     def _build(self, spec: str, budget: int | None, env: Gomoku,
                budget_name: str | None = None) -> tuple[_Player, int | None]:
@@ -853,10 +852,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 def _family(host: str, port: int) -> int:
-    """The address family to listen on ``host`` with: IPv4 where the host has an IPv4
-    address, else IPv6 (a literal such as ``::1``, or a name that resolves to IPv6 only)."""
+    """The address family to listen on ``host`` (without brackets) with: IPv4 where the
+    host has an IPv4 address, else IPv6 (a literal such as ``::1``, or a name that resolves
+    to IPv6 only)."""
     try:
-        found = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError):
         return socket.AF_INET  # binding says what is wrong with the name

@@ -510,7 +510,7 @@ def test_the_player_cache_keeps_the_most_recently_used(monkeypatch):
     assert app.player("pure-mcts-1", None, env) is first  # used again: kept
     app.player("pure-mcts-4", None, env)  # the least recently used (heuristic) goes
     assert [key[1] for key in app._players] == ["pure-mcts-3", "pure-mcts-1", "pure-mcts-4"]
-    assert set(app._defaults) == set(app._players)
+    assert app._player_and_default("pure-mcts-1", None, env)[1] == 1  # its own budget, kept
     app.player("pure-mcts-5", None, env)
     assert app.player("pure-mcts-1", None, env) is first
     assert app.player("pure-mcts-3", None, env) is not None  # built again
