@@ -865,11 +865,14 @@ def _family(host: str, port: int) -> int:
 
 
 def url_of(server: http.server.HTTPServer) -> str:
-    """The page's address: ``http://HOST:PORT/`` (an IPv6 host in brackets; a server
-    bound to every interface shows the loopback address)."""
+    """The page's address: ``http://HOST:PORT/`` (an IPv6 host in brackets, the ``%``
+    of a zone as ``%25``, as RFC 6874 writes it; a server bound to every interface shows
+    the loopback address)."""
     host, port = server.server_address[:2]
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    if ":" in host:
+        host = "[" + host.replace("%", "%25") + "]"
+    return f"http://{host}:{port}/"
 
 
 class _IPv6Server(http.server.ThreadingHTTPServer):

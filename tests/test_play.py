@@ -476,6 +476,20 @@ def test_a_server_bound_to_an_ipv6_address_listens_there():
         server.server_close()
 
 
+@pytest.mark.parametrize("address, shown", [
+    (("127.0.0.1", 8000), "http://127.0.0.1:8000/"),
+    (("0.0.0.0", 8000), "http://127.0.0.1:8000/"),
+    (("::", 8000, 0, 0), "http://[::1]:8000/"),
+    (("fe80::1%eth0", 8000, 0, 2), "http://[fe80::1%25eth0]:8000/"),  # RFC 6874
+])
+def test_url_of_writes_hosts_as_a_browser_reads_them(address, shown):
+    from types import SimpleNamespace
+
+    from gomoku_jax.play import url_of
+
+    assert url_of(SimpleNamespace(server_address=address)) == shown
+
+
 @pytest.mark.parametrize("told, shown, elsewhere", [
     ("127.0.0.1", "http://127.0.0.1:{port}/", False),
     ("0.0.0.0", "http://127.0.0.1:{port}/", True),  # a URL a browser here opens
