@@ -490,7 +490,8 @@ def _check_on_error(on_error: str) -> None:
 def _numbered_lines(path: Path):
     """``(line number, text)`` of a records file; a line that is not UTF-8 text comes as
     a `RecordError` in place of its text. A file that is not gzip-compressed where its
-    name ends in ``.gz`` raises a `RecordError` naming it."""
+    name ends in ``.gz`` raises a `RecordError` naming it; a gzip stream cut or damaged
+    after some lines ends with a `RecordError` in place of the first line lost."""
     number = 0
     try:
         raw = gzip.open(path, "rb") if _gz(path) else open(path, "rb")
@@ -507,8 +508,14 @@ def _numbered_lines(path: Path):
                 else:
                     yield number, text
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise RecordError(str(path), number + 1, "not a complete gzip file, as its .gz name "
-                          f"says ({type(err).__name__}: {err})") from None
+        why = (f"not a complete gzip file, as its .gz name says ({type(err).__name__}: "
+               f"{err})")
+        if number == 0:  # nothing read: not a gzip file, or cut before its first line
+            raise RecordError(str(path), 1, why) from None
+        # cut or damaged further on (a copy or download that stopped): the lines before
+        # are kept, this one stands for the rest
+        yield number + 1, RecordError(str(path), number + 1,
+                                      f"{why}; the lines from here on are lost")
 
 
 def _json_error(err: Exception) -> str:

@@ -223,11 +223,17 @@ def test_a_file_that_is_not_records_text_is_named(tmp_path):
     for read in (records.read_records, records.read_header):
         with pytest.raises(RecordError, match=r"y.jsonl.gz:1: not a complete gzip file"):
             read(not_gzip)
-    cut = tmp_path / "z.jsonl.gz"
-    text = HEADER + "\n" + line(rc(BLACK_WIN), "black") + "\n"
-    cut.write_bytes(gzip.compress(text.encode())[:-12])
+    cut = tmp_path / "z.jsonl.gz"  # a download that stopped: the games before are kept
+    games = [line(rc(BLACK_WIN), "black", black=f"b{i}") for i in range(6)]
+    text = HEADER + "\n" + "\n".join(games) + "\n"
+    cut.write_bytes(gzip.compress(text.encode())[:-12])  # the 8-byte trailer and data
     with pytest.raises(RecordError, match=r"z.jsonl.gz:\d+: not a complete gzip file"):
-        records.read_records(cut)
+        records.read_records(cut, on_error="raise")
+    errors = []
+    kept = records.read_records(cut, errors=errors)
+    assert [g.black for g in kept] == [f"b{i}" for i in range(5)]  # the last line was cut
+    assert [e.line for e in errors] == [len(kept) + 2], errors  # after the header and games
+    assert "the lines from here on are lost" in errors[0].reason
     psq = tmp_path / "game.psq"
     psq.write_text("Piskvorky 5x5, 11:11, 0\n3,3,0\n")
     with pytest.raises(RecordError, match=r"bad JSON in the header .* JSON Lines"):
