@@ -69,6 +69,7 @@ __all__ = [
     "MinimaxAgent",
     "NegamaxAgent",
     "ThreatSettings",
+    "UnknownSearchName",
     "by_name",
 ]
 
@@ -1366,6 +1367,11 @@ class GomokuBotAgent(_HeuristicSearch):
 _NAME = re.compile(r"^(minimax|alphabeta|negamax|gomokubot)(?:-(\d+))?$", re.ASCII)
 
 
+class UnknownSearchName(ValueError):
+    """`by_name` got a name that is none of its own (other ValueErrors refuse one of
+    its names: a depth of 0, minimax on a board it cannot solve)."""
+
+
 # The largest board `by_name` builds "minimax" for (`MinimaxAgent` itself takes any).
 MINIMAX_MAX_SIZE = 4
 
@@ -1376,7 +1382,7 @@ def by_name(name: str, env: Gomoku) -> PythonAgent:
     ``"gomokubot"`` / ``"gomokubot-D"`` (`GomokuBotAgent` of depth D, default 6)."""
     m = _NAME.match(name.strip().lower()) if isinstance(name, str) else None
     if m is None:
-        raise ValueError(
+        raise UnknownSearchName(
             f"unknown search agent {name!r}: expected minimax, alphabeta[-D], "
             "negamax[-D] or gomokubot[-D]"
         )

@@ -384,8 +384,8 @@ def make(spec: str, env: Gomoku) -> Agent:
     registered = _registered(base)
     if registered is not None:
         agent = registered[1](spec, env)
-        if not isinstance(agent, Agent):
-            raise TypeError(f"the factory registered as {registered[0]!r} returned "
+        if not isinstance(agent, Agent):  # a ValueError: the command line's one-line error
+            raise ValueError(f"the factory registered as {registered[0]!r} returned "
                             f"{agent!r} for {spec!r}, not an Agent")
         return agent
     if spec == "random":
@@ -411,7 +411,7 @@ def make(spec: str, env: Gomoku) -> Agent:
 
     try:
         return alphabeta.by_name(spec, env)
-    except ValueError:
+    except alphabeta.UnknownSearchName:  # its other errors refuse one of its names: raised
         pass
     _refuse_other_file(spec)
     registered = ", ".join(f"{name}*" if name.endswith("-") else name for name in AGENTS)

@@ -603,7 +603,8 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     """Run ``agents.make(agent_name, env)`` as a Gomocup brain until ``END``.
 
     Anything the code prints while the brain runs goes to stderr, so that only protocol
-    lines reach ``stdout``. Raises ``ValueError`` for an unknown agent name.
+    lines reach ``stdout``. Raises ``ValueError`` for a name that can play no Gomocup
+    board (an unknown one, a malformed one, a file that is not an exported agent).
     """
     from gomoku_jax import agents
 
@@ -630,17 +631,27 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
 
 
 def _check_name(agent_name: str) -> None:
-    """An unknown agent name fails now, not at START; an agent that only plays other
-    boards or the other rule is START's and the first move's to refuse."""
+    """A name that builds no agent for any board a brain can be asked to play (sizes
+    `MIN_SIZE` to `MAX_SIZE`, either rule) fails now with its reason, not at every START:
+    an unknown name, a malformed one (``pure-mcts-0``, ``heuristic@2``), a file that is
+    not an exported agent. An agent that plays only some boards or one rule starts, and
+    START and the first move refuse the others."""
     from gomoku_jax import agents
 
-    for rule in RULES:
-        try:
-            agents.make(agent_name, Gomoku(15, K, rule))
-            return
-        except ValueError as error:
-            if str(error).startswith("unknown agent"):
-                raise
+    errors = []
+    for size in dict.fromkeys((15, *range(MIN_SIZE, MAX_SIZE + 1))):
+        for rule in RULES:
+            try:
+                agents.make(agent_name, Gomoku(size, K, rule))
+                return
+            except ValueError as error:
+                if str(error).startswith("unknown agent"):
+                    raise
+                errors.append(error)
+    if len({str(error) for error in errors}) == 1:  # the same whatever the board
+        raise errors[0]
+    raise ValueError(f"{agent_name!r} plays no Gomocup board (sizes {MIN_SIZE} to "
+                     f"{MAX_SIZE}, five in a row): on 15x15 {errors[0]}") from errors[0]
 
 
 def _unfit_k(path: str, trained: Gomoku) -> str:

@@ -194,6 +194,18 @@ def test_make_builds_a_weakened_heuristic_by_name():
             agents.make(bad, ENV)
 
 
+@pytest.mark.parametrize("name, why", [
+    ("minimax", "'minimax' solves boards up to 4x4"),  # a known name on too big a board
+    ("minimax-3", "minimax searches to the end and takes no depth"),
+    ("alphabeta-0", "the depth must be at least 1"),
+    ("gomokubot-0", "the depth must be at least 1"),
+])
+def test_make_passes_on_why_a_search_agent_name_is_refused(name, why):
+    with pytest.raises(ValueError) as error:
+        agents.make(name, ENV)
+    assert why in str(error.value) and "unknown agent" not in str(error.value)
+
+
 def test_exported_agent_names_are_parsed_one_way():
     assert agents.parse_exported("runs/a@b/final.gjx") == ("runs/a@b/final.gjx", None)
     assert agents.parse_exported("runs/a@b/final.gjx@64") == ("runs/a@b/final.gjx", 64)
@@ -307,7 +319,7 @@ def test_register_agent_checks_names_and_factories(agent_registry):
     agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec, 1), replace=True)
     assert agents.make("first-empty", ENV).n == 1
     agents.register_agent("bad", lambda spec, env: "not an agent")
-    with pytest.raises(TypeError, match="registered as 'bad' returned 'not an agent'"):
+    with pytest.raises(ValueError, match="registered as 'bad' returned 'not an agent'"):
         agents.make("bad", ENV)
 
 

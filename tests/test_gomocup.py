@@ -431,6 +431,24 @@ def test_cli_rejects_unknown_agents(capsys):
     assert "unknown agent" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name, why", [
+    ("pure-mcts-0", "simulations must be a positive integer"),
+    ("heuristic@2", "block_probability must be in [0.0, 1.0]"),
+    ("minimax", "plays no Gomocup board (sizes 5 to 19, five in a row): on 15x15 'minimax' "
+                "solves boards up to 4x4"),
+    ("{folder}", "is a folder, not an exported agent"),
+    ("{file}", "exists but is not an exported agent"),
+])
+def test_cli_rejects_at_launch_a_name_that_plays_no_board(tmp_path, capsys, name, why):
+    # Before, only "unknown agent" was refused at launch: these started a brain that
+    # answered every START with ERROR.
+    (tmp_path / "notes.txt").write_text("not an agent")
+    name = name.format(folder=tmp_path, file=tmp_path / "notes.txt")
+    assert cli.main(["pbrain", "--agent", name]) == 2
+    err = capsys.readouterr().err
+    assert why in err and err.count("\n") == 1, err
+
+
 def test_cli_rejects_a_budget_a_q_network_cannot_take_at_launch(tmp_path, capsys):
     import jax
 
