@@ -611,8 +611,8 @@ _PSQ_MOVE = re.compile(r"^\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*(?:,\s*[+-]?\d+\s*)?$
                        re.ASCII)
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$", re.ASCII)
 # A line that starts like a move (two numbers and a comma) but is not `_PSQ_MOVE`, digits
-# of other scripts included.
-_PSQ_GARBLED = re.compile(r"^\s*[+-]?[\d.]+\s*,\s*[+-]?[\d.]+\s*(?:,|$)")
+# of other scripts included; or a move cut after its first number and comma (``7,``).
+_PSQ_GARBLED = re.compile(r"^\s*[+-]?[\d.]+\s*,\s*(?:[+-]?[\d.]+\s*(?:,|$)|$)")
 
 
 def _check_psq_trailer_line(source: str, number: int, line: str) -> None:

@@ -482,7 +482,7 @@ def test_a_psq_line_that_cuts_the_moves_short_is_an_error(bad, phrase):
         records.parse_psq(short)
 
 
-@pytest.mark.parametrize("garbled", ["5,5,abc", "1.5,5,0", "5,5,"])
+@pytest.mark.parametrize("garbled", ["5,5,abc", "1.5,5,0", "5,5,", "7,", " 7 , "])
 def test_a_garbled_psq_move_is_an_error_even_as_the_last_line(garbled):
     text = PSQ.replace("8,12,1\n", f"8,12,1\n{garbled}\n")  # no move line after it
     with pytest.raises(RecordError, match=r"bad.psq:11: .* is a garbled move line"):
@@ -500,7 +500,7 @@ def test_psq_trailer_lines_still_read_leniently():
     assert (nameless.black, nameless.white) == ("0,Freestyle5_1", "white")
 
 
-@pytest.mark.parametrize("name", ["1.5,2,0", "5,5,abc", "3,4", "7"])
+@pytest.mark.parametrize("name", ["1.5,2,0", "5,5,abc", "3,4", "7", "7,"])
 def test_psq_names_that_look_like_moves_are_written_so_they_read_back(tmp_path, name):
     g = game(BLACK_WIN, 0, black=name, white="w")
     path = tmp_path / "g.psq"
