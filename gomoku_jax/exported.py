@@ -22,7 +22,7 @@ from gomoku_jax import search as search_lib
 from gomoku_jax.agents import JaxAgent, greedy_q_agent
 from gomoku_jax.game import Gomoku
 
-__all__ = ["Loaded", "export_agent", "load", "load_agent", "load_network"]
+__all__ = ["Loaded", "export_agent", "folder_hint", "load", "load_agent", "load_network"]
 
 
 class Loaded(NamedTuple):
@@ -38,8 +38,18 @@ def export_agent(path, learner, variables, extra: Mapping[str, Any] | None = Non
     gio.write_exported(path, meta, jax.device_get(variables))
 
 
+def folder_hint(path) -> str:
+    """`` (did you mean FOLDER/final.gjx?)`` for a training run's folder given where its
+    exported file was meant, else ``""``."""
+    inside = os.path.join(path, "final.gjx")
+    return f" (did you mean {inside}?)" if os.path.isfile(inside) else ""
+
+
 def load_network(path):
     """``(metadata, env, module, variables)`` from an exported file."""
+    if os.path.isdir(path):
+        raise gio.CheckpointError(f"{path} is a folder, not an exported params file"
+                                  f"{folder_hint(path)}")
     if not os.path.isfile(path):
         raise gio.CheckpointError(f"{path}: no such params file")
     meta, variables = gio.read_exported(path)

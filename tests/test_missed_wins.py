@@ -135,3 +135,15 @@ def test_main_names_a_missing_agent_file(tmp_path):
     missing = tmp_path / "nothing.gjx"
     with pytest.raises(CheckpointError, match="nothing.gjx: no such params file"):
         main(["--agent", str(missing), "--games", "2"])
+
+
+def test_an_exported_file_given_as_a_folder_is_named_so(tmp_path):
+    from gomoku_jax import exported
+
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path} is a folder, not an exported "
+                                              "params file$"):
+        exported.load(tmp_path)
+    (tmp_path / "final.gjx").write_bytes(b"")  # a training run's folder
+    with pytest.raises(CheckpointError, match=r"is a folder, not an exported params file "
+                                              rf"\(did you mean {tmp_path}/final.gjx\?\)"):
+        exported.load(tmp_path)
