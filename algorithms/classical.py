@@ -584,7 +584,7 @@ class LinearTDLearner:
     def agent(self, name: str = "td-linear") -> JaxAgent:
         """A greedy player on a copy of the current weights: a jittable `JaxAgent` (the
         arena batches it), equal to picking a maximum of `action_values` at random."""
-        return JaxAgent(name, _policy_for(self.lines), jnp.asarray(self.weights))
+        return JaxAgent(name, _policy_for(self.lines), jnp.asarray(self.weights), env=self.env)
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike) -> None:

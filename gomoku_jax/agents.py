@@ -37,6 +37,7 @@ from gomoku_jax.game import Gomoku, State, sample_legal_action
 __all__ = [
     "AGENTS",
     "Agent",
+    "check_env",
     "digits",
     "JaxAgent",
     "PythonAgent",
@@ -101,9 +102,11 @@ def _jitted(policy: Policy):
 
 
 class Agent:
-    """A player. Subclasses give it a ``name`` and implement `act`."""
+    """A player. Subclasses give it a ``name`` and implement `act`; ``env`` is the game
+    it was built for (None: it plays any), which the arena checks against the match's."""
 
     name: str
+    env: Gomoku | None = None
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         """The action (``row * size + col``) to play in one unbatched game, chosen before
@@ -121,7 +124,8 @@ class JaxAgent(Agent):
     `JaxAgent` as one compiled loop (see `gomoku_jax.arena`). ``batch``: the same policy
     written for a batch, ``batch(params, keys [B], states [B]) -> actions [B]``, where
     that is better than ``vmap`` of ``policy`` (a search: under ``vmap`` every step of
-    its loops would touch the whole tree); None: ``vmap``."""
+    its loops would touch the whole tree); None: ``vmap``. ``env``: the game the policy
+    was built for (None: any)."""
 
     name: str
     policy: Policy
@@ -129,6 +133,7 @@ class JaxAgent(Agent):
     batched: bool = dataclasses.field(default=True, kw_only=True)
     batch: Callable[[Any, jax.Array, State], jax.Array] | None = dataclasses.field(
         default=None, kw_only=True)
+    env: Gomoku | None = dataclasses.field(default=None, kw_only=True)
 
     @functools.cached_property
     def _jit_policy(self):
@@ -163,7 +168,7 @@ def greedy_q_agent(name: str, module, variables, env: Gomoku | None = None) -> J
     the network sees every position in that game's input planes (those it was trained
     on), whatever env made the state."""
     spec = None if env is None else env.observation_spec
-    return JaxAgent(name, static_partial(_greedy_q_policy, module, spec), variables)
+    return JaxAgent(name, static_partial(_greedy_q_policy, module, spec), variables, env=env)
 
 
 def numpy_rng(key: jax.Array) -> np.random.Generator:
@@ -242,7 +247,8 @@ def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
         raise ValueError(f"heuristic_agent: top_k must be a positive integer, got {top_k!r}")
     check_number("heuristic_agent", "block_probability", block_probability, 0.0, 1.0)
     return JaxAgent(name, static_partial(_heuristic_policy, env, top_k,
-                                            block_probability=float(block_probability)))
+                                            block_probability=float(block_probability)),
+                    env=env)
 
 
 def _killer_policy(env: Gomoku, inner: Policy, params, key, state: State) -> jax.Array:
@@ -280,11 +286,28 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     the opponent's immediate win; else play what ``agent`` plays. A JAX agent stays a
     JAX agent (and stays batched in the arena)."""
     name = name or f"{agent.name}+killer"
+    check_env(agent, env)
     if isinstance(agent, JaxAgent):
         return JaxAgent(name, static_partial(_killer_policy, env, agent.policy), agent.params,
                         batched=agent.batched,
-                        batch=static_partial(_killer_batch, env, agent.batch_policy()))
+                        batch=static_partial(_killer_batch, env, agent.batch_policy()),
+                        env=env)
     return _KillerPython(env, agent, name)
+
+
+def _game_words(env: Gomoku) -> str:
+    return f"{env.size}x{env.size} {env.k} in a row ({env.rule})"
+
+
+def check_env(agent: Agent, env: Gomoku) -> None:
+    """ValueError when ``agent`` was built for another game than ``env`` (board size,
+    k or rule; its ``env``, None for an agent that plays any)."""
+    built = getattr(agent, "env", None)
+    if isinstance(built, Gomoku) and (built.size, built.k, built.rule) != (
+            env.size, env.k, env.rule):
+        raise ValueError(f"agent {agent.name!r} was built for {_game_words(built)}, not "
+                         f"{_game_words(env)}: build it for this game (e.g. "
+                         "agents.make(name, env))")
 
 
 AgentFactory = Callable[[str, Gomoku], Agent]
@@ -432,8 +455,9 @@ def _refuse_other_file(spec: str) -> None:
         if not os.path.lexists(path):
             continue
         if os.path.isdir(path):
-            inside = os.path.join(path, "final.gjx")
-            hint = f" (did you mean {inside}?)" if os.path.isfile(inside) else ""
+            from gomoku_jax.exported import folder_hint
+
+            hint = folder_hint(path)
             raise ValueError(f"agent {spec!r}: {path} is a folder, not an exported agent "
                              f"(a FILE.gjx written by training or `gomoku-jax export`){hint}")
         raise ValueError(f"agent {spec!r}: the file {path} exists but is not an exported "

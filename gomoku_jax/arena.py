@@ -33,7 +33,7 @@ import numpy as np
 
 from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
-from gomoku_jax.agents import Agent, JaxAgent
+from gomoku_jax.agents import Agent, JaxAgent, check_env
 from gomoku_jax.game import Gomoku, State
 
 
@@ -107,7 +107,11 @@ class MatchResult:
     decisions: dict[str, int]  # moves each agent chose (openings excluded)
 
     def score(self, name: str) -> dict:
-        """Wins / losses / draws of ``name``, also split by colour."""
+        """Wins / losses / draws of ``name``, also split by colour (KeyError for a name
+        that did not play)."""
+        if name not in self.names:
+            raise KeyError(f"{name!r} did not play in this match; its agents are "
+                           f"{', '.join(map(repr, self.names))}")
         out = dict(wins=0, losses=0, draws=0, wins_as_black=0, wins_as_white=0, games=0)
         for r in self.records:
             if name not in (r.black, r.white):
@@ -245,9 +249,12 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
 
 def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: int = 0,
                opening_stones: int = 0, progress: bool = False) -> MatchResult:
-    """Play ``games`` games between two agents (``agent_a`` black in even games)."""
+    """Play ``games`` games between two agents (``agent_a`` black in even games). An agent
+    built for another game (`agents.check_env`) is refused."""
     if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
         raise ValueError(f"games must be a positive integer, got {games!r}")
+    for agent in (agent_a, agent_b):
+        check_env(agent, env)
     if agent_a.name == agent_b.name:
         raise ValueError(f"the two agents need different names, both are {agent_a.name!r}")
     key = jax.random.key(seed)

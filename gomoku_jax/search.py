@@ -806,7 +806,7 @@ def search_agent(name: str, env: Gomoku, evaluate: Evaluate, params, config: Sea
     `gomoku_jax.arena`)."""
     if isinstance(config, SearchConfig) and config.reuse_tree:
         return ReusingSearchAgent(name, env, evaluate, params, config, temperature)
-    return JaxAgent(name, search_policy(env, evaluate, config, temperature), params,
+    return JaxAgent(name, search_policy(env, evaluate, config, temperature), params, env=env,
                     batched=_batch_searches(),
                     batch=_search_batch_policy(env, evaluate, config, temperature))
 
@@ -850,7 +850,7 @@ class ReusingSearchAgent(JaxAgent):
                  config: SearchConfig, temperature: float = 0.0):
         _check_reuse(config)
         super().__init__(name, search_policy(env, evaluate, config, temperature), params,
-                         batched=_batch_searches(),
+                         batched=_batch_searches(), env=env,
                          batch=_search_batch_policy(env, evaluate, config, temperature))
         move, empty = _reusing_programs(env, evaluate, config, float(temperature))
         for attr, value in (("config", config), ("_move", move), ("_empty", empty),

@@ -1,5 +1,6 @@
 """The arena: reproducible matches, colours and openings, forfeits, round robins."""
 
+import re
 import warnings
 
 import jax
@@ -51,6 +52,31 @@ def test_match_is_reproducible_alternates_colours_and_replays(pair):
     score = m1.score(a.name)
     assert score["wins"] + score["losses"] + score["draws"] == score["games"] == 6
     assert score["wins_as_black"] + score["wins_as_white"] == score["wins"]
+
+
+def test_an_agent_built_for_another_game_is_refused_before_a_move():
+    other = Gomoku(5, 4)
+    random = agents.random_agent()  # plays any game
+    assert random.env is None
+    for built in (agents.make("heuristic", other),  # a JAX agent: lockstep
+                  agents.make("alphabeta-1", other),  # a Python agent: one game at a time
+                  agents.make("heuristic+killer", Gomoku(7, 4, "standard"))):
+        # Before: a broadcasting error from inside the compiled loop, or every game
+        # forfeited with an IndexError.
+        with pytest.raises(ValueError, match=rf"agent '{re.escape(built.name)}' was built for "
+                                             rf"\d+x\d+ 4 in a row \(\w+\), not 7x7 4 in a row"):
+            arena.play_match(ENV, random, built, 2)
+        with pytest.raises(ValueError, match="was built for"):
+            agents.with_killer(built, ENV)
+    assert arena.play_match(ENV, random, agents.make("heuristic", ENV), 2).score("random")[
+        "games"] == 2
+
+
+def test_a_score_asked_for_an_agent_not_in_the_match_is_a_key_error():
+    match = arena.play_match(ENV, agents.random_agent(), agents.make("heuristic-2", ENV), 2)
+    with pytest.raises(KeyError, match="'heuristic' did not play in this match; its agents "
+                                       "are 'random', 'heuristic-2'"):
+        match.score("heuristic")
 
 
 def test_openings_are_near_the_centre_and_never_decided():
