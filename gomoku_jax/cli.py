@@ -133,6 +133,23 @@ def _tournament_config(args: argparse.Namespace) -> dict:
     config["game"] = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
         config.setdefault(key, value)  # every setting in the report, defaults included
+    # what the round robin would refuse, refused here naming where the value came from
+    where = {key: f"--{key.replace('_', '-')}" if getattr(args, key) is not None
+             else f"tournament config {args.config}" for key in ("agents", "opening_stones")}
+    names = config["agents"]
+    if len(names) < 2:
+        raise ValueError(f"{where['agents']}: a round robin needs at least two agents, got "
+                         f"{names}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{where['agents']}: each agent plays once; repeated: "
+                         f"{', '.join(repeated)}")
+    from gomoku_jax.arena import check_opening_stones
+
+    try:
+        check_opening_stones(env, config["opening_stones"])
+    except ValueError as err:
+        raise ValueError(f"{where['opening_stones']}: {err}") from None
     return config
 
 
@@ -350,14 +367,46 @@ def _load_plugins(modules: list[str]) -> None:
             raise ValueError(f"--plugin {module}: give a module name (e.g. {stem}, with its "
                              "folder as the current directory), not a file")
         try:
-            importlib.import_module(module)
+            imported = importlib.import_module(module)
         except Exception as error:  # noqa: BLE001 (whatever the module raises)
             from gomoku_jax.io import brief
 
             first = brief(error)
             detail = f"{type(error).__name__}: {first}" if first else type(error).__name__
-            raise ValueError(f"--plugin {module}: cannot import it ({detail})") from None
+            raise ValueError(f"--plugin {module}: cannot import it ({detail}"
+                             f"{_raised_at(error)})") from None
+        _check_not_shadowed(module, imported)
         PLUGINS.append(module)
+
+
+def _raised_at(error: BaseException) -> str:
+    """`` at FILE:LINE`` of the innermost frame of ``error``'s traceback outside the
+    import machinery (where a plugin raised), or ``""``."""
+    import importlib
+    import traceback
+
+    machinery = (__file__, importlib.__file__)
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not f.filename.startswith("<frozen") and f.filename not in machinery]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def _check_not_shadowed(name: str, module) -> None:
+    """A warning on stderr when ``--plugin name`` imported an installed module although
+    the current folder holds a module of that name (``test.py`` against the standard
+    library's ``test``): the plugin there was not loaded. (Not an error: it may be the
+    source of the installed package.)"""
+    import os
+
+    top = name.partition(".")[0]
+    here = [p for p in (Path(os.getcwd()) / f"{top}.py", Path(os.getcwd()) / top)
+            if p.exists()]
+    found = getattr(module, "__file__", None)
+    if here and (found is None or not Path(found).resolve().is_relative_to(
+            Path(os.getcwd()).resolve())):
+        print(f"gomoku-jax: warning: --plugin {name} imported {found or 'a built-in module'}, "
+              f"not {here[0].name} in this folder: an installed module of that name comes "
+              "first; rename yours if it is the plugin", file=sys.stderr, flush=True)
 
 
 def _positive_int(text: str) -> int:

@@ -39,7 +39,12 @@ def test_a_tournament_refuses_bad_settings_before_any_game(tmp_path, capsys):
             (["--out", str(afile)], f"--out {afile} exists and is not a folder; give a folder"),
             (["--out", str(afile / "reports")],
              f"--out {afile / 'reports'}: {afile} exists and is not a folder, so no folder"),
-            (["--opening-stones", "7"], "opening_stones must be at most 2*(k-1) = 6")):
+            (["--opening-stones", "7"],
+             "error: --opening-stones: opening_stones must be at most 2*(k-1) = 6"),
+            (["--agents", "random"], "--agents: a round robin needs at least two agents, got "
+                                     "['random']"),
+            (["--agents", "random", "heuristic", "random"],
+             "--agents: each agent plays once; repeated: random")):
         assert cli.main(base + extra) == 2
         out, err = capsys.readouterr()
         assert text in err and "Win rate" not in out and "games" not in err
@@ -209,6 +214,10 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
      "games_per_pair must be an integer >= 1, got 0"),
     ('{"agents": ["random", "heuristic"], "opening_stones": 1.5}',
      "opening_stones must be an integer >= 0, got 1.5"),
+    ('{"agents": ["random"]}', "bad.json: a round robin needs at least two agents"),
+    ('{"agents": ["random", "random"]}', "bad.json: each agent plays once; repeated: random"),
+    ('{"game": {"size": 9, "k": 4}, "agents": ["random", "heuristic"], "opening_stones": 7}',
+     "bad.json: opening_stones must be at most 2*(k-1) = 6"),
 ])
 def test_tournament_config_errors_are_clear(tmp_path, content, text, capsys):
     config = tmp_path / "bad.json"
@@ -456,13 +465,24 @@ def test_a_plugin_makes_its_network_and_agent_known_to_the_command_line(plugin_d
 def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsys):
     for module, text in (("gjx_no_such_plugin", "cannot import it (ModuleNotFoundError: No "
                                                 "module named 'gjx_no_such_plugin')"),
-                         ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here)"),
+                         ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here at "
+                                               f"{plugin_dir / 'gjx_broken_plugin.py'}:1)"),
                          ("gjx_test_plugin.py", "give a module name (e.g. gjx_test_plugin")):
         assert cli.main(["--plugin", module, "random-game", "--size", "5"]) == 2
         out, err = capsys.readouterr()
         assert err.startswith(f"gomoku-jax: error: --plugin {module}: {text}")
         assert err.count("\n") == 1 and "Traceback" not in err
         assert out == ""  # the command did not run
+
+
+def test_a_plugin_shadowed_by_an_installed_module_is_warned_about(plugin_dir, capsys):
+    (plugin_dir / "json.py").write_text("raise RuntimeError('never imported')\n")
+    assert cli.main(["--plugin", "json", "random-game", "--size", "5"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"gomoku-jax: warning: --plugin json imported {json.__file__}, not "
+                          "json.py in this folder"), err
+    assert cli.main(["--plugin", "gjx_test_plugin", "random-game", "--size", "5"]) == 0
+    assert "warning" not in capsys.readouterr().err  # the plugin of this folder: no warning
 
 
 def test_record_generating_workers_import_the_plugins_too(plugin_dir, capsys):
