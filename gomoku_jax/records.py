@@ -238,7 +238,7 @@ def _judge(env: Gomoku, g: Game, bad_at: int, bad_kind: int, end_at: int, winner
     if over:
         actual = WINNER_NAMES[winner]
         if g.winner != winner:
-            how = ("the board is full with no winner (a draw)" if winner < 0 else
+            how = ("it fills up with no winner (a draw)" if winner < 0 else
                    f"{actual} wins with move {end_at + 1} {_describe(g.moves[end_at], n)}")
             return f"winner is {json.dumps(said)} but on the board {how}"
         return None
