@@ -61,6 +61,7 @@ import dataclasses
 import fnmatch
 import functools
 import glob
+import hashlib
 import math
 import os
 import warnings
@@ -260,6 +261,11 @@ def resolve_paths(patterns) -> list[str]:
     return found
 
 
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def _generate(path: str, settings: GenerateSettings, env: Gomoku) -> None:
     from experiments import generate_records
 
@@ -306,6 +312,11 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
     `gomoku_jax.records.RecordError`) and warned about."""
     data = config.data
     env = Gomoku(config.game.size, config.game.k, config.game.rule)
+    for pattern in data.paths:
+        if os.path.isdir(pattern):  # else matched nothing, quietly
+            shown = os.path.join(pattern, "*.jsonl.gz")
+            raise ValueError(f"data.paths: {pattern} is a folder; name its records files with "
+                             f"a pattern, e.g. {shown}")
     files = resolve_paths(data.paths)
     if not files and data.generate is not None:
         _generate(data.generate.out or data.paths[0], data.generate, env)
@@ -407,6 +418,14 @@ class Learner(SearchPlayer, ShardedLearner):
             train, val, self.data_summary = load_dataset(self.config, self.data_errors)
             self._data = jax.device_put((train, val), self._rep)
         return self._data
+
+    def data_fingerprint(self) -> dict:
+        """The records files this run trains on (those ``data.paths`` names, read here if
+        not yet), each with its size and SHA-256: `gomoku_jax.training.run` keeps them in
+        the work directory and refuses to resume on other files."""
+        self.load_data()
+        return {"files": [{"path": path, "bytes": os.path.getsize(path),
+                           "sha256": _sha256(path)} for path in self.data_summary["files"]]}
 
     @property
     def steps_per_iteration(self) -> int:

@@ -482,6 +482,17 @@ def heatmap_figure(report: dict, title: str | None = None):
     return fig
 
 
+def check_ladder(start: int, step: int, games: int, pass_wins: int,
+                 max_simulations: int) -> None:
+    """ValueError naming the first of `ladder`'s settings that is wrong."""
+    for name, value in (("start", start), ("step", step), ("games", games),
+                        ("pass_wins", pass_wins), ("max_simulations", max_simulations)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"ladder: {name} must be a positive integer, got {value!r}")
+    if pass_wins > games:
+        raise ValueError(f"ladder: pass_wins must be from 1 to games={games}, got {pass_wins}")
+
+
 def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: int = 10,
            pass_wins: int = 8, max_simulations: int = 5000, seed: int = 0,
            opening_stones: int = 0, make_opponent=None, progress: bool = False) -> dict:
@@ -489,12 +500,7 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     simulations, then ``+step`` at a time, until it wins fewer than ``pass_wins`` (7 or
     fewer of 10 by default) or ``max_simulations`` is passed. Reports every level and the
     last one cleared (0 if none)."""
-    for name, value in (("start", start), ("step", step), ("games", games),
-                        ("max_simulations", max_simulations)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"ladder: {name} must be a positive integer, got {value!r}")
-    if not 0 < pass_wins <= games:
-        raise ValueError(f"ladder: pass_wins must be from 1 to games={games}, got {pass_wins}")
+    check_ladder(start, step, games, pass_wins, max_simulations)
     check_opening_stones(env, opening_stones)
     if make_opponent is None:
         from algorithms.pure_mcts import pure_mcts_agent

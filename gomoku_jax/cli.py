@@ -256,6 +256,8 @@ def _train(args: argparse.Namespace) -> int:
 
     check_folder(args.workdir, "--workdir", "give the folder of a run (new or to resume)")
     learner, description = _learner_from_args(args)
+    training.check_iterations(learner.config, args.iterations, "--iterations",
+                              "--set train.iterations=N")
     print(f"training {args.config} in {args.workdir}")
     if description:
         print(description)

@@ -32,7 +32,7 @@ import json
 import math
 import pathlib
 import re
-import time
+import reprlib
 from typing import Any, Callable, Mapping, Sequence
 
 from gomoku_jax import config as config_lib
@@ -63,14 +63,25 @@ def _slug(value: Any) -> str:
     return f"{slug[:_SLUG_CHARS - 9].rstrip('_')}-{digest}"
 
 
-def _last_metrics(path: pathlib.Path) -> dict:
-    """The last line of a run's metrics.csv: every column but ``iteration`` and the
-    periodic ``eval_*`` scores (a row's ``eval_*`` are the final evaluation's), numbers
-    as floats, empty cells dropped."""
+def _metrics_rows(path: pathlib.Path) -> list[dict]:
+    """The lines of a run's metrics.csv (none when it is not there)."""
     if not path.exists():
-        return {}
+        return []
     with path.open() as f:
-        rows = list(csv.DictReader(f))
+        return list(csv.DictReader(f))
+
+
+def _train_seconds(rows: list[dict]) -> float | None:
+    """The run's training time: the sum of its iterations' ``seconds`` in metrics.csv
+    (the same whether the run trained now, resumed or is read back); None without any."""
+    seconds = [float(row["seconds"]) for row in rows if row.get("seconds") not in ("", None)]
+    return round(sum(seconds), 2) if seconds else None
+
+
+def _last_metrics(rows: list[dict]) -> dict:
+    """The last line of a run's metrics.csv (`_metrics_rows`): every column but
+    ``iteration`` and the periodic ``eval_*`` scores (a row's ``eval_*`` are the final
+    evaluation's), numbers as floats, empty cells dropped."""
     if not rows:
         return {}
     out = {}
@@ -140,9 +151,14 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
 
     if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
         raise ValueError(f"key must be a dotted config key like 'train.learning_rate', got {key!r}")
-    values = list(values) if not isinstance(values, (str, bytes)) else None
+    given = values
+    try:  # a string or an object is one value, not a sequence of them
+        values = list(values) if not isinstance(values, (str, bytes, Mapping)) else None
+    except TypeError:  # a number: one value too
+        values = None
     if not values:
-        raise ValueError("values must be a non-empty sequence of values for the key")
+        raise ValueError(f"values must be a non-empty list of values for {key!r}, got "
+                         f"{reprlib.repr(given)}")
     if iterations is not None and (isinstance(iterations, bool) or not isinstance(
             iterations, int) or iterations < 1):
         raise ValueError(f"iterations must be a positive integer or None, got {iterations!r}")
@@ -161,12 +177,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     for value in values:
         cfg, _ = config_lib.load_file(config_class, config_path, overrides={**base, key: value},
                                       variants=variants)
-        total = getattr(getattr(cfg, "train", None), "iterations", None)
-        if iterations is not None and total is not None and iterations > total:
-            raise ValueError(
-                f"sweep: iterations={iterations} is more than train.iterations={total} "
-                f"(the run {key}={value!r}), where training stops; raise train.iterations "
-                "through overrides instead (it also paces learning-rate schedules)")
+        training.check_iterations(cfg, iterations, f"sweep (the run {key}={value!r}): "
+                                  "iterations", "through overrides")
         configs.append(cfg)
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -174,7 +186,6 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     for i, (value, cfg) in enumerate(zip(values, configs)):
         run_dir = workdir / f"{i:02d}_{_slug(key)}={_slug(value)}"
         learner = make_learner(cfg) if devices is None else make_learner(cfg, devices=devices)
-        start = time.perf_counter()
         diverged = _diverged(run_dir)  # a run that diverged before is not trained again
         if diverged is None:
             try:
@@ -182,12 +193,13 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                                       progress=progress, tensorboard=tensorboard)
             except training.TrainingDiverged as err:  # the other values still train
                 diverged = _diverged(run_dir) or {"iteration": None, "reason": str(err)}
+        logged = _metrics_rows(run_dir / "metrics.csv")
         row = {"key": key, "value": value, "run": str(run_dir),
                "iterations": diverged["iteration"] if diverged else report["iterations"],
                "stopped_because": (f"diverged: {diverged['reason']}" if diverged else
                                    report.get("stopped_because")),
-               "train_seconds": round(time.perf_counter() - start, 2), key: value}
-        row.update({name: cell for name, cell in _last_metrics(run_dir / "metrics.csv").items()
+               "train_seconds": _train_seconds(logged), key: value}
+        row.update({name: cell for name, cell in _last_metrics(logged).items()
                     if name not in row})
         for name, result in ({} if diverged else report.get("evaluation", {})).items():
             row[f"eval_{name}"] = result["score"]
@@ -205,8 +217,15 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
     """An ``evaluate`` for `sweep`: seed 003's ladder against pure MCTS (``start``
     simulations, ``+step`` per level, ``games`` a level, passed with ``pass_wins`` wins;
     seed 003 used 200 / 100 / 10 / 8 and seed 42). Adds ``ladder_cleared`` (the last
-    level passed, 0 if none) and ``ladder`` (every level's result) to the row."""
+    level passed, 0 if none) and ``ladder`` (every level's result) to the row. Its
+    settings are checked now, before a sweep trains anything."""
     from gomoku_jax import arena
+
+    arena.check_ladder(start, step, games, pass_wins, max_simulations)
+    if isinstance(opening_stones, bool) or not isinstance(opening_stones, int) or (
+            opening_stones < 0):  # its bound, 2(k-1), is checked on the run's game
+        raise ValueError(f"ladder: opening_stones must be a non-negative integer, got "
+                         f"{opening_stones!r}")
 
     def evaluate(agent, env) -> dict:
         result = arena.ladder(env, agent, start=start, step=step, games=games,

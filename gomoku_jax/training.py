@@ -50,6 +50,9 @@ class TrainingDiverged(FloatingPointError):
 
 
 DIVERGED = "diverged.json"  # {"iteration": N, "reason": "..."} of a run that diverged
+# The data files a learner that reads some trains on: its ``data_fingerprint()``,
+# {"files": [{"path", "bytes", "sha256"}, ...]}, kept to refuse resuming on other files.
+DATA = "data.json"
 
 
 @jax.jit
@@ -278,7 +281,7 @@ def _has_results(workdir: pathlib.Path) -> bool:
     evaluation, a model, a pipeline's stage folder, a file of the user's) is kept."""
     for entry in workdir.iterdir():
         name = entry.name
-        if name in ("config.json", "tensorboard"):
+        if name in ("config.json", DATA, "tensorboard"):
             continue
         if name == "eval" and entry.is_dir() and not any(entry.iterdir()):
             continue
@@ -424,6 +427,53 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
             "another --workdir, or move those files away to train this config afresh")
 
 
+def check_iterations(config, iterations: int | None, name: str, how: str) -> None:
+    """ValueError when ``iterations`` (a stop asked for, named ``name``) is past the
+    config's ``train.iterations``, where training stops whatever is asked; ``how`` says
+    how to raise that."""
+    total = getattr(getattr(config, "train", None), "iterations", None)
+    if iterations is not None and total is not None and iterations > total:
+        raise ValueError(f"{name} {iterations} is more than train.iterations={total}, where "
+                         f"the run's schedule ends and training stops: raise train.iterations "
+                         f"instead ({how}; it also paces learning-rate schedules)")
+
+
+def _data_changes(stored: dict, current: dict) -> list[str]:
+    """What differs between two data fingerprints (see `DATA`): files added, gone or
+    changed."""
+    def files(fingerprint):
+        entries = fingerprint.get("files") if isinstance(fingerprint, dict) else None
+        return {f.get("path"): f for f in entries if isinstance(f, dict)} if isinstance(
+            entries, list) else {}
+
+    before, now = files(stored), files(current)
+    changes = [f"{path} is new" for path in now if path not in before]
+    changes += [f"{path} is gone" for path in before if path not in now]
+    changes += [f"{path} changed ({before[path].get('bytes')} bytes then, "
+                f"{now[path].get('bytes')} now)" for path in now
+                if path in before and before[path] != now[path]]
+    return changes
+
+
+def _check_data(workdir: pathlib.Path, current: dict, resuming: bool, write) -> None:
+    """Keep the learner's data fingerprint in ``workdir``; a resumed run whose files are
+    no longer those it started with is refused (its batches and its validation split
+    would change), naming what changed."""
+    path = workdir / DATA
+    if resuming and path.exists():
+        stored = gio.read_json_object(path, "it belongs to this run: restore it, or train "
+                                      "in a new --workdir")
+        changes = _data_changes(stored, current)
+        if changes:
+            shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more"
+                                               if len(changes) > 5 else "")
+            raise ValueError(
+                f"{workdir} was trained on other data files than those it reads now ({shown}); "
+                "resuming must read the files it started with (or its batches and validation "
+                "split change): restore them, or train on these in a new --workdir")
+    write(path, json.dumps(current, indent=2) + "\n")
+
+
 def _summary(metrics: Mapping[str, float]) -> str:
     keys = ("loss", "policy_loss", "value_loss", "game_length")
     return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)
@@ -485,6 +535,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             f"the checkpoint of iteration {step} in {workdir} holds a network that had "
             f"already diverged: {'; '.join(bad)}. Delete {workdir / 'checkpoints' / str(step)} "
             "to resume from the checkpoint before it, or train again in a new --workdir")
+    fingerprint = getattr(learner, "data_fingerprint", None)
+    if callable(fingerprint):  # a learner that trains on files (imitation's records)
+        _check_data(workdir, fingerprint(), restored is not None, write)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner), cleanup=True)
     write(workdir / "config.json",
@@ -553,6 +606,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     finally:
         bar.close()
         log.close()
+        ckpt.close()  # orbax's threads now, not at the interpreter's exit
 
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),

@@ -346,6 +346,14 @@ def test_train_refuses_a_workdir_that_is_a_file_and_bad_iterations(tmp_path, cap
         cli.main(["train", "--config", config, "--workdir", str(tmp_path), "--iterations", "0"])
     assert exit_.value.code == 2
     assert "must be an integer >= 1, got 0" in capsys.readouterr().err
+    # past the schedule (the smoke variant's 3 iterations): it trained 3 and said nothing
+    run = tmp_path / "run"
+    assert cli.main(["train", "--config", config, "--smoke", "--workdir", str(run),
+                     "--iterations", "10"]) == 2
+    assert ("error: --iterations 10 is more than train.iterations=3, where the run's schedule "
+            "ends and training stops: raise train.iterations instead (--set "
+            "train.iterations=N;") in capsys.readouterr().err
+    assert not run.exists()
 
 
 def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys):

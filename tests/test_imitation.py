@@ -106,6 +106,11 @@ def test_config_errors_name_the_setting(tmp_path):
     with pytest.raises(ValueError, match=r"data.paths: no records file matches"):
         im.make_learner(_config([tmp_path / "none*.jsonl"]), devices=jax.devices()[:1]
                         ).load_data()
+    # a folder of records matched nothing, and said only that
+    with pytest.raises(ValueError, match=rf"data.paths: {tmp_path} is a folder; name its "
+                                         rf"records files with a pattern, e.g. "
+                                         rf"{tmp_path}/\*.jsonl.gz"):
+        im.make_learner(_config([tmp_path]), devices=jax.devices()[:1]).load_data()
     bad = cfglib.apply_overrides(cfglib.to_dict(_config([tmp_path / "x.jsonl"])),
                                  {"network.name": "dueling"})
     with pytest.raises(cfglib.ConfigError,
@@ -330,6 +335,36 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run_and_exports_a_search_ag
         "num_simulations"] == 4 and loaded.metadata["network"]["name"] == "simplenet"
     result = arena.play_match(loaded.env, loaded.agent, agents.random_agent(), 2)
     assert all(r.forfeit is None for r in result.records)
+
+
+def test_resuming_on_other_records_than_the_run_started_with_is_refused(tmp_path):
+    folder = tmp_path / "recs"
+    folder.mkdir()
+    records.write_records(folder / "a.jsonl", [_game(BLACK_WINS, 0)] * 4, ENV)
+    config = _config([folder / "*.jsonl"])
+
+    def run(iterations):
+        learner = im.make_learner(config, devices=jax.devices()[:1])
+        return training.run(learner, tmp_path / "run", iterations=iterations, progress=False,
+                            tensorboard=False)
+
+    run(1)
+    stored = json.loads((tmp_path / "run" / training.DATA).read_text())
+    assert [f["path"] for f in stored["files"]] == [str(folder / "a.jsonl")]
+    # Another file under the pattern, and one changed: the resume would have trained on
+    # them without a word (and drawn another validation split).
+    records.write_records(folder / "b.jsonl", [_game(WHITE_WINS, 1)] * 4, ENV)
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'run'} was trained on other data files "
+                                         rf"than those it reads now \({folder / 'b.jsonl'} is "
+                                         r"new\); resuming must read the files it started with"):
+        run(2)
+    (folder / "b.jsonl").unlink()
+    records.write_records(folder / "a.jsonl", [_game(WHITE_WINS, 1)] * 4, ENV)
+    with pytest.raises(ValueError, match=r"a.jsonl changed \(\d+ bytes then, \d+ now\)"):
+        run(2)
+    assert len(_rows(tmp_path / "run")) == 1  # nothing was trained or logged on them
+    records.write_records(folder / "a.jsonl", [_game(BLACK_WINS, 0)] * 4, ENV)
+    assert run(2)["iterations"] == 2  # the files it started with: it resumes
 
 
 def test_balanced_sampling_draws_every_split_equally(tmp_path):

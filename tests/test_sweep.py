@@ -91,8 +91,8 @@ def test_a_run_that_diverges_is_a_row_and_the_other_values_still_train(tmp_path,
         trained.append(pathlib.Path(workdir)), run(learner, workdir, **kw))[1])
     again = sweep.sweep(CONFIG, "train.learning_rate", [1e-3, 4e-3], **settings)
     assert trained == [good]  # the finished run says it is finished; the other is skipped
-    strip = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}  # noqa: E731
-    assert [strip(r) for r in again] == [strip(r) for r in rows]
+    # every column, train_seconds too: it is the runs' logged time, not this call's
+    assert again == rows and rows[1]["train_seconds"] > 0
 
 
 def test_the_table_has_one_row_per_run(swept):
@@ -106,6 +106,16 @@ def test_the_table_has_one_row_per_run(swept):
 
 
 def test_bad_sweeps_fail_before_training(tmp_path):
+    for values in (0.01, "0.01", {"a": 1}, []):  # one value where a list of them is due
+        with pytest.raises(ValueError, match="values must be a non-empty list of values for "
+                                             "'train.learning_rate', got"):
+            sweep.sweep(CONFIG, "train.learning_rate", values, workdir=tmp_path)
+    for bad, why in ((dict(games=2), "pass_wins must be from 1 to games=2, got 8"),
+                     (dict(step=0), "step must be a positive integer, got 0"),
+                     (dict(opening_stones=-1), "opening_stones must be a non-negative")):
+        with pytest.raises(ValueError, match=f"ladder: {why}"):  # when made, not after a run
+            sweep.ladder_evaluator(**bad)
+    assert not any(tmp_path.iterdir())
     with pytest.raises(cfglib.ConfigError, match="network.options.filterz|filterz"):
         sweep.sweep(CONFIG, "network.filterz", [1], workdir=tmp_path, variant="smoke")
     with pytest.raises(cfglib.ConfigError, match="train.learning_rate"):
@@ -118,8 +128,8 @@ def test_bad_sweeps_fail_before_training(tmp_path):
     with pytest.raises(ValueError, match="iterations must be a positive integer"):
         sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, iterations=0)
     # more iterations than the config trains would silently stop at the config's count
-    with pytest.raises(ValueError, match=r"sweep: iterations=3 is more than "
-                                         r"train.iterations=2 \(the run train.iterations=2\)"):
+    with pytest.raises(ValueError, match=r"sweep \(the run train.iterations=2\): iterations 3 "
+                                         r"is more than train.iterations=2, where"):
         sweep.sweep(CONFIG, "train.iterations", [4, 2], workdir=tmp_path, iterations=3)
     assert not list(tmp_path.iterdir())  # nothing was trained
 
@@ -161,10 +171,13 @@ def test_run_folders_of_long_values_differ_and_short_ones_keep_their_names():
 
 def test_a_row_keeps_every_logged_metric_but_periodic_scores(tmp_path):
     path = tmp_path / "metrics.csv"
-    path.write_text("iteration,loss,win_rate,q_mean,phase,eval_random,empty\n"
-                    "1,0.5,0.25,0.1,0,0.5,\n2,0.4,0.75,0.2,1,1.0,\n")
-    assert sweep._last_metrics(path) == {"loss": 0.4, "win_rate": 0.75, "q_mean": 0.2,
-                                         "phase": 1.0}
+    path.write_text("iteration,loss,win_rate,q_mean,phase,eval_random,empty,seconds\n"
+                    "1,0.5,0.25,0.1,0,0.5,,12.5\n2,0.4,0.75,0.2,1,1.0,,2.25\n")
+    logged = sweep._metrics_rows(path)
+    assert sweep._last_metrics(logged) == {"loss": 0.4, "win_rate": 0.75, "q_mean": 0.2,
+                                           "phase": 1.0, "seconds": 2.25}
+    assert sweep._train_seconds(logged) == 14.75  # every iteration's, not the last one's
+    assert sweep._train_seconds(sweep._metrics_rows(tmp_path / "none.csv")) is None
 
 
 def test_plot_default_is_the_first_opponents_score_and_leaves_pyplot_alone(tmp_path):
