@@ -271,7 +271,9 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
             env, agent_a.batch_policy(), agent_b.batch_policy(), agent_a.params,
             agent_b.params, key,
             a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
-        moves, winners, illegal = map(np.asarray, (moves, winners, illegal))
+        # jax.device_get, not np.asarray: it lets Ctrl-C through while the match runs (a
+        # blocking np.asarray holds it until the last game ends)
+        moves, winners, illegal = map(np.asarray, jax.device_get((moves, winners, illegal)))
         elapsed = time.perf_counter() - start
         for g in range(games):
             black, white = names if g % 2 == 0 else names[::-1]
