@@ -27,6 +27,7 @@ import json
 import math
 import pathlib
 import time
+import warnings
 from typing import Callable, Mapping
 
 import jax
@@ -250,9 +251,24 @@ def restore(learner, workdir):
     step = ckpt.latest_step()
     if step is None:
         return None, prog
+    _check_algorithm(pathlib.Path(workdir), getattr(learner, "algorithm", "alphazero"))
     target = {"state": jax.eval_shape(learner.init), "progress": prog}
     restored = ckpt.restore(target, step)
     return _place(restored["state"], learner.state_sharding()), restored["progress"]
+
+
+def _check_algorithm(workdir: pathlib.Path, algorithm: str) -> None:
+    """A CheckpointError when the run in ``workdir`` (its ``config.json``) is another
+    algorithm's: said first, before the config's differences."""
+    path = workdir / "config.json"
+    if not path.is_file():
+        return  # the checkpoints' own config check says what differs
+    stored = gio.read_json_object(path, "it belongs to this run: restore it, or train in "
+                                  "a new --workdir").get("algorithm", "alphazero")
+    if stored != algorithm:
+        raise gio.CheckpointError(
+            f"{workdir} holds a run of {stored}, and this config trains {algorithm}: "
+            "choose another --workdir")
 
 
 def _place(tree, shardings):
@@ -322,10 +338,17 @@ def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
                      stopped: bool) -> dict | None:
     """The stored report of a run that has nothing left to do (its checkpoint is at the
     last iteration asked for, or an evaluation stopped it) and that wrote its report and
-    agent then; None otherwise (a run killed during its final evaluation does it again)."""
+    agent then; None otherwise (a run killed during its final evaluation does it again,
+    and so does one whose ``final.gjx`` is damaged: it is written again)."""
     if iteration < stop_at and not stopped:
         return None
     if not all((workdir / name).exists() for name in _RUN_RESULTS):
+        return None
+    try:
+        gio.read_exported(workdir / "final.gjx")
+    except gio.CheckpointError as err:
+        warnings.warn(f"{err}; writing it again from the checkpoint of iteration {iteration} "
+                      "(and evaluating it again)", RuntimeWarning, stacklevel=3)
         return None
     try:
         report = json.loads((workdir / "report.json").read_text())

@@ -112,6 +112,15 @@ def test_a_checkpoint_of_another_config_is_refused(learner, uninterrupted, tmp_p
         cfglib.to_dict(learner.config), {"train.learning_rate": 0.5}))
     with pytest.raises(gio.CheckpointError, match=r"train.learning_rate.*0.002.*0.5"):
         training.restore(az.make_learner(other, devices=jax.devices()[:1]), straight)
+    # another algorithm's config: said first (it was a list of some 35 differing keys)
+    from algorithms import dqn
+
+    dqn_cfg, _ = cfglib.load_file(dqn.DQNConfig, CONFIG.parent / "dqn_9x9_cpu.json",
+                                  variants=["smoke"])
+    with pytest.raises(gio.CheckpointError, match=rf"^{straight} holds a run of alphazero, and "
+                                                  "this config trains dqn: choose another "
+                                                  "--workdir$"):
+        training.restore(dqn.make_learner(dqn_cfg, devices=jax.devices()[:1]), straight)
 
 
 def test_a_run_from_before_a_setting_existed_resumes_with_its_default(learner, uninterrupted,
@@ -591,6 +600,14 @@ def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupt
     (again / "report.json").unlink()
     assert training.run(learner, again, progress=False)["iterations"] == report["iterations"]
     assert (again / "report.json").exists()
+    # a damaged final.gjx (a copy cut short) is written again from the last checkpoint;
+    # it was reported fine, and `export` refuses to overwrite the run's own file
+    final = (again / "final.gjx").read_bytes()
+    (again / "final.gjx").write_bytes(final[: len(final) // 2])
+    with pytest.warns(RuntimeWarning, match=r"final.gjx.*; writing it again from the "
+                                            "checkpoint of iteration"):
+        training.run(learner, again, progress=False)
+    assert (again / "final.gjx").read_bytes() == final
 
 
 def test_a_run_stopped_by_iterations_or_by_an_evaluation_is_finished_as_asked(
