@@ -344,9 +344,11 @@ class Gomoku:
         """Play ``action`` for ``state.current_player``. Pure and jittable; one game.
 
         An illegal action (occupied or off the board) ends the game: the mover loses.
-        A finished game is returned unchanged with zero rewards.
+        A finished game is returned unchanged with zero rewards. A state of another board
+        size is a ``ValueError`` (when traced: it costs nothing at run time).
         """
         del key
+        self._check_board("step", state)
         nn = self.num_actions
         action = jnp.asarray(action, jnp.int32)
         acts = ~(state.terminated | state.truncated)
@@ -383,7 +385,18 @@ class Gomoku:
 
     def observe(self, state: State, player_id: jax.Array | None = None) -> jax.Array:
         """Observation planes from ``player_id``'s view (default: the player to move)."""
+        self._check_board("observe", state)
         return _features.observe(state, self._spec, player=player_id)
+
+    def _check_board(self, method: str, state: State) -> None:
+        """ValueError unless ``state`` is one game of this board size (shapes are static:
+        checked while tracing)."""
+        shape = tuple(np.shape(state.board))
+        if shape != (self.size, self.size):
+            what = ("a batch of games (vmap over it)" if len(shape) == 3
+                    and shape[1:] == (self.size, self.size) else "a state of another game")
+            raise ValueError(f"Gomoku.{method}: this is a {self.size}x{self.size} game; the "
+                             f"state's board has shape {shape}, {what}")
 
     # ------------------------------------------------------------ Python helpers
     @functools.cached_property
@@ -396,15 +409,18 @@ class Gomoku:
         Raises `IllegalMoveError` for a finished game, a cell off the board or an
         occupied cell, instead of the silent forfeit that ``step`` applies under jit.
         """
-        if np.ndim(state.board) != 2:
-            raise ValueError(
-                f"Gomoku.play takes one game, got a board of shape {np.shape(state.board)}"
-            )
+        self._check_board("play", state)
         if bool(state.terminated) or bool(state.truncated):
             raise IllegalMoveError(f"the game is over ({describe_result(state)})")
+        coords = []
         for name, value in (("row", row), ("col", col)):
+            if isinstance(value, (np.ndarray, jax.Array)) and value.ndim == 0 and (
+                    np.issubdtype(value.dtype, np.integer)):  # jnp.argmax's, for one
+                value = int(value)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise IllegalMoveError(f"{name} must be an integer, got {value!r}")
+            coords.append(int(value))
+        row, col = coords
         n = self.size
         if not (0 <= row < n and 0 <= col < n):
             raise IllegalMoveError(
@@ -419,7 +435,12 @@ class Gomoku:
     def play_moves(self, moves: Sequence[tuple[int, int]], state: State | None = None) -> State:
         """Play a sequence of ``(row, col)`` moves from ``state`` (default: empty board)."""
         state = self.init() if state is None else state
-        for i, (row, col) in enumerate(moves):
+        for i, move in enumerate(moves):
+            try:
+                row, col = move
+            except (TypeError, ValueError):
+                raise IllegalMoveError(f"move {i + 1} is {move!r}, not a (row, col) pair (an "
+                                       "action index row * size + col goes to step)") from None
             try:
                 state = self.play(state, row, col)
             except IllegalMoveError as err:

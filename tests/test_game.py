@@ -221,8 +221,25 @@ def test_play_raises_clear_errors_and_loses_nothing():
     with pytest.raises(IllegalMoveError, match=r"move 2 \(4, 4\)"):
         env.play_moves([(4, 4), (4, 4)])
     batched = jax.vmap(env.init)(jax.random.split(jax.random.key(0), 2))
-    with pytest.raises(ValueError, match="one game"):
+    with pytest.raises(ValueError, match=r"Gomoku.play: this is a 9x9 game; the state's board "
+                                         r"has shape \(2, 9, 9\), a batch of games"):
         env.play(batched, 0, 0)
+    # JAX and NumPy integer scalars are integers (an argmax's result, for one)
+    assert int(env.play(s, jnp.int32(3), np.int64(2)).last_action) == 3 * 9 + 2
+    with pytest.raises(IllegalMoveError, match=r"move 2 is 41, not a \(row, col\) pair \(an "
+                                               r"action index row \* size \+ col goes to step"):
+        env.play_moves([(4, 4), 41])
+
+
+def test_a_state_of_another_board_size_is_named_so():
+    # It was a reshape error or a broadcasting error deep inside, or no error at all.
+    small, big = Gomoku(9, 5), Gomoku(15, 5)
+    s = small.play_moves([(4, 4)])
+    for call in (lambda: big.play(s, 4, 5), lambda: big.step(s, 40),
+                 lambda: jax.jit(big.step)(s, 40), lambda: big.observe(s)):
+        with pytest.raises(ValueError, match=r"this is a 15x15 game; the state's board has "
+                                             r"shape \(9, 9\), a state of another game"):
+            call()
 
 
 def test_from_board_validates():
