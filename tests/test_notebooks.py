@@ -102,3 +102,23 @@ CHECKS = {"ablation_sweep.ipynb": _check_ablation_sweep, "analysis.ipynb": _chec
 
 def test_every_notebook_has_its_checks():
     assert sorted(CHECKS) == [p.name for p in NOTEBOOKS]
+
+
+def test_the_analysis_notebook_reads_a_run_without_evaluations(tmp_path, capsys):
+    # eval.every = eval.final_games = 0: it printed a table without columns and an empty plot
+    run = tmp_path / "run"
+    run.mkdir()
+    columns = ["iteration", "seconds", "moves_per_second", "loss", "policy_loss", "value_loss",
+               "explained_variance", "entropy", "kl"]
+    (run / "metrics.csv").write_text(",".join(columns) + "\n" + "\n".join(
+        ",".join(str(i + 1 if c == "iteration" else 0.5) for c in columns) for i in range(3)))
+    (run / "report.json").write_text(json.dumps({"iterations": 3, "evaluation": {}}))
+    nb = json.loads((Path(__file__).parent.parent / "notebooks" / "analysis.ipynb").read_text())
+    namespace = {"__name__": "__notebook__"}
+    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        exec(compile("".join(cell["source"]), f"analysis.ipynb[cell {i}]", "exec"), namespace)
+        if i == 0:  # the knobs
+            namespace.update(RUN=str(run), TOURNAMENT=None)
+    out = capsys.readouterr().out
+    assert "3 iterations" in out and "this run played no evaluation games" in out
+    assert "| iteration |" not in out and namespace["opponents"] == []
