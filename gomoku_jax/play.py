@@ -73,7 +73,7 @@ import json
 import socket
 import threading
 import urllib.parse
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -115,6 +115,10 @@ _WEB_FILES = {  # URL path -> (file under gomoku_jax/web/, content type)
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/style.css": ("style.css", "text/css; charset=utf-8"),
 }
+_GET_PATHS = ("/api/state", "/api/agents", "/api/agent-info")  # the API's reads
+_POST_PATHS = {  # the API's actions: URL path -> PlayApp method, given the JSON body
+    "/api/new": "new_game", "/api/move": "move", "/api/reply": "reply", "/api/undo": "undo",
+    "/api/analyse": "analyse"}
 
 
 class PlayError(ValueError):
@@ -711,8 +715,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not self.quiet:
             super().log_message(format, *args)
 
-    def _send(self, status: int, payload: bytes, content_type: str) -> None:
+    def _send(self, status: int, payload: bytes, content_type: str,
+              extra: Mapping[str, str] | None = None) -> None:
         self.send_response(status)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-store")
@@ -782,6 +789,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                     "none" if kind is None else f"Content-Type {_shown(kind)}"),
                                 status=415)
 
+    def _wrong_method(self, path: str, method: str) -> None:
+        """405 for a known path asked with the other method, saying which it takes."""
+        body = " with a JSON body" if method == "POST" else ""
+        self._send(405, json.dumps({"error": f"{path} takes {method}{body}"}).encode(),
+                   "application/json", extra={"Allow": method})
+
     def _body(self) -> Any:
         length = self.headers.get("Content-Length")
         try:
@@ -829,6 +842,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         raise PlayError(f"budget must be an integer, got {budget!r}")
                     budget = int(budget)
                 return self._json(200, self.app.agent_info(name, budget))
+            if url.path in _POST_PATHS:
+                return self._wrong_method(url.path, "POST")
             return self._json(404, {"error": f"no such page {url.path!r}"})
         except PlayError as err:
             return self._json(err.status, {"error": str(err)})
@@ -837,14 +852,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         url = urllib.parse.urlsplit(self.path)
-        actions = {"/api/new": self.app.new_game, "/api/move": self.app.move,
-                   "/api/reply": self.app.reply, "/api/undo": self.app.undo,
-                   "/api/analyse": self.app.analyse}
         try:
             self._check_sender(post=True, api=True)
-            if url.path not in actions:
+            if url.path in _GET_PATHS:
+                return self._wrong_method(url.path, "GET")
+            if url.path not in _POST_PATHS:
                 return self._json(404, {"error": f"no such action {url.path!r}"})
-            return self._json(200, actions[url.path](self._body()))
+            action = getattr(self.app, _POST_PATHS[url.path])
+            return self._json(200, action(self._body()))
         except PlayError as err:
             return self._json(err.status, {"error": str(err)})
         except Exception as err:  # a bug or an agent that failed: say so, keep serving

@@ -221,6 +221,21 @@ def test_a_malformed_request_gets_400_naming_the_problem(served, path, raw, prob
     assert client.get("/api/state")[1] == before
 
 
+def test_an_api_path_asked_with_the_other_method_gets_405_saying_which(served):
+    _, client = served
+    before = client.get("/api/state")[1]
+    for method, path, takes in (("GET", "/api/move", "POST with a JSON body"),
+                                ("GET", "/api/undo", "POST with a JSON body"),
+                                ("POST", "/api/state", "GET")):
+        port = _port(client)
+        status, body = _raw(client.base, method, path, {"Host": f"127.0.0.1:{port}",
+                                                       "Content-Type": "application/json"},
+                            b"{}" if method == "POST" else None)
+        assert (status, body) == (405, {"error": f"{path} takes {takes}"})  # was 404
+    assert client.get("/nowhere") == (404, {"error": "no such page '/nowhere'"})
+    assert client.get("/api/state")[1] == before
+
+
 def test_json_nested_too_deeply_gets_400_not_500(served):
     _, client = served
     client.post("/api/new", {"colour": "black", "agent": "heuristic"})
