@@ -328,6 +328,7 @@ def load_file(
                           "algorithm)")
     known = data.get("variants", {})
     algorithm = data.get("algorithm", "alphazero")
+    itself = data
     if not isinstance(known, Mapping) or not all(
             isinstance(v, Mapping) for v in known.values()):
         raise ConfigError(f"config file {str(path)!r}: variants must be an object of named "
@@ -352,7 +353,15 @@ def load_file(
         raise ConfigError(f"description: expected a string, got {brief_json(description)}")
     if variants:
         description += f" [variants: {', '.join(variants)}]"
-    return from_dict(cls, data), description
+    config = from_dict(cls, data)
+    if variants:  # what a variant replaces is checked too, else only a run without it fails
+        try:
+            from_dict(cls, itself)
+        except ConfigError as err:
+            raise ConfigError(f"config file {str(path)!r}: {err} (in the file itself: the "
+                              f"variant(s) {', '.join(variants)} replace it, so only a run "
+                              "without them would fail)") from None
+    return config, description
 
 
 def brief_json(value, width: int = 60) -> str:

@@ -87,6 +87,21 @@ def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
     assert cfglib.load_file(Outer, tmp_path / "defaults.json")[0] == Outer()
 
 
+def test_a_mistake_in_the_file_that_a_variant_replaces_is_still_refused(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"inner": {"depth": "5"}, "variants": {"smoke": {"inner.depth": 1}}}))
+    # Under the variant the bad value is replaced: the smoke run passed, the real one failed.
+    with pytest.raises(cfglib.ConfigError, match=r"c.json': .*inner.depth.* \(in the file "
+                                                 r"itself: the variant\(s\) smoke replace it, so "
+                                                 r"only a run without them would fail\)"):
+        cfglib.load_file(Outer, path, variants=["smoke"])
+    with pytest.raises(cfglib.ConfigError, match="inner.depth"):
+        cfglib.load_file(Outer, path)
+    # an override is the run's own: it is checked with the variants only
+    path.write_text(json.dumps({"inner": {"depth": 5}, "variants": {"smoke": {"seed": 9}}}))
+    assert cfglib.load_file(Outer, path, ["inner.depth=2"], variants=["smoke"])[0].inner.depth == 2
+
+
 def test_the_file_keeps_its_algorithm_and_variants_from_overrides(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({
