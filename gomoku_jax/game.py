@@ -384,15 +384,16 @@ class Gomoku:
         )
 
     def observe(self, state: State, player_id: jax.Array | None = None) -> jax.Array:
-        """Observation planes from ``player_id``'s view (default: the player to move)."""
-        self._check_board("observe", state)
+        """Observation planes from ``player_id``'s view (default: the player to move); one
+        game or a batch."""
+        self._check_board("observe", state, batch=True)
         return _features.observe(state, self._spec, player=player_id)
 
-    def _check_board(self, method: str, state: State) -> None:
-        """ValueError unless ``state`` is one game of this board size (shapes are static:
-        checked while tracing)."""
+    def _check_board(self, method: str, state: State, batch: bool = False) -> None:
+        """ValueError unless ``state`` is one game (or, with ``batch``, any batch of games)
+        of this board size (shapes are static: checked while tracing)."""
         shape = tuple(np.shape(state.board))
-        if shape != (self.size, self.size):
+        if (shape[-2:] if batch else shape) != (self.size, self.size):
             what = ("a batch of games (vmap over it)" if len(shape) == 3
                     and shape[1:] == (self.size, self.size) else "a state of another game")
             raise ValueError(f"Gomoku.{method}: this is a {self.size}x{self.size} game; the "
