@@ -166,7 +166,8 @@ def greedy_q_agent(name: str, module, variables, env: Gomoku | None = None) -> J
     """The legal move of highest Q under a Q network (``module.apply(variables, planes)
     -> q [B, N*N]``): how value-based learners play, without exploration. With ``env``
     the network sees every position in that game's input planes (those it was trained
-    on), whatever env made the state."""
+    on), whatever observation settings the state came with, and the arena refuses a
+    match in another game."""
     spec = None if env is None else env.observation_spec
     return JaxAgent(name, static_partial(_greedy_q_policy, module, spec), variables, env=env)
 

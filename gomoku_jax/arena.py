@@ -428,15 +428,23 @@ class Tournament:
         return "\n".join(lines)
 
 
+def check_entrants(names: Sequence[str]) -> None:
+    """ValueError unless ``names`` are at least two, each once."""
+    if len(names) < 2:
+        raise ValueError(f"a round robin needs at least two agents, got {list(names)}")
+    repeated = sorted({name for name in names if list(names).count(name) > 1})
+    if repeated:
+        raise ValueError(f"each agent plays once; repeated: {', '.join(repeated)}")
+
+
 def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed: int = 0,
                 opening_stones: int = 0, progress: bool = False) -> Tournament:
     """Every pair of ``agents`` plays a match of ``games_per_pair`` games."""
     names = [a.name for a in agents]
-    if len(set(names)) != len(names):
-        raise ValueError(f"agent names must be unique, got {names}")
-    if len(agents) < 2:
-        raise ValueError("a round robin needs at least two agents")
-    check_opening_stones(env, opening_stones)  # before any game, not at the first pairing
+    check_entrants(names)
+    for agent in agents:  # before any game, not at its first pairing
+        check_env(agent, env)
+    check_opening_stones(env, opening_stones)
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     iterator = pairs
     if progress:

@@ -136,20 +136,15 @@ def _tournament_config(args: argparse.Namespace) -> dict:
     # what the round robin would refuse, refused here naming where the value came from
     where = {key: f"--{key.replace('_', '-')}" if getattr(args, key) is not None
              else f"tournament config {args.config}" for key in ("agents", "opening_stones")}
-    names = config["agents"]
-    if len(names) < 2:
-        raise ValueError(f"{where['agents']}: a round robin needs at least two agents, got "
-                         f"{names}")
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ValueError(f"{where['agents']}: each agent plays once; repeated: "
-                         f"{', '.join(repeated)}")
-    from gomoku_jax.arena import check_opening_stones
+    from gomoku_jax.arena import check_entrants, check_opening_stones
 
-    try:
-        check_opening_stones(env, config["opening_stones"])
-    except ValueError as err:
-        raise ValueError(f"{where['opening_stones']}: {err}") from None
+    for key, check in (("agents", lambda: check_entrants(config["agents"])),
+                       ("opening_stones", lambda: check_opening_stones(
+                           env, config["opening_stones"]))):
+        try:
+            check()
+        except ValueError as err:
+            raise ValueError(f"{where[key]}: {err}") from None
     return config
 
 
@@ -401,12 +396,16 @@ def _check_not_shadowed(name: str, module) -> None:
     import os
 
     top = name.partition(".")[0]
-    here = [p for p in (Path(os.getcwd()) / f"{top}.py", Path(os.getcwd()) / top)
-            if p.exists()]
-    found = getattr(module, "__file__", None)
-    if here and (found is None or not Path(found).resolve().is_relative_to(
-            Path(os.getcwd()).resolve())):
-        print(f"gomoku-jax: warning: --plugin {name} imported {found or 'a built-in module'}, "
+    file, folder = Path(os.getcwd()) / f"{top}.py", Path(os.getcwd()) / top
+    here = [p for p in (file, folder) if p.exists()]
+    # where the import found it: its file, or a namespace package's folders
+    found = [Path(p) for p in ([module.__file__] if getattr(module, "__file__", None)
+                               else getattr(module, "__path__", []))]
+    ours = any(p.resolve() == file.resolve() or p.resolve().is_relative_to(folder.resolve())
+               for p in found)
+    if here and not ours:
+        shown = found[0] if found else "a built-in module"
+        print(f"gomoku-jax: warning: --plugin {name} imported {shown}, "
               f"not {here[0].name} in this folder: an installed module of that name comes "
               "first; rename yours if it is the plugin", file=sys.stderr, flush=True)
 

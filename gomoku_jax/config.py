@@ -354,14 +354,28 @@ def load_file(
     if variants:
         description += f" [variants: {', '.join(variants)}]"
     config = from_dict(cls, data)
-    if variants:  # what a variant replaces is checked too, else only a run without it fails
-        try:
-            from_dict(cls, itself)
-        except ConfigError as err:
-            raise ConfigError(f"config file {str(path)!r}: {err} (in the file itself: the "
-                              f"variant(s) {', '.join(variants)} replace it, so only a run "
-                              "without them would fail)") from None
+    if variants:
+        _check_without_variants(cls, path, itself, overrides, variants)
     return config, description
+
+
+def _check_without_variants(cls, path, itself: dict, overrides: Mapping[str, Any],
+                            variants: Sequence[str]) -> None:
+    """ConfigError for a mistake in the file that its variants hide (they replace the
+    setting): the file is refused when neither it alone nor it with the overrides (which
+    may mend it) is a valid config. An override meant for a variant's settings may not fit
+    the file without it, so the file alone has the last word."""
+    try:
+        from_dict(cls, apply_overrides(itself, overrides))
+        return
+    except ConfigError:
+        pass
+    try:
+        from_dict(cls, itself)
+    except ConfigError as err:
+        raise ConfigError(f"config file {str(path)!r}: {err} (in the file itself: the "
+                          f"variant(s) {', '.join(variants)} replace it, so only a run "
+                          "without them would fail)") from None
 
 
 def brief_json(value, width: int = 60) -> str:

@@ -115,7 +115,9 @@ _WEB_FILES = {  # URL path -> (file under gomoku_jax/web/, content type)
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/style.css": ("style.css", "text/css; charset=utf-8"),
 }
-_GET_PATHS = ("/api/state", "/api/agents", "/api/agent-info")  # the API's reads
+_GET_PATHS = {  # the API's reads: URL path -> handler method, given the query
+    "/api/state": "_get_state", "/api/agents": "_get_agents",
+    "/api/agent-info": "_get_agent_info"}
 _POST_PATHS = {  # the API's actions: URL path -> PlayApp method, given the JSON body
     "/api/new": "new_game", "/api/move": "move", "/api/reply": "reply", "/api/undo": "undo",
     "/api/analyse": "analyse"}
@@ -826,22 +828,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if url.path in _WEB_FILES:
                 name, kind = _WEB_FILES[url.path]
                 return self._send(200, _web_file(name), kind)
-            if url.path == "/api/state":
-                return self._json(200, self.app.snapshot())
-            if url.path == "/api/agents":
-                registered = [n for n in agents_lib.AGENTS  # prefixes need their suffix
-                              if not n.endswith("-") and n not in BASELINES]
-                return self._json(200, {"baselines": [*BASELINES, *registered],
-                                        "max_budget": MAX_BUDGET, "colours": list(_COLOURS)})
-            if url.path == "/api/agent-info":
-                query = urllib.parse.parse_qs(url.query)
-                name = query.get("name", [None])[0]
-                budget = query.get("budget", [None])[0]
-                if budget is not None:
-                    if not agents_lib.digits(budget):
-                        raise PlayError(f"budget must be an integer, got {budget!r}")
-                    budget = int(budget)
-                return self._json(200, self.app.agent_info(name, budget))
+            if url.path in _GET_PATHS:
+                return self._json(200, getattr(self, _GET_PATHS[url.path])(url.query))
             if url.path in _POST_PATHS:
                 return self._wrong_method(url.path, "POST")
             return self._json(404, {"error": f"no such page {url.path!r}"})
@@ -850,11 +838,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except Exception as err:  # a bug or an agent file that failed: say so, keep serving
             return self._json(500, {"error": f"{type(err).__name__}: {err}"})
 
+    def _get_state(self, query: str) -> dict:
+        return self.app.snapshot()
+
+    def _get_agents(self, query: str) -> dict:
+        registered = [n for n in agents_lib.AGENTS  # prefixes need their suffix
+                      if not n.endswith("-") and n not in BASELINES]
+        return {"baselines": [*BASELINES, *registered], "max_budget": MAX_BUDGET,
+                "colours": list(_COLOURS)}
+
+    def _get_agent_info(self, query: str) -> dict:
+        fields = urllib.parse.parse_qs(query)
+        name = fields.get("name", [None])[0]
+        budget = fields.get("budget", [None])[0]
+        if budget is not None:
+            if not agents_lib.digits(budget):
+                raise PlayError(f"budget must be an integer, got {budget!r}")
+            budget = int(budget)
+        return self.app.agent_info(name, budget)
+
     def do_POST(self):  # noqa: N802
         url = urllib.parse.urlsplit(self.path)
         try:
             self._check_sender(post=True, api=True)
-            if url.path in _GET_PATHS:
+            if url.path in _GET_PATHS or url.path in _WEB_FILES:
                 return self._wrong_method(url.path, "GET")
             if url.path not in _POST_PATHS:
                 return self._json(404, {"error": f"no such action {url.path!r}"})

@@ -515,7 +515,7 @@ def _numbered_lines(path: Path):
         # cut or damaged further on (a copy or download that stopped): the lines before
         # are kept, this one stands for the rest
         yield number + 1, RecordError(str(path), number + 1,
-                                      f"{why}; the lines from here on are lost")
+                                      f"{why}; nothing from here on can be read")
 
 
 def _json_error(err: Exception) -> str:

@@ -30,6 +30,7 @@ import csv
 import hashlib
 import json
 import math
+import numbers
 import pathlib
 import re
 import reprlib
@@ -222,7 +223,7 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
     from gomoku_jax import arena
 
     arena.check_ladder(start, step, games, pass_wins, max_simulations)
-    if isinstance(opening_stones, bool) or not isinstance(opening_stones, int) or (
+    if isinstance(opening_stones, bool) or not isinstance(opening_stones, numbers.Integral) or (
             opening_stones < 0):  # its bound, 2(k-1), is checked on the run's game
         raise ValueError(f"ladder: opening_stones must be a non-negative integer, got "
                          f"{opening_stones!r}")

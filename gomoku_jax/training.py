@@ -246,14 +246,14 @@ def restore(learner, workdir):
     directory = pathlib.Path(workdir) / "checkpoints"
     if not directory.exists():
         return None, prog
-    ckpt = gio.Checkpointer(directory, config=to_dict(learner.config),
-                            upgrade=_upgrade(learner))
-    step = ckpt.latest_step()
-    if step is None:
-        return None, prog
-    _check_algorithm(pathlib.Path(workdir), getattr(learner, "algorithm", "alphazero"))
-    target = {"state": jax.eval_shape(learner.init), "progress": prog}
-    restored = ckpt.restore(target, step)
+    with gio.Checkpointer(directory, config=to_dict(learner.config),
+                          upgrade=_upgrade(learner)) as ckpt:
+        step = ckpt.latest_step()
+        if step is None:
+            return None, prog
+        _check_algorithm(pathlib.Path(workdir), getattr(learner, "algorithm", "alphazero"))
+        target = {"state": jax.eval_shape(learner.init), "progress": prog}
+        restored = ckpt.restore(target, step)
     return _place(restored["state"], learner.state_sharding()), restored["progress"]
 
 
@@ -473,8 +473,9 @@ def _data_changes(stored: dict, current: dict) -> list[str]:
     changes = [f"{path} is new" for path in now if path not in before]
     changes += [f"{path} is gone" for path in before if path not in now]
     changes += [f"{path} changed ({before[path].get('bytes')} bytes then, "
-                f"{now[path].get('bytes')} now)" for path in now
-                if path in before and before[path] != now[path]]
+                f"{now[path].get('bytes')} now)" if before[path].get("bytes") != now[path].get(
+                    "bytes") else f"{path} changed (same size, other contents)"
+                for path in now if path in before and before[path] != now[path]]
     return changes
 
 
@@ -559,7 +560,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             f"already diverged: {'; '.join(bad)}. Delete {workdir / 'checkpoints' / str(step)} "
             "to resume from the checkpoint before it, or train again in a new --workdir")
     fingerprint = getattr(learner, "data_fingerprint", None)
-    if callable(fingerprint):  # a learner that trains on files (imitation's records)
+    to_train = restored is None or int(restored.iteration) < stop_at
+    if callable(fingerprint) and to_train:  # a learner that trains on files (imitation's)
         _check_data(workdir, fingerprint(), restored is not None, write)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner), cleanup=True)

@@ -71,6 +71,14 @@ def test_an_agent_built_for_another_game_is_refused_before_a_move():
             agents.with_killer(built, ENV)
     assert arena.play_match(ENV, random, agents.make("heuristic", ENV), 2).score("random")[
         "games"] == 2
+    # a round robin refuses it before its first match, not when its own turn comes
+    field = [random, agents.make("heuristic", ENV), agents.make("heuristic-2", other)]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(
+            ValueError, match="agent 'heuristic-2' was built for 5x5"):
+        patch.setattr(arena, "play_match", lambda *a, **k: pytest.fail("a match was played"))
+        arena.round_robin(ENV, field, 2)
+    with pytest.raises(ValueError, match="each agent plays once; repeated: random"):
+        arena.round_robin(ENV, [random, random], 2)
 
 
 def test_a_score_asked_for_an_agent_not_in_the_match_is_a_key_error():

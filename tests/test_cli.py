@@ -484,6 +484,8 @@ def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsy
 
 
 def test_a_plugin_shadowed_by_an_installed_module_is_warned_about(plugin_dir, capsys):
+    import sys
+
     (plugin_dir / "json.py").write_text("raise RuntimeError('never imported')\n")
     assert cli.main(["--plugin", "json", "random-game", "--size", "5"]) == 0
     err = capsys.readouterr().err
@@ -491,6 +493,24 @@ def test_a_plugin_shadowed_by_an_installed_module_is_warned_about(plugin_dir, ca
                           "json.py in this folder"), err
     assert cli.main(["--plugin", "gjx_test_plugin", "random-game", "--size", "5"]) == 0
     assert "warning" not in capsys.readouterr().err  # the plugin of this folder: no warning
+    # an installed copy that lives under this folder (a .venv here) shadows it all the same
+    site = plugin_dir / ".venv" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "gjx_twin.py").write_text("")
+    (plugin_dir / "gjx_twin.py").write_text("raise RuntimeError('never imported')\n")
+    (plugin_dir / "gjx_space").mkdir()  # a namespace package of this folder: no warning
+    (plugin_dir / "gjx_space" / "mine.py").write_text("")
+    sys.path.insert(0, str(site))
+    try:
+        assert cli.main(["--plugin", "gjx_twin", "random-game", "--size", "5"]) == 0
+        assert f"imported {site / 'gjx_twin.py'}, not gjx_twin.py" in capsys.readouterr().err
+        for module in ("gjx_space", "gjx_space.mine"):
+            assert cli.main(["--plugin", module, "random-game", "--size", "5"]) == 0
+            assert "warning" not in capsys.readouterr().err, module
+    finally:
+        sys.path.remove(str(site))
+        for module in ("gjx_twin", "gjx_space", "gjx_space.mine"):
+            sys.modules.pop(module, None)
 
 
 def test_record_generating_workers_import_the_plugins_too(plugin_dir, capsys):

@@ -97,9 +97,23 @@ def test_a_mistake_in_the_file_that_a_variant_replaces_is_still_refused(tmp_path
         cfglib.load_file(Outer, path, variants=["smoke"])
     with pytest.raises(cfglib.ConfigError, match="inner.depth"):
         cfglib.load_file(Outer, path)
-    # an override is the run's own: it is checked with the variants only
-    path.write_text(json.dumps({"inner": {"depth": 5}, "variants": {"smoke": {"seed": 9}}}))
-    assert cfglib.load_file(Outer, path, ["inner.depth=2"], variants=["smoke"])[0].inner.depth == 2
+    # an override that mends the file is taken, with or without the variant
+    path.write_text(json.dumps({"inner": {"depth": "TODO"}, "variants": {"smoke": {"seed": 9}}}))
+    for variants in ([], ["smoke"]):
+        cfg, _ = cfglib.load_file(Outer, path, ["inner.depth=3"], variants=variants)
+        assert cfg.inner.depth == 3
+    # and one meant for what the variant sets need not fit the file without it: here
+    # options of the network the variant chooses
+    from algorithms.alphazero import AlphaZeroConfig
+
+    path.write_text(json.dumps({
+        "algorithm": "alphazero", "network": {"name": "resnet", "options": {"blocks": 1}},
+        "variants": {"small": {"network": {"name": "simplenet", "options": {}}}}}))
+    override = ["network.options.channels=[4, 4]"]
+    with pytest.raises(cfglib.ConfigError, match="unknown option 'channels'"):
+        cfglib.load_file(AlphaZeroConfig, path, override)  # resnet has no channels
+    cfg, _ = cfglib.load_file(AlphaZeroConfig, path, override, variants=["small"])
+    assert cfg.network.name == "simplenet" and tuple(cfg.network.options["channels"]) == (4, 4)
 
 
 def test_the_file_keeps_its_algorithm_and_variants_from_overrides(tmp_path):

@@ -365,6 +365,15 @@ def test_resuming_on_other_records_than_the_run_started_with_is_refused(tmp_path
     assert len(_rows(tmp_path / "run")) == 1  # nothing was trained or logged on them
     records.write_records(folder / "a.jsonl", [_game(BLACK_WINS, 0)] * 4, ENV)
     assert run(2)["iterations"] == 2  # the files it started with: it resumes
+    # Finished, its records moved away: writing a damaged final.gjx again trains nothing,
+    # so it reads no data
+    (folder / "a.jsonl").rename(tmp_path / "elsewhere.jsonl")
+    final = tmp_path / "run" / "final.gjx"
+    whole = final.read_bytes()
+    final.write_bytes(whole[:100])
+    with pytest.warns(RuntimeWarning, match="writing it again"):
+        assert run(2)["iterations"] == 2
+    assert final.read_bytes() == whole
 
 
 def test_balanced_sampling_draws_every_split_equally(tmp_path):

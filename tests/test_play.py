@@ -226,7 +226,7 @@ def test_an_api_path_asked_with_the_other_method_gets_405_saying_which(served):
     before = client.get("/api/state")[1]
     for method, path, takes in (("GET", "/api/move", "POST with a JSON body"),
                                 ("GET", "/api/undo", "POST with a JSON body"),
-                                ("POST", "/api/state", "GET")):
+                                ("POST", "/api/state", "GET"), ("POST", "/", "GET")):
         port = _port(client)
         status, body = _raw(client.base, method, path, {"Host": f"127.0.0.1:{port}",
                                                        "Content-Type": "application/json"},

@@ -233,7 +233,7 @@ def test_a_file_that_is_not_records_text_is_named(tmp_path):
     kept = records.read_records(cut, errors=errors)
     assert [g.black for g in kept] == [f"b{i}" for i in range(5)]  # the last line was cut
     assert [e.line for e in errors] == [len(kept) + 2], errors  # after the header and games
-    assert "the lines from here on are lost" in errors[0].reason
+    assert "nothing from here on can be read" in errors[0].reason
     psq = tmp_path / "game.psq"
     psq.write_text("Piskvorky 5x5, 11:11, 0\n3,3,0\n")
     with pytest.raises(RecordError, match=r"bad JSON in the header .* JSON Lines"):
