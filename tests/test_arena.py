@@ -1,6 +1,5 @@
 """The arena: reproducible matches, colours and openings, forfeits, round robins."""
 
-import functools
 import re
 import warnings
 
@@ -274,41 +273,51 @@ def test_heatmap_makes_room_for_long_names(tmp_path):
     assert (tmp_path / "long.png").stat().st_size > 1000
 
 
-def test_ctrl_c_stops_a_compiled_match_while_it_runs(monkeypatch):
-    import os
-    import signal
-    import threading
+_CTRL_C_CHILD = """
+import functools, os, signal, sys, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import jax, jax.numpy as jnp
+from gomoku_jax import agents, arena
+from gomoku_jax.game import Gomoku
 
-    @functools.partial(jax.jit, static_argnums=(1, 2))
-    def slow(x, games, actions):  # a match's results after a few seconds of work
-        y = jax.lax.fori_loop(0, 4000, lambda i, y: jnp.tanh(y @ y), x)
-        zero = (y[0, 0] > 9).astype(jnp.int32)
-        return (jnp.zeros((games, actions), jnp.int32) + zero, jnp.zeros((games,), jnp.int32),
-                jnp.zeros((games,), bool) | (zero > 0))
+env = Gomoku(7, 4)
 
-    x = jnp.full((256, 256), 1e-3)
-    jax.block_until_ready(slow(x, 2, ENV.num_actions))  # compiled before the clock starts
-    running = []
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def slow(x, games, actions):  # a match's results after a few seconds of work
+    y = jax.lax.fori_loop(0, 4000, lambda i, y: jnp.tanh(y @ y), x)
+    zero = (y[0, 0] > 9).astype(jnp.int32)
+    return (jnp.zeros((games, actions), jnp.int32) + zero, jnp.zeros((games,), jnp.int32),
+            jnp.zeros((games,), bool) | (zero > 0))
 
-    def slow_lockstep(env, *args):  # the match's compiled loop, as long as `slow`
-        out = slow(x, args[-1].shape[0], env.num_actions)
-        running.append(out[0])
-        timer.start()  # Ctrl-C once the match is under way
-        return out
+x = jnp.full((256, 256), 1e-3)
+jax.block_until_ready(slow(x, 2, env.num_actions))  # compiled before the match
+running = []
+timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
 
-    monkeypatch.setattr(arena, "_lockstep", slow_lockstep)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    players = agents.random_agent(), agents.make("heuristic", ENV)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            arena.play_match(ENV, *players, 2)
-        # the interrupt came while XLA still computed: np.asarray of the result raised it
-        # only once the whole match had been played
-        assert running and not running[0].is_ready()
-    finally:
-        if running:
-            timer.join()
-        signal.signal(signal.SIGINT, before)
-        for y in running:
-            y.block_until_ready()  # not left running behind the next test
+def slow_lockstep(env, *args):  # the match's compiled loop, as long as `slow`
+    out = slow(x, args[-1].shape[0], env.num_actions)
+    running.append(out[0])
+    timer.start()  # Ctrl-C once the match is under way
+    return out
+
+arena._lockstep = slow_lockstep
+try:
+    arena.play_match(env, agents.random_agent(), agents.make("heuristic", env), 2)
+    print("finished")
+except KeyboardInterrupt:
+    print("interrupted", "running" if not running[0].is_ready() else "done")
+sys.stdout.flush()
+os._exit(0)  # as the command line does after Ctrl-C
+"""
+
+
+def test_ctrl_c_stops_a_compiled_match_while_it_runs():
+    # In a child process: the interrupted fetch leaves XLA's computation running there.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CTRL_C_CHILD], capture_output=True,
+                          text=True, timeout=300)
+    # the interrupt came while XLA still computed: np.asarray of the result raised it only
+    # once the whole match had been played ("interrupted done")
+    assert done.stdout.split() == ["interrupted", "running"], done.stdout + done.stderr
