@@ -173,7 +173,7 @@ def test_round_robin_report_adds_up():
     md = t.to_markdown(rep)
     for heading in ("Win rate", "Per agent", "Pairings", "Elo"):
         assert heading in md
-    with pytest.raises(ValueError, match="unique"):
+    with pytest.raises(ValueError, match="each agent plays once; repeated: random"):
         arena.round_robin(ENV, [agents.random_agent(), agents.random_agent()], 2)
 
 
