@@ -45,7 +45,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_optimizer,
                                play_search, select_games, sgd_step, switched_on)
 from gomoku_jax import agents as agents_lib
-from gomoku_jax import features, networks, replay, symmetry, training
+from gomoku_jax import features, networks, ops, replay, symmetry, training
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number, check_seed
 from gomoku_jax.game import Gomoku, State
@@ -762,7 +762,7 @@ def _selfplay_agent(spec: str | None, field: str, env: Gomoku):
 
 def _best_move(weights, legal):
     """Per game: the legal move of highest weight, ``[B]`` int32."""
-    return jnp.argmax(jnp.where(legal, weights, -1.0), axis=-1).astype(jnp.int32)
+    return ops.argmax(jnp.where(legal, weights, -1.0), axis=-1)
 
 
 def _sample_by_temperature(key, weights, legal, temperature):

@@ -90,7 +90,7 @@ from flax import struct
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
 from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step, switched_on
 from gomoku_jax import agents as agents_lib
-from gomoku_jax import features, networks, replay, symmetry, tactics
+from gomoku_jax import features, networks, ops, replay, symmetry, tactics
 from gomoku_jax.agents import JaxAgent
 from gomoku_jax.config import check_int, check_number
 from gomoku_jax.game import Gomoku, State, sample_legal_action
@@ -410,7 +410,7 @@ class TrainState:
 def double_q_target(reward, discount, q_next_target, q_next_online, legal_next):
     """``r + discount * Q_target(s', argmax_{legal a'} Q_online(s', a'))`` for ONE
     transition (``q_*: [A]``, ``legal_next: [A]`` bool); no legal move: ``r``."""
-    choice = jnp.argmax(jnp.where(legal_next, q_next_online, -1e9))
+    choice = ops.argmax(jnp.where(legal_next, q_next_online, -1e9))
     value = jnp.where(jnp.any(legal_next), q_next_target[choice], 0.0)
     return reward + discount * value
 
@@ -479,7 +479,7 @@ def _epsilon_greedy(key, q, legal, epsilon):
     move of highest Q (``q, legal: [B, A]``)."""
     k_coin, k_move = jax.random.split(key)
     b = q.shape[0]
-    greedy = jnp.argmax(jnp.where(legal, q, -1e9), axis=-1).astype(jnp.int32)
+    greedy = ops.argmax(jnp.where(legal, q, -1e9), axis=-1)
     random = jax.vmap(sample_legal_action)(jax.random.split(k_move, b), legal)
     explore = jax.random.uniform(k_coin, (b,)) < epsilon
     return jnp.where(explore, random, greedy).astype(jnp.int32)

@@ -75,7 +75,7 @@ from flax import struct
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
 from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
-from gomoku_jax import features, networks, records, symmetry
+from gomoku_jax import features, networks, ops, records, symmetry
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number, check_seed
 from gomoku_jax.game import Gomoku
@@ -489,7 +489,7 @@ class Learner(SearchPlayer, ShardedLearner):
         legal = (batch["board"] == 0).reshape(b, -1)
         logp = _masked_log_softmax(logits, legal)
         chosen = jnp.take_along_axis(logp, batch["action"][:, None], axis=1)[:, 0]
-        best = jnp.argmax(jnp.where(legal, logits, -jnp.inf), axis=-1)
+        best = ops.argmax(jnp.where(legal, logits, -jnp.inf), axis=-1)
         w = batch["policy_weight"]
         return {"policy_sum": -jnp.sum(w * chosen),
                 "correct_sum": jnp.sum(w * (best == batch["action"])),

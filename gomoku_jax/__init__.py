@@ -2,7 +2,8 @@
 
 The public surface is re-exported here; submodules hold the rest:
 `game`, `features`, `symmetry`, `tactics`, `render`, `reference`, `agents`, `arena`,
-`ratings`, `gomocup`, `records` (game record datasets), `networks`, `search`, `replay`, `io` (checkpoints and params
+`ratings`, `gomocup`, `records` (game record datasets), `networks`, `search`, `replay`,
+`ops` (an argmax without ``jnp.argmax``'s slow CPU lowering), `io` (checkpoints and params
 files), `exported` (portable agents), `config` (experiment configs), `training` (the
 training driver), `tree_search` (linear-time batched search and tree reuse), `play` (the
 browser board) and `sweep` (ablation sweeps over any config key; imports the learners).
@@ -19,6 +20,7 @@ from gomoku_jax import (
     gomocup,
     io,
     networks,
+    ops,
     ratings,
     records,
     render,
@@ -55,6 +57,7 @@ __all__ = [
     "exported",
     "io",
     "networks",
+    "ops",
     "records",
     "replay",
     "search",

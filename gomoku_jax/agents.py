@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gomoku_jax import tactics
+from gomoku_jax import ops, tactics
 from gomoku_jax.config import check_number
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
@@ -159,7 +159,7 @@ def _greedy_q_policy(module, spec, params, key, state: State) -> jax.Array:
     if spec is not None:  # the network's own input planes, whoever made the state
         state = state.replace(observation_spec=spec)
     q = module.apply(params, state.observation[None], train=False)[0]
-    return jnp.argmax(jnp.where(state.legal_action_mask, q, -jnp.inf)).astype(jnp.int32)
+    return ops.argmax(jnp.where(state.legal_action_mask, q, -jnp.inf))
 
 
 def greedy_q_agent(name: str, module, variables, env: Gomoku | None = None) -> JaxAgent:

@@ -61,7 +61,7 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
-from gomoku_jax import tactics, tree_search
+from gomoku_jax import ops, tactics, tree_search
 from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import Gomoku, State
 
@@ -665,7 +665,7 @@ def _descend(tree: mctx.Tree, states: State) -> mctx.Tree:
     old, new = board.reshape(batch, -1), states.board.reshape(batch, -1)  # [B, A]
     diff = old != new
     count = jnp.sum(diff, axis=-1)
-    reply = jnp.argmax(diff, axis=-1).astype(jnp.int32)
+    reply = ops.argmax(diff, axis=-1)
     placed = (count == 1) & (jnp.take_along_axis(old, reply[:, None], axis=1)[:, 0] == 0)
     descended = tree_search.reuse_subtree(tree, jnp.where(placed, reply, -1))
     return _where_games(count == 0, tree, descended)
@@ -738,7 +738,7 @@ def select_action(output: mctx.PolicyOutput, key: jax.Array, temperature) -> jax
     if _is_gumbel(output):
         greedy = output.action.astype(jnp.int32)
     else:
-        greedy = jnp.argmax(visits, axis=-1).astype(jnp.int32)
+        greedy = ops.argmax(visits, axis=-1)
     if _is_concrete_number(temperature) and temperature == 0:
         return greedy
     t = jnp.asarray(temperature, jnp.float32)

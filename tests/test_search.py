@@ -127,19 +127,21 @@ def test_configs_round_trip_through_dicts():
 def test_selection_functions_are_the_configs_selections():
     import mctx
 
+    from gomoku_jax import tree_search
+
     root, interior = search.selection_functions(
         search.SearchConfig(algorithm="puct", c_puct=2.0, pb_c_base=100.0))
-    assert interior.func is mctx.muzero_action_selection
+    assert interior.func is tree_search.muzero_action_selection
     assert (interior.keywords["pb_c_init"], interior.keywords["pb_c_base"]) == (2.0, 100.0)
     # the root: the same selection at depth 0 (where the root's invalid actions are masked)
-    assert root.func is mctx.muzero_action_selection
+    assert root.func is tree_search.muzero_action_selection
     assert root.keywords == {**interior.keywords, "depth": 0}
 
     root, interior = search.selection_functions(search.SearchConfig(
         algorithm="gumbel", num_simulations=32, max_num_considered_actions=8,
         value_scale=0.2, maxvisit_init=10.0))
-    assert root.func is mctx.gumbel_muzero_root_action_selection
-    assert interior.func is mctx.gumbel_muzero_interior_action_selection
+    assert root.func is tree_search.gumbel_muzero_root_action_selection
+    assert interior.func is tree_search.gumbel_muzero_interior_action_selection
     assert (root.keywords["num_simulations"], root.keywords["max_num_considered_actions"]) == (
         32, 8)
     for fn in (root, interior):

@@ -119,6 +119,68 @@ def test_gumbel_muzero_policy_equals_mctx(batch, num_actions, sims, max_depth, c
                                       theirs.search_tree.extra_data.root_gumbel)
 
 
+def random_trees(seed: int, batch: int = 256, nodes: int = 5, num_actions: int = 9):
+    """``batch`` random unbatched trees stacked (``mctx.Tree`` of [batch, nodes, ...]) whose
+    rows are full of exact ties (logits, values and visits from a few small values),
+    zeros, masked root actions, terminal edges (discount 0) and some NaN values; and a
+    node index and depth per tree."""
+    rng = np.random.default_rng(seed)
+    bn, bna = (batch, nodes), (batch, nodes, num_actions)
+    visits = rng.choice([0, 0, 1, 2, 5], size=bna).astype(np.int32)
+    values = rng.choice([-1.0, -0.5, 0.0, 0.25, 1.0], size=bna).astype(np.float32)
+    values[rng.random(bna) < 0.01] = np.nan
+    invalid = rng.random((batch, num_actions)) < 0.3
+    invalid[np.arange(batch), rng.integers(0, num_actions, batch)] = False  # one valid
+    tree = mctx.Tree(
+        node_visits=(1 + visits.sum(-1)).astype(np.int32),
+        raw_values=rng.choice([-0.5, 0.0, 0.5], size=bn).astype(np.float32),
+        node_values=rng.choice([-0.5, 0.0, 0.5], size=bn).astype(np.float32),
+        parents=np.full(bn, -1, np.int32), action_from_parent=np.full(bn, -1, np.int32),
+        children_index=np.where(visits > 0, 1, -1).astype(np.int32),
+        children_prior_logits=rng.choice([-1.0, 0.0, 0.0, 2.0], size=bna).astype(np.float32),
+        children_values=np.where(visits > 0, values, 0).astype(np.float32),
+        children_visits=visits,
+        children_rewards=rng.choice([0.0, 0.0, 1.0], size=bna).astype(np.float32),
+        children_discounts=rng.choice([-1.0, -1.0, 0.0], size=bna).astype(np.float32),
+        embeddings=np.zeros(bn, np.float32),
+        root_invalid_actions=invalid,
+        extra_data=mctx.GumbelMuZeroExtraData(
+            root_gumbel=rng.gumbel(size=(batch, num_actions)).astype(np.float32)))
+    tree = jax.tree.map(jnp.asarray, tree)
+    node = jnp.asarray(rng.integers(0, nodes, batch), jnp.int32)
+    depth = jnp.asarray(rng.integers(0, 3, batch), jnp.int32)
+    return tree, node, depth
+
+
+def test_selection_functions_equal_mctx_node_by_node():
+    """Ours (`ops.argmax` for ``jnp.argmax``) pick mctx's action on every one of 1,024
+    random nodes full of exact ties, masked actions and NaNs; the root selections at
+    any visit count the tables allow."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 256)
+    qt = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=0.2)
+    pairs = [
+        (functools.partial(ts.muzero_action_selection, pb_c_init=1.5),
+         functools.partial(mctx.muzero_action_selection, pb_c_init=1.5), True),
+        (functools.partial(ts.gumbel_muzero_interior_action_selection, qtransform=qt),
+         functools.partial(mctx.gumbel_muzero_interior_action_selection, qtransform=qt), True),
+        (functools.partial(ts.gumbel_muzero_root_action_selection, num_simulations=40,
+                           max_num_considered_actions=4, qtransform=qt),
+         functools.partial(mctx.gumbel_muzero_root_action_selection, num_simulations=40,
+                           max_num_considered_actions=4, qtransform=qt), False),
+    ]
+    ties = 0
+    for seed in range(4):
+        tree, node, depth = random_trees(seed)
+        scores = jax.vmap(qt)(tree, node)
+        ties += int(np.sum(np.asarray(scores) == np.max(np.asarray(scores), -1, keepdims=True))
+                    - len(node))
+        for ours, theirs, with_depth in pairs:
+            args = (keys, tree, node) + ((depth,) if with_depth else ())
+            got, want = (np.asarray(jax.jit(jax.vmap(fn))(*args)) for fn in (ours, theirs))
+            np.testing.assert_array_equal(got, want)
+    assert ties > 100  # exact ties among the best scores are common: the first must win
+
+
 @pytest.fixture(scope="module")
 def env7():
     return Gomoku(7, 4)
@@ -262,6 +324,33 @@ def test_gumbel_descends_without_splitting_keys():
     assert loops["gumbel_muzero_policy"] == 0 and loops["muzero_policy"] > 0
     assert all(getattr(fn, ts.IGNORES_KEY) for fn in ts.gumbel_selection(8))
     assert not any(getattr(fn, ts.IGNORES_KEY, False) for fn in ts.puct_selection())
+
+
+def _argmax_in_loops(jaxpr, inside=False) -> int:
+    """``argmax`` equations inside ``while`` loops of ``jaxpr``."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if inside and name == "argmax":
+            count += 1
+        for sub in _sub_jaxprs(eqn):
+            count += _argmax_in_loops(sub, inside or name == "while")
+    return count
+
+
+@pytest.mark.parametrize("name", ["muzero_policy", "gumbel_muzero_policy"])
+def test_search_loops_take_no_variadic_argmax(name):
+    """The selections take their argmax as a maximum and a smallest index (`ops.argmax`):
+    ``jnp.argmax``'s (value, index) reduction runs element by element on a CPU, several
+    times slower. mctx's own search has one per selection step."""
+    params, root, recurrent_fn, invalid = toy_problem(0, 4, 9)
+    counts = {}
+    for module in (ts, mctx):
+        jaxpr = jax.make_jaxpr(functools.partial(
+            getattr(module, name), recurrent_fn=recurrent_fn, num_simulations=8,
+            invalid_actions=invalid))(params, jax.random.PRNGKey(0), root).jaxpr
+        counts[module.__name__] = _argmax_in_loops(jaxpr)
+    assert counts["gomoku_jax.tree_search"] == 0 and counts["mctx"] > 0
 
 
 def test_compiled_loops_copy_no_tree(reuse):

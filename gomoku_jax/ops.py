@@ -1,0 +1,47 @@
+"""Array operations that XLA's CPU backend runs slowly in their ``jax.numpy`` form.
+
+`argmax` returns exactly what ``jnp.argmax`` returns (the first index of the largest
+value; a NaN counts as the largest, so the first NaN wins) but is computed as a maximum
+followed by the smallest index that reaches it. ``jnp.argmax`` lowers to one reduction
+over (value, index) pairs, which XLA's CPU backend runs element by element: on a
+[64, 81] array, a batch of 9x9 policies, it took 11.7 us against 1.4 us for the two plain
+reductions (2-core AMD EPYC, jax 0.10.2; 41 us against 6 us for [256, 81]). The search's
+selection steps and the learners' greedy moves take an argmax over every game's actions
+at every step, so the difference adds up: it was a third of a Gumbel search's time per
+simulation. On a GPU both forms cost about the same.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["argmax"]
+
+
+def argmax(x, axis: int = -1) -> jax.Array:
+    """``jnp.argmax(x, axis)`` as int32: the first index of the maximum along ``axis``;
+    with a NaN there, the first NaN's index (as ``jnp.argmax``). ``x``: a float, integer
+    or bool array with a non-empty ``axis``."""
+    x = jnp.asarray(x)
+    if x.ndim == 0:
+        raise ValueError("argmax needs an array with at least one axis, got a scalar")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {x.ndim} axes")
+    axis = axis % x.ndim
+    size = x.shape[axis]
+    if size == 0:
+        raise ValueError("argmax of an empty axis")
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ValueError(f"argmax of a complex array ({x.dtype}) is not defined here")
+    if x.dtype == jnp.bool_:
+        x = x.astype(jnp.int8)
+    best = jnp.max(x, axis=axis, keepdims=True)
+    hit = x == best
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        hit = hit | (jnp.isnan(x) & jnp.isnan(best))  # a NaN is the maximum: max is NaN
+    shape = [1] * x.ndim
+    shape[axis] = size
+    index = jnp.asarray(np.arange(size, dtype=np.int32).reshape(shape))
+    return jnp.min(jnp.where(hit, index, size), axis=axis)

@@ -1,0 +1,51 @@
+"""Tests for gomoku_jax.ops: `argmax` gives ``jnp.argmax``'s answer in every case."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from gomoku_jax import ops
+
+# Few distinct values, so that ties, infinities, signed zeros and NaNs are common.
+FLOATS = st.sampled_from([0.0, -0.0, 1.0, 2.0, -3.5, np.inf, -np.inf, np.nan])
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_argmax_is_jnp_argmax(data):
+    kind = data.draw(st.sampled_from(["float32", "int32", "bool"]))
+    elements = {"float32": FLOATS, "int32": st.integers(-3, 3), "bool": st.booleans()}[kind]
+    x = data.draw(hnp.arrays(kind, hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                             elements=elements))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    got = ops.argmax(x, axis=axis)
+    assert got.dtype == jnp.int32
+    np.testing.assert_array_equal(got, jnp.argmax(x, axis=axis))
+
+
+def test_argmax_by_hand_under_jit_and_vmap():
+    x = jnp.array([[1.0, 3.0, 3.0, -jnp.inf],      # a tie: the first
+                   [jnp.nan, 5.0, jnp.nan, 1.0],   # a NaN wins, the first one
+                   [-jnp.inf, -jnp.inf, -jnp.inf, -jnp.inf],  # all excluded: 0
+                   [-0.0, 0.0, -1.0, -2.0]])       # -0 == 0: the first
+    want = [1, 0, 0, 0]
+    np.testing.assert_array_equal(ops.argmax(x), want)
+    np.testing.assert_array_equal(jax.jit(ops.argmax)(x), want)
+    np.testing.assert_array_equal(jax.vmap(ops.argmax)(x), want)
+    np.testing.assert_array_equal(ops.argmax(x.T, axis=0), want)
+
+
+@pytest.mark.parametrize("x,axis,message", [
+    (np.float32(1.0), -1, "at least one axis"),
+    (np.zeros((2, 0)), -1, "empty axis"),
+    (np.zeros((2, 3)), 2, "axis 2 is out of range"),
+    (np.zeros((2, 3)), -3, "axis -3 is out of range"),
+    (np.zeros(3, np.complex64), -1, "complex"),
+])
+def test_argmax_refuses_what_has_no_answer(x, axis, message):
+    with pytest.raises(ValueError, match=message):
+        ops.argmax(x, axis=axis)
