@@ -19,6 +19,14 @@ the tree, so its largest run is estimated first (from its run at half the simula
 assuming the cost per simulation doubles) and skipped, with a note, when the estimate
 exceeds ``--mctx-budget-s``.
 
+``--searches-per-call N`` makes each timed call one compiled program that runs N searches
+one after the other, as self-play runs them inside its compiled iteration. With one search
+a call (the default) every call allocates its tree afresh (about 100 MB at 800 simulations
+and batch 64), and on a CPU that fresh memory costs page faults; a program of N searches
+allocates it once. The difference shows in the depth-1 control, which is no deeper at 800
+simulations than at 16: per call its cost per simulation grows with the tree, in one
+program it does not (see the README).
+
 The summary gives, per algorithm, ours' cost per simulation at the largest count over the
 smallest (target <= 1.5) and the speedup over mctx at 400 simulations (target >= 8), and
 the mean depth of the simulations (the depth of the nodes they created): a simulation
@@ -87,16 +95,30 @@ def mean_depth(parents) -> float:
 
 def time_search(env, evaluate, params, states, algorithm: str, sims: int, backend: str,
                 repeats: int, seed: int, warmup: int = 0, min_seconds: float = 0.0,
-                max_depth: int | None = None) -> dict:
+                max_depth: int | None = None, searches: int = 1) -> dict:
     """Median seconds of a jitted search (`experiments.common.time_calls`), and the mean
-    depth of the tree of the first call."""
+    depth of the tree of the first call. With ``searches`` > 1 each timed call is one
+    compiled program that runs that many searches one after the other (a ``fori_loop``,
+    a fresh key each), as self-play runs them: the tree's memory is then allocated once
+    per call, not once per search; ``seconds`` stays per call, ``s_per_sim`` is per
+    simulation of one search."""
     config = search_lib.SearchConfig(algorithm=algorithm, num_simulations=sims, backend=backend,
                                      max_depth=max_depth)
 
-    @jax.jit
-    def run(params, states, key):
+    def one(params, states, key):
         out = search_lib.run_search(env, evaluate, params, states, key, config)
         return out.action, out.action_weights, out.search_tree.parents
+
+    @jax.jit
+    def run(params, states, key):
+        first = one(params, states, key)
+        if searches == 1:
+            return first
+
+        def body(i, total):  # the other searches; their actions summed so none is dropped
+            return total + jnp.sum(one(params, states, jax.random.fold_in(key, i))[0])
+
+        return first + (jax.lax.fori_loop(1, searches, body, jnp.int32(0)),)
 
     outputs = []  # the compiling call's, for the depth: no extra search
 
@@ -108,10 +130,10 @@ def time_search(env, evaluate, params, states, algorithm: str, sims: int, backen
 
     timed = time_calls(kept, lambda r: (params, states, jax.random.key(seed + r)), repeats,
                        warmup, min_seconds)
-    _, _, parents = outputs[0]
-    median = timed["seconds"]
-    return {**timed, "s_per_sim": median / sims, "ms_per_sim": 1000.0 * median / sims,
-            "mean_depth": mean_depth(parents)}
+    parents = outputs[0][2]
+    median = timed["seconds"] / searches
+    return {**timed, "searches_per_call": searches, "s_per_sim": median / sims,
+            "ms_per_sim": 1000.0 * median / sims, "mean_depth": mean_depth(parents)}
 
 
 def time_selection(env, evaluate, params, states, algorithm: str, sims: int, seed: int,
@@ -209,7 +231,7 @@ def summarize(rows: list[dict], selection: list[dict] = ()) -> dict:
 def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, network: str,
               repeats: int, opening_stones: int, mctx_budget_s: float, seed: int,
               warmup: int = 0, min_seconds: float = 0.0,
-              selection_iterations: int = SELECTION_ITERATIONS) -> dict:
+              selection_iterations: int = SELECTION_ITERATIONS, searches: int = 1) -> dict:
     env = game_env(size)
     if network == "uniform":
         evaluate, params, net = search_lib.uniform_evaluate(env), None, "uniform"
@@ -229,7 +251,8 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                     if backend == "mctx" and below:
                         prev = max(below)
                         # mctx's cost per simulation grows about linearly with the tree.
-                        est = done[prev]["s_per_sim"] * (sims / prev) * sims * (repeats + warmup + 1)
+                        est = (done[prev]["s_per_sim"] * (sims / prev) * sims * searches
+                               * (repeats + warmup + 1))
                         if est > mctx_budget_s:
                             note = (f"mctx {algo} batch {batch} {sims} sims skipped: estimated "
                                     f"{est:.0f} s > --mctx-budget-s {mctx_budget_s:g}")
@@ -238,19 +261,22 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                                             "simulations": sims, "reason": note})
                             continue
                     result = time_search(env, evaluate, params, states, algo, sims, backend,
-                                         repeats, seed, warmup, min_seconds)
+                                         repeats, seed, warmup, min_seconds,
+                                         searches=searches)
                     done[sims] = result
                     rows.append({"algorithm": algo, "batch": batch, "simulations": sims,
                                  "backend": backend, **result})
                     print(f"{algo:6s} batch {batch:5d} {backend:6s} {sims:4d} sims: "
-                          f"{result['seconds']:8.3f} s/search  {result['ms_per_sim']:7.3f} "
+                          f"{result['seconds'] / searches:8.3f} s/search  "
+                          f"{result['ms_per_sim']:7.3f} "
                           f"ms/sim  depth {result['mean_depth']:.2f}", flush=True)
             # The control: ours with every simulation stopped at depth 1, at the fewest and
             # the most simulations. Same tree sizes, no deeper paths: what growth remains
             # is the tree's size.
             for sims in sorted({min(simulations), max(simulations)}):
                 result = time_search(env, evaluate, params, states, algo, sims, "linear",
-                                     repeats, seed, warmup, min_seconds, max_depth=1)
+                                     repeats, seed, warmup, min_seconds, max_depth=1,
+                                     searches=searches)
                 rows.append({"algorithm": algo, "batch": batch, "simulations": sims,
                              "backend": "linear-depth1", **result})
                 print(f"{algo:6s} batch {batch:5d} depth 1 {sims:4d} sims: "
@@ -269,8 +295,10 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
 
 def report_text(report: dict) -> str:
     net = report["network"] if isinstance(report["network"], str) else report["network"]["name"]
+    per_call = report.get("searches_per_call", 1)
     lines = [f"bench search on {report['device']}, {report['size']}x{report['size']}, "
-             f"network {net}",
+             f"network {net}"
+             + (f", {per_call} searches per compiled call" if per_call > 1 else ""),
              "", "| algorithm | batch | sims | ours ms/sim | mctx ms/sim | speedup | depth |",
              "|---|---|---|---|---|---|---|"]
     rows = report["rows"]
@@ -327,6 +355,10 @@ def main(argv=None) -> dict:
                         help="time calls until they took this long together (default 1)")
     parser.add_argument("--mctx-budget-s", type=float, default=120.0,
                         help="skip an mctx run estimated to take longer, seconds (default 120)")
+    parser.add_argument("--searches-per-call", type=int, default=1,
+                        help="searches one timed call runs one after the other in one "
+                             "compiled loop, as self-play does (the tree is then allocated "
+                             "once per call; default 1)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny: batch 8, 8 and 16 simulations")
     args = parser.parse_args(argv)
@@ -335,7 +367,8 @@ def main(argv=None) -> dict:
     simulations = tuple(args.simulations or preset["simulations"])
     mctx_simulations = tuple(args.mctx_simulations or preset["mctx_simulations"])
     check_search_bench_arguments(parser, args, batches=batches, simulations=simulations,
-                                 mctx_simulations=mctx_simulations)
+                                 mctx_simulations=mctx_simulations,
+                                 searches_per_call=[args.searches_per_call])
     if args.warmup < 0 or not args.min_seconds >= 0:
         parser.error(f"--warmup and --min-seconds must be >= 0, got {args.warmup} and "
                      f"{args.min_seconds}")
@@ -344,9 +377,11 @@ def main(argv=None) -> dict:
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
                        preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
                        args.seed, args.warmup, args.min_seconds,
-                       preset.get("selection_iterations", SELECTION_ITERATIONS))
+                       preset.get("selection_iterations", SELECTION_ITERATIONS),
+                       args.searches_per_call)
     report = {"benchmark": "search", "device": device_description(), "size": args.size,
               "preset": args.preset, "repeats": args.repeats, "warmup": args.warmup,
+              "searches_per_call": args.searches_per_call,
               "min_seconds": args.min_seconds,
               "opening_stones": args.opening_stones, "observation": SEARCH_OBSERVATION,
               **result,

@@ -71,13 +71,39 @@ def test_summary_divides_the_right_rows():
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--warmup", "-1"],
                                   ["--min-seconds", "-1"], ["--size", "3"],
                                   ["--simulations", "0"], ["--mctx-simulations", "8", "0"],
-                                  ["--opening-stones", "9"]])
+                                  ["--opening-stones", "9"], ["--searches-per-call", "0"]])
 def test_bad_options_stop_before_any_timing(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         bench.main(argv)
     assert exit_info.value.code == 2
     message = capsys.readouterr().err.split("error:", 1)[1]  # after the usage lines
     assert argv[0] in message  # the option is named
+
+
+def test_searches_per_call_run_in_one_program_and_count_per_search():
+    """With ``searches=3`` every timed call runs three whole searches (each evaluates its
+    root once and each of its 4 simulations once), and the figures are per search."""
+    import jax
+
+    from gomoku_jax import search as search_lib
+
+    env = bench.game_env(7)
+    states = bench.openings(env, jax.random.key(0), 2, 2)
+    evaluations = []
+    uniform = search_lib.uniform_evaluate(env)
+
+    def counted(params, states):
+        jax.debug.callback(lambda: evaluations.append(1))
+        return uniform(params, states)
+
+    out = bench.time_search(env, counted, None, states, "gumbel", 4, "linear", repeats=2,
+                            seed=0, searches=3)
+    jax.effects_barrier()
+    calls = 1 + len(out["seconds_all"])  # the compiling call and the timed ones
+    assert len(evaluations) == calls * 3 * (1 + 4)
+    assert out["searches_per_call"] == 3
+    assert out["s_per_sim"] == pytest.approx(out["seconds"] / 3 / 4)
+    assert out["mean_depth"] == pytest.approx(1.0)  # 4 Gumbel simulations: the root's children
 
 
 def test_tiny_run_times_ours_and_mctx_in_the_same_report(tmp_path):
