@@ -22,15 +22,19 @@ __all__ = ["argmax"]
 
 
 def argmax(x, axis: int = -1) -> jax.Array:
-    """``jnp.argmax(x, axis)`` as int32: the first index of the maximum along ``axis``;
-    with a NaN there, the first NaN's index (as ``jnp.argmax``). ``x``: a float, integer
-    or bool array with a non-empty ``axis``."""
+    """``jnp.argmax(x, axis)`` as int32 (``jnp.argmax`` gives int64 under x64): the first
+    index of the maximum along ``axis``; with a NaN there, the first NaN's index (as
+    ``jnp.argmax``). ``x``: a float, integer or bool array with a non-empty ``axis``;
+    ``axis`` an int (``jnp.argmax``'s ``None``, the flattened array, is not taken)."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"axis must be an int (None, the flattened array, is not taken), "
+                         f"got {axis!r}")
     x = jnp.asarray(x)
     if x.ndim == 0:
         raise ValueError("argmax needs an array with at least one axis, got a scalar")
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis {axis} is out of range for an array of {x.ndim} axes")
-    axis = axis % x.ndim
+    axis = int(axis) % x.ndim
     size = x.shape[axis]
     if size == 0:
         raise ValueError("argmax of an empty axis")
@@ -38,10 +42,12 @@ def argmax(x, axis: int = -1) -> jax.Array:
         raise ValueError(f"argmax of a complex array ({x.dtype}) is not defined here")
     if x.dtype == jnp.bool_:
         x = x.astype(jnp.int8)
-    best = jnp.max(x, axis=axis, keepdims=True)
-    hit = x == best
+    hit = x == jnp.max(x, axis=axis, keepdims=True)
     if jnp.issubdtype(x.dtype, jnp.inexact):
-        hit = hit | (jnp.isnan(x) & jnp.isnan(best))  # a NaN is the maximum: max is NaN
+        # A NaN is the maximum. Not through jnp.max: on a CPU its reduction of a large
+        # array (4,096 values or more) may skip NaNs rather than return one.
+        nan = jnp.isnan(x)
+        hit = jnp.where(jnp.any(nan, axis=axis, keepdims=True), nan, hit)
     shape = [1] * x.ndim
     shape[axis] = size
     index = jnp.asarray(np.arange(size, dtype=np.int32).reshape(shape))

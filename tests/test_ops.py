@@ -27,6 +27,20 @@ def test_argmax_is_jnp_argmax(data):
     np.testing.assert_array_equal(got, jnp.argmax(x, axis=axis))
 
 
+@pytest.mark.parametrize("shape", [(64, 81), (256, 81), (1, 4096), (8, 8)])
+def test_argmax_of_large_arrays_with_nans(shape):
+    """A NaN wins in arrays of the search's size as well: there XLA's CPU reduction behind
+    ``jnp.max`` skips NaNs (a [64, 81] array's row maxima come out as numbers)."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.normal(size=shape).astype(np.float32)
+    x[rng.random(shape) < 0.03] = np.nan
+    x[0] = np.nan  # a row (or column) of NaNs only
+    for axis in (0, 1):
+        want = jnp.argmax(x, axis=axis)
+        np.testing.assert_array_equal(ops.argmax(x, axis=axis), want)
+        np.testing.assert_array_equal(jax.jit(ops.argmax, static_argnums=1)(x, axis), want)
+
+
 def test_argmax_by_hand_under_jit_and_vmap():
     x = jnp.array([[1.0, 3.0, 3.0, -jnp.inf],      # a tie: the first
                    [jnp.nan, 5.0, jnp.nan, 1.0],   # a NaN wins, the first one
@@ -45,6 +59,7 @@ def test_argmax_by_hand_under_jit_and_vmap():
     (np.zeros((2, 3)), 2, "axis 2 is out of range"),
     (np.zeros((2, 3)), -3, "axis -3 is out of range"),
     (np.zeros(3, np.complex64), -1, "complex"),
+    (np.zeros((2, 3)), None, "axis must be an int"),
 ])
 def test_argmax_refuses_what_has_no_answer(x, axis, message):
     with pytest.raises(ValueError, match=message):

@@ -119,7 +119,7 @@ def test_gumbel_muzero_policy_equals_mctx(batch, num_actions, sims, max_depth, c
                                       theirs.search_tree.extra_data.root_gumbel)
 
 
-def random_trees(seed: int, batch: int = 256, nodes: int = 5, num_actions: int = 9):
+def random_trees(seed: int, batch: int = 256, num_actions: int = 9, nodes: int = 5):
     """``batch`` random unbatched trees stacked (``mctx.Tree`` of [batch, nodes, ...]) whose
     rows are full of exact ties (logits, values and visits from a few small values),
     zeros, masked root actions, terminal edges (discount 0) and some NaN values; and a
@@ -153,10 +153,10 @@ def random_trees(seed: int, batch: int = 256, nodes: int = 5, num_actions: int =
 
 
 def test_selection_functions_equal_mctx_node_by_node():
-    """Ours (`ops.argmax` for ``jnp.argmax``) pick mctx's action on every one of 1,024
-    random nodes full of exact ties, masked actions and NaNs; the root selections at
-    any visit count the tables allow."""
-    keys = jax.random.split(jax.random.PRNGKey(0), 256)
+    """Ours (`ops.argmax` for ``jnp.argmax``) pick mctx's action on every one of 832
+    random nodes full of exact ties, masked actions and NaNs, 64 of them of 81 actions
+    (where XLA's CPU maximum skips NaNs); the root selections at any visit count the
+    tables allow."""
     qt = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=0.2)
     pairs = [
         (functools.partial(ts.muzero_action_selection, pb_c_init=1.5),
@@ -169,8 +169,9 @@ def test_selection_functions_equal_mctx_node_by_node():
                            max_num_considered_actions=4, qtransform=qt), False),
     ]
     ties = 0
-    for seed in range(4):
-        tree, node, depth = random_trees(seed)
+    for seed, shape in enumerate([(256, 9)] * 3 + [(64, 81)]):  # the last: a 9x9 batch
+        tree, node, depth = random_trees(seed, *shape)
+        keys = jax.random.split(jax.random.PRNGKey(seed), shape[0])
         scores = jax.vmap(qt)(tree, node)
         ties += int(np.sum(np.asarray(scores) == np.max(np.asarray(scores), -1, keepdims=True))
                     - len(node))
@@ -327,14 +328,14 @@ def test_gumbel_descends_without_splitting_keys():
 
 
 def _argmax_in_loops(jaxpr, inside=False) -> int:
-    """``argmax`` equations inside ``while`` loops of ``jaxpr``."""
+    """``argmax`` equations inside loops (``while``, ``scan``) of ``jaxpr``."""
     count = 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
         if inside and name == "argmax":
             count += 1
         for sub in _sub_jaxprs(eqn):
-            count += _argmax_in_loops(sub, inside or name == "while")
+            count += _argmax_in_loops(sub, inside or name in ("while", "scan"))
     return count
 
 
@@ -350,7 +351,8 @@ def test_search_loops_take_no_variadic_argmax(name):
             getattr(module, name), recurrent_fn=recurrent_fn, num_simulations=8,
             invalid_actions=invalid))(params, jax.random.PRNGKey(0), root).jaxpr
         counts[module.__name__] = _argmax_in_loops(jaxpr)
-    assert counts["gomoku_jax.tree_search"] == 0 and counts["mctx"] > 0
+    # mctx: one in the root selection (the simulation loop), one per interior level
+    assert counts["gomoku_jax.tree_search"] == 0 and counts["mctx"] >= 2
 
 
 def test_compiled_loops_copy_no_tree(reuse):
