@@ -58,7 +58,7 @@ import numpy as np
 from experiments.bench_alphazero import SEARCH_OBSERVATION, choose_network, game_env, openings
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
                                 device_description, publish, time_calls)
-from gomoku_jax import networks
+from gomoku_jax import networks, ops
 from gomoku_jax import search as search_lib
 from gomoku_jax import tree_search
 
@@ -93,15 +93,30 @@ def mean_depth(parents) -> float:
     return float(depth[:, 1:][depth[:, 1:] > 0].mean()) if (depth[:, 1:] > 0).any() else 0.0
 
 
+def _minor_faults() -> int | None:
+    """Page faults this process has taken that needed no disk (new memory pages), from
+    ``getrusage``; None where the platform has no such count."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
 def time_search(env, evaluate, params, states, algorithm: str, sims: int, backend: str,
                 repeats: int, seed: int, warmup: int = 0, min_seconds: float = 0.0,
                 max_depth: int | None = None, searches: int = 1) -> dict:
-    """Median seconds of a jitted search (`experiments.common.time_calls`), and the mean
-    depth of the tree of the first call. With ``searches`` > 1 each timed call is one
-    compiled program that runs that many searches one after the other (a ``fori_loop``,
-    a fresh key each), as self-play runs them: the tree's memory is then allocated once
-    per call, not once per search; ``seconds`` stays per call, ``s_per_sim`` is per
-    simulation of one search."""
+    """Median seconds of a jitted search (`experiments.common.time_calls`), the mean
+    depth of the tree of the first call, and the median page faults of a call that
+    needed no disk (``faults_per_call``: new memory pages; None where not counted).
+
+    With ``searches`` > 1 each timed call is one compiled program that runs that many
+    searches one after the other (a ``fori_loop``, a fresh key each), as self-play runs
+    its searches: the tree's memory is then allocated once per call, not once per search.
+    Each search's states pass through an ``optimization_barrier`` with the loop index, so
+    XLA cannot hoist the root's evaluation (the same states every time) out of the loop,
+    and every search's actions and weights are summed into the result, so none is
+    dropped. ``seconds`` stays per call; ``s_per_sim`` is per simulation of one search."""
     config = search_lib.SearchConfig(algorithm=algorithm, num_simulations=sims, backend=backend,
                                      max_depth=max_depth)
 
@@ -115,15 +130,20 @@ def time_search(env, evaluate, params, states, algorithm: str, sims: int, backen
         if searches == 1:
             return first
 
-        def body(i, total):  # the other searches; their actions summed so none is dropped
-            return total + jnp.sum(one(params, states, jax.random.fold_in(key, i))[0])
+        def body(i, total):  # the other searches
+            fresh, i = jax.lax.optimization_barrier((states, i))
+            action, weights, _ = one(params, fresh, jax.random.fold_in(key, i))
+            return total + jnp.sum(action) + jnp.sum(weights)
 
-        return first + (jax.lax.fori_loop(1, searches, body, jnp.int32(0)),)
+        return first + (jax.lax.fori_loop(1, searches, body, jnp.float32(0)),)
 
-    outputs = []  # the compiling call's, for the depth: no extra search
+    outputs, faults = [], []  # the compiling call's outputs, for the depth: no extra search
 
     def kept(*args):
-        out = run(*args)
+        before = _minor_faults()
+        out = jax.block_until_ready(run(*args))
+        if before is not None:
+            faults.append(_minor_faults() - before)
         if not outputs:
             outputs.append(out)
         return out
@@ -132,8 +152,40 @@ def time_search(env, evaluate, params, states, algorithm: str, sims: int, backen
                        warmup, min_seconds)
     parents = outputs[0][2]
     median = timed["seconds"] / searches
+    timed_faults = faults[-len(timed["seconds_all"]):]  # those of the timed calls
     return {**timed, "searches_per_call": searches, "s_per_sim": median / sims,
-            "ms_per_sim": 1000.0 * median / sims, "mean_depth": mean_depth(parents)}
+            "ms_per_sim": 1000.0 * median / sims, "mean_depth": mean_depth(parents),
+            "faults_per_call": float(np.median(timed_faults)) if timed_faults else None}
+
+
+def time_argmax(batch: int, num_actions: int, seed: int, repeats: int, warmup: int = 0,
+                min_seconds: float = 0.0, iterations: int = SELECTION_ITERATIONS) -> dict:
+    """Microseconds of one argmax over ``[batch, num_actions]`` random values, as
+    ``jnp.argmax`` and as `gomoku_jax.ops.argmax` (what the search's selections take),
+    each a jitted loop of ``iterations`` whose step ``i`` depends on step ``i - 1``'s
+    answer; a loop doing the same but a plain maximum is the baseline subtracted."""
+    values = jax.random.normal(jax.random.key(seed), (batch, num_actions))
+
+    def loop_of(pick):
+        @jax.jit
+        def loop(values):
+            def body(_, carry):
+                shifted = values + carry[:, None].astype(values.dtype)
+                return pick(shifted).astype(jnp.int32) % 2
+
+            return jax.lax.fori_loop(0, iterations, body, jnp.zeros((batch,), jnp.int32))
+
+        return loop
+
+    out = {"batch": batch, "num_actions": num_actions, "iterations": iterations}
+    for name, pick in (("baseline", lambda x: jnp.max(x, axis=-1) > 0),
+                       ("jnp", lambda x: jnp.argmax(x, axis=-1)),
+                       ("ops", lambda x: ops.argmax(x, axis=-1))):
+        timed = time_calls(loop_of(pick), lambda r: (values,), repeats, warmup, min_seconds)
+        out[f"{name}_us"] = 1e6 * timed["seconds"] / iterations
+    for name in ("jnp", "ops"):
+        out[f"{name}_argmax_us"] = out[f"{name}_us"] - out["baseline_us"]
+    return out
 
 
 def time_selection(env, evaluate, params, states, algorithm: str, sims: int, seed: int,
@@ -240,9 +292,16 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
         module = networks.make_network(name, board_size=size, **options)
         params = networks.init_network(module, jax.random.key(seed), env.observation_shape)
         evaluate, net = search_lib.network_evaluate(module), {"name": name, "options": options}
-    rows, skipped, selection = [], [], []
+    rows, skipped, selection, argmax = [], [], [], []
     for batch in batches:
         states = openings(env, jax.random.key(seed + 1), batch, opening_stones)
+        # An argmax over the batch's actions, as jnp.argmax and as the selections take it.
+        result = time_argmax(batch, env.num_actions, seed, repeats, warmup, min_seconds,
+                             selection_iterations)
+        argmax.append(result)
+        print(f"argmax over [{batch}, {env.num_actions}]: jnp.argmax "
+              f"{result['jnp_argmax_us']:.1f} us, ops.argmax {result['ops_argmax_us']:.1f} us",
+              flush=True)
         for algo in algorithms:
             for backend, counts in (("linear", simulations), ("mctx", mctx_simulations)):
                 done = {}
@@ -269,7 +328,8 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                     print(f"{algo:6s} batch {batch:5d} {backend:6s} {sims:4d} sims: "
                           f"{result['seconds'] / searches:8.3f} s/search  "
                           f"{result['ms_per_sim']:7.3f} "
-                          f"ms/sim  depth {result['mean_depth']:.2f}", flush=True)
+                          f"ms/sim  depth {result['mean_depth']:.2f}  page faults a call "
+                          f"{result['faults_per_call']}", flush=True)
             # The control: ours with every simulation stopped at depth 1, at the fewest and
             # the most simulations. Same tree sizes, no deeper paths: what growth remains
             # is the tree's size.
@@ -290,7 +350,7 @@ def run_bench(size: int, batches, simulations, mctx_simulations, algorithms, net
                   f"{result['root_us']:.1f} us, interior {result['interior_us']:.1f} us",
                   flush=True)
     return {"network": net, "rows": rows, "skipped": skipped, "selection": selection,
-            "summary": summarize(rows, selection)}
+            "argmax": argmax, "summary": summarize(rows, selection)}
 
 
 def report_text(report: dict) -> str:
@@ -299,8 +359,9 @@ def report_text(report: dict) -> str:
     lines = [f"bench search on {report['device']}, {report['size']}x{report['size']}, "
              f"network {net}"
              + (f", {per_call} searches per compiled call" if per_call > 1 else ""),
-             "", "| algorithm | batch | sims | ours ms/sim | mctx ms/sim | speedup | depth |",
-             "|---|---|---|---|---|---|---|"]
+             "", "| algorithm | batch | sims | ours ms/sim | mctx ms/sim | speedup | depth | "
+             "ours page faults per search |",
+             "|---|---|---|---|---|---|---|---|"]
     rows = report["rows"]
     keys = sorted({(r["algorithm"], r["batch"], r["simulations"]) for r in rows})
     for algo, batch, sims in keys:
@@ -311,8 +372,10 @@ def report_text(report: dict) -> str:
         ref_ms = f"{ref['ms_per_sim']:.3f}" if ref else "-"
         speed = f"{ref['s_per_sim'] / mine['s_per_sim']:.1f}x" if mine and ref else "-"
         depth = (mine or ref)["mean_depth"]
+        faults = mine.get("faults_per_call") if mine else None
+        faults = "-" if faults is None else f"{faults / mine['searches_per_call']:,.0f}"
         lines.append(f"| {algo} | {batch} | {sims} | {ours_ms} | {ref_ms} | {speed} | "
-                     f"{depth:.2f} |")
+                     f"{depth:.2f} | {faults} |")
     lines.append("")
     for name, entry in report["summary"].items():
         g = entry["linear_growth"]
@@ -331,6 +394,9 @@ def report_text(report: dict) -> str:
         if str(SPEEDUP_AT) in entry["speedup_vs_mctx"]:
             text += f"; speedup at {SPEEDUP_AT}: {entry['speedup_vs_mctx'][str(SPEEDUP_AT)]:.1f}x"
         lines.append(text)
+    for a in report.get("argmax", ()):
+        lines.append(f"argmax over [{a['batch']}, {a['num_actions']}]: jnp.argmax "
+                     f"{a['jnp_argmax_us']:.1f} us, ops.argmax {a['ops_argmax_us']:.1f} us")
     for s in report["skipped"]:
         lines.append(s["reason"])
     return "\n".join(lines)

@@ -103,6 +103,7 @@ def test_searches_per_call_run_in_one_program_and_count_per_search():
     assert len(evaluations) == calls * 3 * (1 + 4)
     assert out["searches_per_call"] == 3
     assert out["s_per_sim"] == pytest.approx(out["seconds"] / 3 / 4)
+    assert out["faults_per_call"] is None or out["faults_per_call"] >= 0
     assert out["mean_depth"] == pytest.approx(1.0)  # 4 Gumbel simulations: the root's children
 
 
@@ -129,6 +130,11 @@ def test_tiny_run_times_ours_and_mctx_in_the_same_report(tmp_path):
         rows["mctx", 40]["s_per_sim"] / rows["linear", 40]["s_per_sim"])
     assert summary["depth1_growth"]["ratio"] == pytest.approx(
         rows["linear-depth1", 40]["s_per_sim"] / rows["linear-depth1", 4]["s_per_sim"])
+    # an argmax over the batch's actions both ways, timed in the same run
+    [argmax] = report["argmax"]
+    assert (argmax["batch"], argmax["num_actions"]) == (8, 81)
+    assert argmax["jnp_argmax_us"] == pytest.approx(argmax["jnp_us"] - argmax["baseline_us"])
+    assert argmax["ops_argmax_us"] == pytest.approx(argmax["ops_us"] - argmax["baseline_us"])
     # one selection step alone, timed on the tree of the 40-simulation search
     [sel] = report["selection"]
     assert (sel["algorithm"], sel["batch"], sel["simulations"]) == ("puct", 8, 40)
