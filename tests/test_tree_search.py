@@ -299,16 +299,22 @@ def test_simulation_cost_does_not_grow_with_tree(name):
     assert theirs[1] > 10 * ours[1]
 
 
-def _random_ops_in_loops(jaxpr, inside=False) -> int:
-    """Random-number equations (key splits, bits) inside ``while`` loops of ``jaxpr``."""
+def _count_in_loops(jaxpr, matches, loops=("while",), inside=False) -> int:
+    """Equations whose primitive's name ``matches`` inside the ``loops`` of ``jaxpr``
+    (nested jaxprs followed; an equation counts once it is under one of them)."""
     count = 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if inside and ("threefry" in name or name.startswith("random_")):
+        if inside and matches(name):
             count += 1
         for sub in _sub_jaxprs(eqn):
-            count += _random_ops_in_loops(sub, inside or name == "while")
+            count += _count_in_loops(sub, matches, loops, inside or name in loops)
     return count
+
+
+def _random_ops_in_loops(jaxpr) -> int:
+    """Random-number equations (key splits, bits) inside ``while`` loops of ``jaxpr``."""
+    return _count_in_loops(jaxpr, lambda n: "threefry" in n or n.startswith("random_"))
 
 
 def test_gumbel_descends_without_splitting_keys():
@@ -327,16 +333,9 @@ def test_gumbel_descends_without_splitting_keys():
     assert not any(getattr(fn, ts.IGNORES_KEY, False) for fn in ts.puct_selection())
 
 
-def _argmax_in_loops(jaxpr, inside=False) -> int:
+def _argmax_in_loops(jaxpr) -> int:
     """``argmax`` equations inside loops (``while``, ``scan``) of ``jaxpr``."""
-    count = 0
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if inside and name == "argmax":
-            count += 1
-        for sub in _sub_jaxprs(eqn):
-            count += _argmax_in_loops(sub, inside or name in ("while", "scan"))
-    return count
+    return _count_in_loops(jaxpr, lambda n: n == "argmax", loops=("while", "scan"))
 
 
 @pytest.mark.parametrize("name", ["muzero_policy", "gumbel_muzero_policy"])
