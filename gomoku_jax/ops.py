@@ -4,11 +4,11 @@
 value; a NaN counts as the largest, so the first NaN wins) but is computed as a maximum
 followed by the smallest index that reaches it. ``jnp.argmax`` lowers to one reduction
 over (value, index) pairs, which XLA's CPU backend runs element by element: on a
-[64, 81] array, a batch of 9x9 policies, it took 11.7 us against 1.4 us for the two plain
-reductions (2-core AMD EPYC, jax 0.10.2; 41 us against 6 us for [256, 81]). The search's
-selection steps and the learners' greedy moves take an argmax over every game's actions
-at every step, so the difference adds up: it was about a third of a Gumbel search's time
-per simulation. On a GPU the two forms have not been timed against each other; both are a
+[64, 81] array, a batch of 9x9 policies, it took 11.2 to 13.0 us against 3.7 to 3.8 us for
+this function (2-core AMD EPYC, jax 0.10.2; `gomoku-jax bench search` times both, its
+reports' ``argmax``). The search's selection steps and the learners' greedy moves take
+an argmax over every game's actions at every step, so the difference adds up: it was about
+a third of a Gumbel search's time per simulation. On a GPU the two forms have not been timed against each other; both are a
 few passes over a small array.
 """
 
