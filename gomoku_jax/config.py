@@ -48,21 +48,31 @@ class ConfigError(ValueError):
 class DuplicateKeyError(json.JSONDecodeError):
     """JSON with a key given twice in one object. Python's ``json`` keeps the last value
     silently, so a setting written twice (or a file pasted into another) would lose one
-    of them without a word; `loads` refuses it instead. A ``json.JSONDecodeError``, so
-    every reader that reports bad JSON reports this too."""
+    of them without a word; `loads` refuses it instead, saying where the second one is
+    (``pos``, ``lineno``, ``colno`` as for any ``json.JSONDecodeError``, when the text
+    is known). A ``json.JSONDecodeError``, so every reader that reports bad JSON reports
+    this too."""
 
-    def __init__(self, key: str, keys: Sequence[str]):
+    def __init__(self, key: str, keys: Sequence[str], doc: str = "", pos: int | None = None):
         others = [repr(k) for k in dict.fromkeys(keys) if k != key]
         shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8
                                          else "")
+        where = ""
+        lineno, colno = 1, 1
+        if pos is not None:
+            lineno = doc.count("\n", 0, pos) + 1
+            colno = pos - doc.rfind("\n", 0, pos)
+            where = f", the second time at line {lineno} column {colno}"
         message = (f"the key {key!r} appears twice in one object (" +
-                   (f"beside {shown[:300]}" if others else "its only key") + "); give it once")
+                   (f"beside {shown[:300]}" if others else "its only key") +
+                   f"){where}; give it once")
         ValueError.__init__(self, message)
-        self.msg, self.doc, self.pos, self.lineno, self.colno = message, "", 0, 1, 1
-        self.key, self.keys = key, list(keys)
+        self.msg, self.doc, self.pos = message, doc, 0 if pos is None else pos
+        self.lineno, self.colno = lineno, colno
+        self.key, self.keys, self._given = key, list(keys), pos
 
     def __reduce__(self):  # copy and pickle keep the message
-        return type(self), (self.key, self.keys)
+        return type(self), (self.key, self.keys, self.doc, self._given)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -74,10 +84,56 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _second_key_at(text: str) -> int | None:
+    """Where, in JSON ``text``, the key that `_unique_keys` refuses is given the second
+    time: ``json`` calls the hook as each object closes, so this is the first repeated
+    key of the first object to close that repeats one. None if the text cannot be
+    followed that far (the scan only tracks strings, brackets and commas)."""
+    frames: list[dict | None] = []  # per open bracket: an object's state, or None (array)
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == '"':
+            try:
+                value, end = json.decoder.scanstring(text, i + 1)
+            except (ValueError, IndexError):
+                return None
+            top = frames[-1] if frames else None
+            if top is not None and top["want_key"]:
+                top["want_key"] = False
+                if value in top["keys"] and top["second"] is None:
+                    top["second"] = i
+                top["keys"].add(value)
+            i = end
+            continue
+        if char == "{":
+            frames.append({"keys": set(), "want_key": True, "second": None})
+        elif char == "[":
+            frames.append(None)
+        elif char in "}]":
+            if not frames:
+                return None
+            top = frames.pop()
+            if top is not None and top["second"] is not None:
+                return top["second"]
+        elif char == "," and frames and frames[-1] is not None:
+            frames[-1]["want_key"] = True
+        i += 1
+    return None
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses a key given twice in one object (`DuplicateKeyError`,
     a ``json.JSONDecodeError``): the project's reader of settings, headers and records."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except DuplicateKeyError as error:
+        doc = text if isinstance(text, str) else text.decode(json.detect_encoding(text),
+                                                             "surrogatepass")
+        pos = _second_key_at(doc)
+        if pos is None:
+            raise
+        raise DuplicateKeyError(error.key, error.keys, doc, pos) from None
 
 
 # The largest seed: seeds are offset (per game, per evaluation) and become JAX keys, which

@@ -2,6 +2,7 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from gomoku_jax import config as cfglib
 
@@ -166,7 +167,8 @@ def test_a_key_given_twice_is_refused_not_silently_dropped(tmp_path):
     path = tmp_path / "twice.json"
     path.write_text('{"seed": 1, "inner": {"depth": 2, "rate": 0.5, "depth": 4}}')
     with pytest.raises(cfglib.ConfigError, match=r"twice.json': the key "
-                       r"'depth' appears twice in one object \(beside 'rate'\); give it once"):
+                       r"'depth' appears twice in one object \(beside 'rate'\), the second "
+                       r"time at line 1 column 48; give it once"):
         cfglib.load_file(Outer, path)
     with pytest.raises(cfglib.ConfigError, match=r"override inner: the key 'depth' appears "
                                                  r"twice in one object \(its only key\)"):
@@ -174,6 +176,45 @@ def test_a_key_given_twice_is_refused_not_silently_dropped(tmp_path):
     path.write_text('{"seed": 1, "inner": {"depth": 2, "rate": 0.5}}')  # once each: read
     assert cfglib.load_file(Outer, path)[0].inner.depth == 2
     assert cfglib.parse_override('inner={"depth": 2}') == ("inner", {"depth": 2})
+
+
+def test_a_key_given_twice_is_located_at_its_second_time():
+    text = ('{"a": 1,\n "b": {"c": "}{,\\"c\\": [", "d": [{"c": 0}, "c"],\n'
+            '   "c": 2},\n "a": 3}')
+    with pytest.raises(cfglib.DuplicateKeyError) as caught:
+        cfglib.loads(text)
+    error = caught.value  # the inner object closes first: its "c" is the one refused
+    assert (error.key, error.lineno, error.colno) == ("c", 3, 4)
+    assert text[error.pos:].startswith('"c": 2') and str(error).endswith(
+        "the second time at line 3 column 4; give it once")
+    with pytest.raises(cfglib.DuplicateKeyError, match="line 3 column 4;"):
+        cfglib.loads(text.encode("utf-16"))  # bytes: json's encodings, the same place
+    with pytest.raises(cfglib.DuplicateKeyError, match="key 'a' .* line 4 column 2;"):
+        cfglib.loads(text.replace('"c": 2', '"e": 2'))  # then the outer "a"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.integers() | st.text(max_size=4),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=12),
+       st.text(max_size=3), st.data())
+def test_the_second_time_of_a_repeated_key_is_where_json_refuses_it(value, key, data):
+    # a random document with one object given `key` twice; the error points at the second
+    head = {key: value, **{f"{key}_{i}": i for i in range(data.draw(st.integers(0, 2)))}}
+    body = json.dumps(head, indent=data.draw(st.sampled_from([None, 1])))
+    second = len(body[:-1].rstrip()) + 2  # where the key is written again
+    text = body[:-1].rstrip() + f', {json.dumps(key)}: {json.dumps(value)}}}'
+    for _ in range(data.draw(st.integers(0, 2))):  # buried in arrays and objects
+        outer = data.draw(st.sampled_from(['[1, {0}, "}}"]', '{{"x": {0}}}', '[{0}]']))
+        second += outer.format("\0").index("\0")
+        text = outer.format(text)
+    with pytest.raises(cfglib.DuplicateKeyError) as caught:
+        cfglib.loads(text)
+    error = caught.value
+    assert error.key == key and error.pos == second
+    assert (error.lineno, error.colno) == (text.count("\n", 0, error.pos) + 1,
+                                           error.pos - text.rfind("\n", 0, error.pos))
+    assert f"line {error.lineno} column {error.colno}" in str(error)
 
 
 def test_a_sweep_refuses_to_sweep_or_override_the_algorithm(tmp_path):

@@ -262,7 +262,7 @@ def test_a_body_with_a_key_twice_gets_400(served):
     status, body = client.post("/api/move", raw=b'{"row": 2, "col": 2, "row": 3}')
     assert status == 400 and body["error"] == (
         "the request body is not valid JSON (the key 'row' appears twice in one object "
-        "(beside 'col'); give it once)")
+        "(beside 'col'), the second time at line 1 column 22; give it once)")
     assert client.get("/api/state")[1] == before
 
 

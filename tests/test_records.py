@@ -539,9 +539,11 @@ def test_a_key_given_twice_is_bad_json(tmp_path):
     errors = []
     assert [g.moves for g in records.read_records(path, errors=errors)] == [BLACK_WIN]
     assert [e.line for e in errors] == [2]
+    column = twice.rindex('"winner"') + 1  # the second "winner" of the record's line
     assert errors[0].reason == ("bad JSON: the key 'winner' appears twice in one object "
                                 "(beside 'size', 'k', 'rule', 'moves', 'black', 'white', "
-                                "'opening'); give it once")
+                                "'opening'), the second time at line 1 column "
+                                f"{column}; give it once")
     path.write_text(HEADER[:-1] + ', "size": 9}\n' + line(rc(BLACK_WIN), "black") + "\n")
     with pytest.raises(RecordError, match=r"twice.jsonl:1: bad JSON in the header \(the key "
                                           r"'size' appears twice"):
