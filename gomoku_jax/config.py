@@ -131,7 +131,7 @@ def loads(text: str | bytes) -> Any:
         doc = text if isinstance(text, str) else text.decode(json.detect_encoding(text),
                                                              "surrogatepass")
         pos = _second_key_at(doc)
-        if pos is None:
+        if pos is None or json.decoder.scanstring(doc, pos + 1)[0] != error.key:
             raise
         raise DuplicateKeyError(error.key, error.keys, doc, pos) from None
 
