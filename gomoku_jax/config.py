@@ -4,10 +4,11 @@ A config file is a JSON object whose keys are the fields of a (nested) frozen
 dataclass. Three keys are not fields: ``algorithm`` (which learner trains it, e.g.
 ``"alphazero"``; see `algorithms.LEARNERS`), ``description`` (free text: the command that
 runs it and what to expect) and ``variants`` (named objects of dotted overrides, such
-as the ablations of one report; every file has a ``smoke`` variant that turns the
-experiment into a tiny one for tests and CI, and variants combine in order). Command-line overrides are
-``key=value`` strings with dotted keys (``search.num_simulations=32``); the value is
-read as JSON when it parses (numbers, booleans, null, lists, objects), else as a string.
+as the ablations of one report; every training config under ``experiments/configs/`` has a
+``smoke`` variant that turns the experiment into a tiny one for tests and CI, and variants
+combine in order). Command-line overrides are ``key=value`` strings with dotted keys
+(``search.num_simulations=32``); the value is read as JSON when it parses (numbers,
+booleans, null, lists, objects), else as a string.
 
 Every mistake names the dotted key: an unknown key (with the valid ones listed), a
 value of the wrong type, or an out-of-range value (raised by the dataclass itself).

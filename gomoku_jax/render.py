@@ -12,9 +12,9 @@ square, or a board with other values raises `ValueError`.
 
          0  1  2
       0  X  .  .
-      1  O [X] .
-      2  O  .  .
-      black to move | moves: 4 | last: X (1, 1)
+      1  O  X  .
+      2 [O] .  .
+      black to move | moves: 4 | last: O (2, 0)
 
 * `svg` returns an `SvgBoard`: a self-contained SVG string (no external files, fonts or
   ids) of a wooden Go-style board that Jupyter displays by itself. Its elements carry

@@ -9,7 +9,7 @@ with ``value`` from the view of the player to move in each state (a learner buil
 from a Flax module: ``lambda p, s: model.apply(p, s.observation)``). `uniform_evaluate`
 is the network-free baseline (zero logits, zero value).
 
-Tree semantics (DESIGN habit 7). The mctx embedding is the batched game `State`:
+Tree semantics. The mctx embedding is the batched game `State`:
 
 * `make_recurrent_fn` plays the action with the real ``env.step``; the reward is the
   step's reward for the player who moved (+1 for a winning move, -1 for an illegal one,
