@@ -35,6 +35,7 @@ from algorithms import common
 from experiments.common import (add_out_argument, device_description, publish,
                                 repository_path)
 from gomoku_jax import config as cfglib
+from gomoku_jax.cli import nonempty_path
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "az_9x9_cpu.json"
 
@@ -102,7 +103,7 @@ def main(argv=None) -> dict:
         prog="gomoku-jax bench sweep",
         description="A sweep's build and first iteration per run: programs shared by the "
                     "runs against each run compiling its own.")
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+    parser.add_argument("--config", type=nonempty_path, default=DEFAULT_CONFIG,
                         help="an experiment config (default: the CPU default)")
     parser.add_argument("--variant", default="smoke",
                         help="its variant (default: smoke; '' for none)")

@@ -53,6 +53,8 @@ def output_file(text: str) -> Path:
     permission), is refused at once, not after the work."""
     from gomoku_jax.io import check_folder
 
+    if text == "":
+        raise argparse.ArgumentTypeError("the path is empty; give the file to write")
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; give the file to write")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from experiments.common import device_description, publish
 from gomoku_jax import agents, arena
+from gomoku_jax.cli import nonempty_path
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
 
@@ -95,7 +96,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--opponents", default="heuristic,pure-mcts",
                         help="comma-separated subset of heuristic,pure-mcts (quick checks)")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
     report = run(args.games, args.mcts_simulations, args.timing_games, args.seed,
                  tuple(x.strip() for x in args.opponents.split(",") if x.strip()))

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from experiments.common import device_description, publish
+from gomoku_jax.cli import nonempty_path
 
 __all__ = ["main", "run"]
 
@@ -189,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="generator processes")
     p.add_argument("--generate-only", action="store_true",
                    help="stop once the folder holds --games games (no training, no match)")
-    p.add_argument("--config", type=Path, default=CONFIG, help="the imitation config")
+    p.add_argument("--config", type=nonempty_path, default=CONFIG, help="the imitation config")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override")
     p.add_argument("--workdir", default="runs/imitation_9x9/train", help="training workdir")
     p.add_argument("--simulations", type=int, default=200, help="search simulations per move")
@@ -197,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--match-games", type=int, default=100, help="games of the match")
     p.add_argument("--opening-stones", type=int, default=1, help="random opening stones")
     p.add_argument("--seed", type=int, default=0, help="match seed")
-    p.add_argument("--json", type=Path, default=None, help="write the report here")
+    p.add_argument("--json", type=nonempty_path, default=None, help="write the report here")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from experiments.common import device_description, publish
 from gomoku_jax import agents, arena, exported, tactics
-from gomoku_jax.cli import ArgumentParser
+from gomoku_jax.cli import ArgumentParser, nonempty_path
 from gomoku_jax.game import Gomoku, State
 
 __all__ = ["analyse", "forcing_moves", "main", "run"]
@@ -138,7 +138,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--opening-stones", type=int, default=1)
     parser.add_argument("--simulations", type=int, default=None,
                         help="play-time simulations (default: the file's)")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
     report = run(args.agent, args.games, args.seed, args.opening_stones, args.simulations)
     return publish(report, report_text(report), args.json)

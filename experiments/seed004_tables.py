@@ -27,6 +27,7 @@ from pathlib import Path
 from algorithms.classical import LinearTDLearner, TabularValueLearner
 from experiments.common import device_description, publish
 from gomoku_jax import agents, arena
+from gomoku_jax.cli import nonempty_path
 from gomoku_jax.game import Gomoku
 
 
@@ -93,7 +94,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--games-3x3", type=int, default=100)
     parser.add_argument("--games-big", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
     report = run(args.games_3x3, args.games_big, args.seed)
     return publish(report, format_report(report), args.json)

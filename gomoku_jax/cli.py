@@ -410,6 +410,15 @@ def _check_not_shadowed(name: str, module) -> None:
               "first; rename yours if it is the plugin", file=sys.stderr, flush=True)
 
 
+def nonempty_path(text: str) -> Path:
+    """An ``argparse`` type: ``text`` as a `Path`, refusing an empty string (``Path("")``
+    is the current folder, which an empty ``--workdir ""`` from a script's unset variable
+    never means)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the path is empty")
+    return Path(text)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -484,9 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--seed", type=config_lib.seed_argument, default=0,
                       help="random seed (default 0)")
     game.add_argument("--moves", action="store_true", help="also print the move list")
-    game.add_argument("--svg", type=Path, default=None, help="write an SVG picture here")
+    game.add_argument("--svg", type=nonempty_path, default=None, help="write an SVG picture here")
     tour = sub.add_parser("tournament", help="round robin between named agents")
-    tour.add_argument("--config", type=Path, default=None,
+    tour.add_argument("--config", type=nonempty_path, default=None,
                       help="JSON with game, agents, games_per_pair, opening_stones, seed")
     tour.add_argument("--agents", nargs="+", default=None,
                       help="agent names, e.g. random heuristic random+killer alphabeta-2")
@@ -501,7 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="random stones near the centre before each pair of games (config or 0)")
     tour.add_argument("--seed", type=config_lib.seed_argument, default=None,
                       help="random seed (config or 0)")
-    tour.add_argument("--out", type=Path, default=None, help="folder for the JSON and Markdown report")
+    tour.add_argument("--out", type=nonempty_path, default=None,
+                      help="folder for the JSON and Markdown report")
     tour.add_argument("--force", action="store_true",
                       help="replace the reports already in --out (refused without it)")
     play = sub.add_parser("play", help="play against an agent in the browser (a local page)")
@@ -531,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     pbrain.add_argument("--seed", type=config_lib.seed_argument, default=0,
                         help="random seed for the agent (default 0)")
     train = sub.add_parser("train", help="train an experiment config (resumes from checkpoints)")
-    train.add_argument("--config", type=Path, required=True,
+    train.add_argument("--config", type=nonempty_path, required=True,
                        help="experiment JSON, e.g. experiments/configs/az_9x9_cpu.json")
     train.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a config value by dotted key (repeatable), "
@@ -541,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "e.g. --variant 2rb")
     train.add_argument("--smoke", action="store_true",
                        help="the config's tiny smoke variant (after any --variant)")
-    train.add_argument("--workdir", type=Path, required=True,
+    train.add_argument("--workdir", type=nonempty_path, required=True,
                        help="folder for checkpoints, logs, reports and exported params")
     train.add_argument("--iterations", type=_positive_int, default=None,
                        help="stop after this many iterations (the schedule still follows "
@@ -559,8 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--process-id", type=int, default=None,
                        help="with --distributed: this process's number, 0 to N-1")
     export = sub.add_parser("export", help="write a training run's agent to one params file")
-    export.add_argument("--workdir", type=Path, required=True, help="the training work directory")
-    export.add_argument("--out", type=Path, required=True, help="the file to write (.gjx)")
+    export.add_argument("--workdir", type=nonempty_path, required=True,
+                        help="the training work directory")
+    export.add_argument("--out", type=nonempty_path, required=True, help="the file to write (.gjx)")
     export.add_argument("--which", choices=["latest", "best"], default="latest",
                         help="latest checkpoint or best evaluated model (default latest)")
     export.add_argument("--force", action="store_true",
@@ -650,7 +661,11 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
     from gomoku_jax.agents import digits
 
     host, _, port = (args.coordinator or "").rpartition(":")
-    if host.strip("[]") in ("127.0.0.1", "localhost", "::1") and digits(port):
+    if args.coordinator is not None and not (host.strip("[]") and digits(port)
+                                             and 1 <= int(port) <= 65535):
+        raise ValueError(f"--coordinator must be HOST:PORT (process 0's address and a "
+                         f"free port from 1 to 65535), got {args.coordinator!r}")
+    if host.strip("[]") in ("127.0.0.1", "localhost", "::1"):
         # every process on this machine: the coordinator listens on loopback only (JAX
         # binds every interface by default, which processes on other hosts need)
         given["coordinator_bind_address"] = f"{host}:{port}"

@@ -68,6 +68,7 @@ import logging
 import math
 import os
 import struct
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -133,16 +134,34 @@ def write_atomic(path, data: bytes | str) -> None:
             os.remove(tmp)
 
 
+def _can_write_in(folder: Path) -> str | None:
+    """None if a file can be made in ``folder``, else why not. Permissions alone do not
+    say (root passes ``os.access`` everywhere, and a read-only mount or a kernel folder
+    such as /proc refuses files whatever they say), so an empty probe file is made and
+    removed."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".gomoku-jax-write-check-", dir=folder)
+    except OSError as error:
+        return error.strerror or str(error)
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
 def check_folder(path, option: str, advice: str = "", *, for_file: bool = False) -> None:
     """ValueError, before any work, unless ``path`` is a folder or one can be made there
-    (no file in the way, the nearest existing folder writable); with ``for_file``, the
-    same for the folder that is to hold the file ``path``. ``option`` names where the
-    path came from, ``advice`` what to give instead when ``path`` is a file."""
+    (no file in the way, a file can be made in the nearest existing folder); with
+    ``for_file``, the same for the folder that is to hold the file ``path``. ``option``
+    names where the path came from, ``advice`` what to give instead when ``path`` is a
+    file. An empty path is refused (it would mean the current folder)."""
+    if os.fspath(path) == "":
+        raise ValueError(f"{option} is empty; " + (advice or "give a path"))
     path = Path(path)
     for part in (path.parents if for_file else (path, *path.parents)):
         if part.is_dir():
-            if not os.access(part, os.W_OK):
-                raise ValueError(f"{option} {path}: {part} is not writable")
+            why = _can_write_in(part)
+            if why is not None:
+                raise ValueError(f"{option} {path}: {part} is not writable ({why})")
             return
         if part.exists() or part.is_symlink():
             if part == path:

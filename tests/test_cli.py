@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gomoku_jax import cli
+from gomoku_jax import io as io_lib
 
 
 def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
@@ -285,6 +286,36 @@ def test_train_refuses_a_workdir_that_is_a_file(tmp_path, capsys):
         err = capsys.readouterr().err
         assert text in err and "Errno" not in err and err.count("\n") == 1, err
     assert path.read_text() == "keep me"
+
+
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where an empty path would have written
+    config = str(Path(__file__).parents[1] / "experiments/configs/az_9x9_cpu.json")
+    for argv, option in ((["train", "--config", config, "--smoke", "--workdir", ""],
+                          "--workdir"),
+                         (["tournament", "--agents", "random", "heuristic", "--size", "5",
+                           "--k", "4", "--games-per-pair", "2", "--out", ""], "--out"),
+                         (["bench", "game", "--quick", "--out", ""], "--out")):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and f"argument {option}" in err and (
+            "the path is empty" in err) and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="--workdir is empty; give a run's folder"):
+        io_lib.check_folder("", "--workdir", "give a run's folder")  # for callers in Python
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_that_refuses_files_is_found_before_any_work(tmp_path, capsys):
+    # /proc refuses new files whatever its permissions say (root passes os.access there)
+    assert cli.main(["tournament", "--agents", "random", "heuristic", "--size", "5", "--k",
+                     "4", "--games-per-pair", "2", "--out", "/proc/gomoku-reports"]) == 2
+    out, err = capsys.readouterr()
+    assert "--out /proc/gomoku-reports: /proc is not writable (" in err and "games" not in err
+    io_lib.check_folder(tmp_path / "new" / "run", "--workdir")  # a writable place passes
+    assert list(tmp_path.iterdir()) == []  # and keeps nothing of the check
 
 
 def test_bench_mcts_reports_ratio_against_numpy(tmp_path):
@@ -624,3 +655,11 @@ def test_distributed_options_reach_jax_and_bad_ones_are_named(monkeypatch, capsy
     assert ("--num-processes, --process-id set up a run of several processes: add "
             "--distributed") in capsys.readouterr().err
     assert len(seen) == 2
+    for address in ("localhost", "localhost:", ":1234", "localhost:99999", "host:0",
+                    "host:12a"):  # no port, no host, a port out of range, not a number
+        assert cli.main(argv + ["--coordinator", address, "--num-processes", "2",
+                                "--process-id", "0"]) == 2
+        err = capsys.readouterr().err
+        assert (f"--coordinator must be HOST:PORT (process 0's address and a free port from "
+                f"1 to 65535), got {address!r}") in err and "Traceback" not in err, err
+    assert len(seen) == 2  # all refused before JAX was asked (or waited 300 s)
