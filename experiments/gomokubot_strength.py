@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 from experiments.common import device_description, publish
 from gomoku_jax import agents, arena

@@ -26,7 +26,6 @@ the build-up that makes them, not the tactics that use them.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Sequence
 
 import jax

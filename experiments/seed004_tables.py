@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 from algorithms.classical import LinearTDLearner, TabularValueLearner
 from experiments.common import device_description, publish
