@@ -118,28 +118,41 @@ class RunLog:
 
     def _read(self, start: int) -> list[dict]:
         """The rows up to iteration ``start``; ValueError naming the file and line when
-        it cannot be read (an edit, a damaged disk), before anything is rewritten."""
+        it cannot be read (an edit, a damaged disk), before anything is rewritten. A row
+        with more or fewer values than the header has columns is damage too, except a
+        short last line without its line end: an append the run's end cut off, whose
+        iteration was never checkpointed, so it is dropped as rows past ``start`` are."""
         advice = (f"repair {self.path} or remove it (the run then logs from its "
                   "checkpoint on)")
         try:
-            with self.path.open(newline="", encoding="utf-8-sig") as f:  # (Excel's BOM)
-                reader = csv.DictReader(f)
-                if "iteration" not in (reader.fieldnames or []):
-                    raise ValueError(f"{self.path} line 1: the header has no 'iteration' "
-                                     f"column (got {reader.fieldnames}); {advice}")
-                rows = []
-                for row in reader:
-                    try:
-                        iteration = int(row["iteration"])
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            f"{self.path} line {reader.line_num}: iteration "
-                            f"{row['iteration']!r} is not a whole number; {advice}") from None
-                    if iteration <= start:
-                        rows.append(row)
-                return rows
+            text = self.path.read_text(encoding="utf-8-sig")  # (Excel's BOM)
+            reader = csv.DictReader(io.StringIO(text, newline=""))
+            if "iteration" not in (reader.fieldnames or []):
+                raise ValueError(f"{self.path} line 1: the header has no 'iteration' "
+                                 f"column (got {reader.fieldnames}); {advice}")
+            rows = [(reader.line_num, row) for row in reader]
+            cut_off = not text.endswith(("\n", "\r"))
+            if rows and cut_off and None in rows[-1][1].values():
+                rows.pop()  # a last append cut short: its values are missing
         except (UnicodeDecodeError, csv.Error) as error:
             raise ValueError(f"{self.path} cannot be read ({error}); {advice}") from None
+        kept = []
+        for number, row in rows:
+            extra = row.pop(None, [])  # values past the header's columns
+            if extra or None in row.values():
+                count = sum(v is not None for v in row.values()) + len(extra)
+                raise ValueError(f"{self.path} line {number}: {count} value"
+                                 f"{'' if count == 1 else 's'} for the header's "
+                                 f"{len(reader.fieldnames)} columns; {advice}")
+            try:
+                iteration = int(row["iteration"])
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{self.path} line {number}: iteration {row['iteration']!r} is not "
+                    f"a whole number; {advice}") from None
+            if iteration <= start:
+                kept.append(row)
+        return kept
 
     def _rewrite(self):
         self.fields = ["iteration"]

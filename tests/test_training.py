@@ -573,6 +573,11 @@ def test_a_damaged_metrics_file_is_named_before_anything_is_rewritten(tmp_path):
     for text, message in (
             ("iteration,loss\n1,0.5\n2.0,0.4\n", r"line 3: iteration '2.0' is not a whole"),
             ("iter,loss\n1,0.5\n", r"line 1: the header has no 'iteration' column"),
+            # a row cut short, a header cut short (every row then too long)
+            ("iteration,loss,moves\n1,0.5\n2,0.4,8\n", r"line 2: 2 values for the "
+                                                       r"header's 3 columns"),
+            ("iteration,lo\n1,0.5,8\n", r"line 2: 3 values for the header's 2 columns"),
+            ("iteration,loss\n1,0.5\n2\n3,0.3\n", r"line 3: 1 value for the header's 2"),
             (b"\xff\xfe\x00garbage", r"cannot be read \('utf-8' codec")):
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
         before = path.read_bytes()
@@ -583,6 +588,12 @@ def test_a_damaged_metrics_file_is_named_before_anything_is_rewritten(tmp_path):
     log = training.RunLog(tmp_path, start=1, tensorboard=False)
     assert log.rows == [{"iteration": "1", "loss": "0.5"}]
     assert path.read_text() == "iteration,loss\n1,0.5\n"
+    # the last append cut off by the run's end (no line end): dropped, whatever its
+    # iteration reads as (here "1" of "12"); empty values of a later column are no damage
+    path.write_text("iteration,loss,eval\n1,0.5,\n2,0.4,0.7\n1")
+    log = training.RunLog(tmp_path, start=2, tensorboard=False)
+    assert [row["iteration"] for row in log.rows] == ["1", "2"]
+    assert path.read_text() == "iteration,loss,eval\n1,0.5,\n2,0.4,0.7\n"
 
 
 def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupted, tmp_path,
