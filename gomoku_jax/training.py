@@ -399,9 +399,13 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
                 pass
         return int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
 
-    per_device = sum(shard_bytes(leaf) for leaf in jax.tree.leaves(shapes)
-                     if hasattr(leaf, "dtype")
-                     and not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key))
+    parts: dict[str, int] = {}  # bytes per top-level field of the state (buffer, games...)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
+        if hasattr(leaf, "dtype") and not jax.dtypes.issubdtype(leaf.dtype,
+                                                                 jax.dtypes.prng_key):
+            name = jax.tree_util.keystr(path[:1]).lstrip(".") or "state"
+            parts[name] = parts.get(name, 0) + shard_bytes(leaf)
+    per_device = sum(parts.values())
     devices = list(getattr(getattr(learner, "mesh", None), "devices", np.array(
         jax.local_devices())).flat)
     devices = [d for d in devices if d.process_index == jax.process_index()] or [
@@ -417,14 +421,15 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
     if limit_bytes is not None:
         limit, source = int(limit_bytes), "limit_bytes"
     if need > limit:
-        config = getattr(learner, "config", None)
-        train = getattr(config, "train", None)
-        hint = "".join(f"; train.{name} is {getattr(train, name)}" for name in (
-            "buffer_capacity", "batch_size") if hasattr(train, name))
+        scale = need / per_device  # the devices' parts together, on a CPU host
+        largest = ", ".join(f"{name} {size * scale / 2**30:.2f} GiB" for name, size in sorted(
+            parts.items(), key=lambda item: -item[1])[:3] if size >= per_device / 100)
         raise ValueError(f"the learner's state (parameters, optimizer, replay buffer, games) "
                          f"needs {need / 2**30:.2f} GiB, more than the {source} of "
-                         f"{limit / 2**30:.2f} GiB{hint}: make the buffer or the batches "
-                         "smaller")
+                         f"{limit / 2**30:.2f} GiB; the largest parts: {largest}. Make the "
+                         "settings that size the largest part smaller (the replay buffer: "
+                         "train.buffer_capacity; the games in progress: how many are played "
+                         "at once and how long they run)")
     return need
 
 

@@ -533,15 +533,24 @@ def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, t
     started = pipeline.start_from(learner, learner.init().variables)
     assert training.check_state_memory(started, limit_bytes=2**50) == need
     with pytest.raises(ValueError, match=rf"needs {need / 2**30:.2f} GiB, more than the "
-                                         r"limit_bytes of .*train.buffer_capacity is "):
+                                         r"limit_bytes of .*; the largest parts: "):
         training.check_state_memory(learner, limit_bytes=need - 1)
-    huge = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
-        cfglib.to_dict(learner.config), {"train.buffer_capacity": 10**10})),
-        devices=jax.devices()[:1])
-    with pytest.raises(ValueError, match=r"GiB, more than the .*train.buffer_capacity is "
-                                         r"10000000000"):
-        training.run(huge, tmp_path / "huge", progress=False)  # at once, not after a wait
+
+    def changed(setting, value):
+        return az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+            cfglib.to_dict(learner.config), {setting: value})), devices=jax.devices()[:1])
+
+    # the message names the part that grew, not settings that were left alone
+    with pytest.raises(ValueError, match=r"GiB, more than the .*; the largest parts: "
+                                         r"buffer \d+\.\d\d GiB\. Make") as caught:
+        training.run(changed("train.buffer_capacity", 10**10), tmp_path / "huge",
+                     progress=False)  # at once, not after a wait
+    parts = str(caught.value).split("the largest parts: ")[1].split(". Make")[0]
+    assert parts.startswith("buffer ") and "games" not in parts and "pending" not in parts
     assert not any((tmp_path / "huge").iterdir())  # refused before anything was written
+    with pytest.raises(ValueError, match=r"the largest parts: pending \d+\.\d\d GiB, "
+                                         r"games \d+\.\d\d GiB"):
+        training.check_state_memory(changed("selfplay.batch", 10**8), limit_bytes=need)
 
 
 def test_a_replicated_state_must_fit_every_accelerator_not_their_sum():
