@@ -35,7 +35,8 @@ may come at any time and are not replies):
 ``PLAY x,y``                 the brain must play x,y: ``x,y``
 ``TAKEBACK x,y``             remove the stone at x,y: ``OK``
 ``INFO key value``           no reply. Used: ``timeout_turn``, ``timeout_match``,
-                             ``time_left`` (milliseconds) and ``rule`` (bit 1: exactly
+                             ``time_left`` (milliseconds; a negative value is answered
+                             ``ERROR`` and the previous one stays) and ``rule`` (bit 1: exactly
                              five, bit 2: continuous game; renju (4) and caro (8) are
                              answered ``ERROR``, and so is a rule the agent does not play
                              while it plays the one in force, which stays; with neither,
@@ -119,7 +120,8 @@ def _parse_ints(text: str, count: int, what: str) -> list[int]:
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != count or not all(_INT.fullmatch(p) for p in parts):
         shape = "x,y,field" if count == 3 else "x,y"
-        raise _ProtocolError(f"{what}: expected {shape} (integers), got {text.strip()!r}")
+        raise _ProtocolError(f"{what}: expected {shape} (integers), got "
+                             f"{_shorten(text.strip())!r}")
     return [int(p) for p in parts]
 
 
@@ -530,7 +532,7 @@ class Engine:
             x, y, field = _parse_ints(line, 3, "BOARD line")
             action = new.empty_cell(x, y, "BOARD line")
             if field not in (_OWN, _OPP, _DEAD):
-                raise _ProtocolError(f"BOARD line {line!r}: field must be 1 (own), "
+                raise _ProtocolError(f"BOARD line {_shorten(line)!r}: field must be 1 (own), "
                                      f"2 (opponent) or 3 (dead stone), got {field}")
             new.cells.reshape(-1)[action] = field
             if field != _DEAD:
@@ -554,6 +556,9 @@ class Engine:
         number = int(value)
         if key == "rule":
             return self._set_rule(number)
+        if number < 0:  # milliseconds; 0 has a meaning (as fast as possible / no limit)
+            raise _ProtocolError(f"INFO {key}: expected milliseconds >= 0, got {number}; "
+                                 "the previous value stands")
         setattr(self, f"_{key}", number)
         return []
 

@@ -189,6 +189,14 @@ def test_errors_leave_the_state_unchanged():
         assert (engine.board == before).all(), line
     assert "renju" in one(engine, "INFO rule 4") and "caro" in one(engine, "INFO rule 8")
     assert engine.rule == "freestyle"
+    for key in ("timeout_turn", "timeout_match", "time_left"):  # milliseconds, never < 0
+        assert one(engine, f"INFO {key} -5") == (f"ERROR INFO {key}: expected milliseconds "
+                                                 ">= 0, got -5; the previous value stands")
+    # a huge argument is not echoed back whole
+    for line in ("TURN " + "9" * 5_000_000 + ",x", "BOARD"):
+        reply = one(engine, line) if line != "BOARD" else (
+            say(engine, "BOARD", "1,1," + "7" * 1000), one(engine, "DONE"))[1]
+        assert reply.startswith("ERROR ") and len(reply) < 200, reply[:300]
     # A bad BOARD changes nothing, whatever line is wrong.
     for lines in (["1,1,1", "1,1,2"], ["1,1,4"], ["1,1"], ["x,1,1"], ["9,9,1"]):
         assert say(engine, "BOARD", *lines) == []
