@@ -39,8 +39,8 @@ from gomoku_jax import arena, exported, ratings
 from gomoku_jax import io as gio
 from gomoku_jax.config import from_dict, to_dict
 
-__all__ = ["DIVERGED", "RunLog", "TrainingDiverged", "evaluate", "non_finite", "restore",
-           "run"]
+__all__ = ["DIVERGED", "RunLog", "RunWarning", "TrainingDiverged", "evaluate", "non_finite",
+           "restore", "run"]
 
 
 class TrainingDiverged(FloatingPointError):
@@ -95,6 +95,12 @@ def check_finite(variables, metrics: Mapping[str, float], iteration: int,
         f"stopped without saving this iteration ({kept}; metrics.csv shows the iteration). "
         "Resuming repeats the same steps: train again in a new --workdir with a lower "
         "learning rate (train.learning_rate; DDQN: or a smaller train.max_grad_norm)")
+
+
+class RunWarning(UserWarning):
+    """Something of a run's folder that the run redoes instead of using (a damaged
+    ``final.gjx`` or ``report.json`` of a finished run); the command line prints it as one
+    line."""
 
 
 class RunLog:
@@ -361,13 +367,18 @@ def _finished_report(workdir: pathlib.Path, iteration: int, stop_at: int,
         gio.read_exported(workdir / "final.gjx")
     except gio.CheckpointError as err:
         warnings.warn(f"{err}; writing it again from the checkpoint of iteration {iteration} "
-                      "(and evaluating it again)", RuntimeWarning, stacklevel=3)
+                      "(and evaluating it again)", RunWarning, stacklevel=3)
         return None
     try:
         report = json.loads((workdir / "report.json").read_text())
-    except (OSError, ValueError):
+        if not isinstance(report, dict) or report.get("iterations") != iteration:
+            raise ValueError(f"it is not the report of iteration {iteration}")
+    except (OSError, ValueError) as err:
+        warnings.warn(f"{workdir / 'report.json'} cannot be read back ({gio.brief(str(err))}); "
+                      f"evaluating the agent of iteration {iteration} again and writing it "
+                      "again", RunWarning, stacklevel=3)
         return None
-    return report if isinstance(report, dict) and report.get("iterations") == iteration else None
+    return report
 
 
 def check_state_memory(learner, limit_bytes: int | None = None) -> int:

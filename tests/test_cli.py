@@ -601,10 +601,12 @@ def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
     import warnings
 
     from gomoku_jax.records import RecordWarning
+    from gomoku_jax.training import RunWarning
 
     def main():  # what a run that skips a record and meets a library's warning says
         warnings.warn("skipped a malformed game record:\n line 3", RecordWarning)
         warnings.warn("a library's own", DeprecationWarning)
+        warnings.warn("runs/x/report.json cannot be read back", RunWarning)
         return 0
 
     monkeypatch.setattr(cli, "main", main)
@@ -617,7 +619,8 @@ def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
             cli.console()
     assert exit_.value.code == 0
     assert capsys.readouterr().err == (
-        "gomoku-jax: warning: skipped a malformed game record: line 3\n")
+        "gomoku-jax: warning: skipped a malformed game record: line 3\n"
+        "gomoku-jax: warning: runs/x/report.json cannot be read back\n")
     assert passed_on == [("a library's own", DeprecationWarning)]  # left as it was
 
 

@@ -624,10 +624,16 @@ def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupt
     # it was reported fine, and `export` refuses to overwrite the run's own file
     final = (again / "final.gjx").read_bytes()
     (again / "final.gjx").write_bytes(final[: len(final) // 2])
-    with pytest.warns(RuntimeWarning, match=r"final.gjx.*; writing it again from the "
-                                            "checkpoint of iteration"):
+    with pytest.warns(training.RunWarning, match=r"final.gjx.*; writing it again from the "
+                                                 "checkpoint of iteration"):
         training.run(learner, again, progress=False)
     assert (again / "final.gjx").read_bytes() == final
+    # a damaged report is said to be damaged, then evaluated and written again
+    (again / "report.json").write_text('{"iterations": ')
+    with pytest.warns(training.RunWarning, match=r"report.json cannot be read back \(.*\); "
+                                                 "evaluating the agent of iteration"):
+        training.run(learner, again, progress=False)
+    assert json.loads((again / "report.json").read_text())["iterations"] == report["iterations"]
 
 
 def test_a_run_stopped_by_iterations_or_by_an_evaluation_is_finished_as_asked(
