@@ -66,7 +66,12 @@ def _random_game(args: argparse.Namespace) -> int:
 
     from gomoku_jax import render
     from gomoku_jax.game import Gomoku, random_games
+    from gomoku_jax.io import check_folder
 
+    if args.svg is not None:
+        if args.svg.is_dir():
+            raise ValueError(f"--svg {args.svg} is a directory; give the file to write")
+        check_folder(args.svg, "--svg", for_file=True)
     env = Gomoku(args.size, args.k, args.rule)
     final, moves = random_games(env, jax.random.key(args.seed), 1, record=True)
     state = jax.tree.map(lambda x: x[0], final)

@@ -19,6 +19,15 @@ def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
     assert any(word in out for word in ("black wins", "white wins", "draw"))
     root = ET.fromstring(svg.read_text())
     assert root.tag.endswith("svg")
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    for path, text in ((tmp_path, f"--svg {tmp_path} is a directory; give the file to write"),
+                       (afile / "game.svg", f"--svg {afile / 'game.svg'}: {afile} exists and "
+                                            "is not a folder")):
+        assert cli.main(["random-game", "--size", "7", "--k", "4", "--svg", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert text in err and "Errno" not in err and "One random game" not in out, err
+    assert afile.read_text() == "mine"
 
 
 @pytest.mark.parametrize("argv, text", [
