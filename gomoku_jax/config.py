@@ -364,7 +364,12 @@ def read_json(path, what: str = "config file"):
 def algorithm_of(path) -> str:
     """The ``algorithm`` named by a config file (``"alphazero"`` when it names none)."""
     data = read_json(path)
-    algorithm = data.get("algorithm", "alphazero") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        kind = ("null" if data is None else "true/false" if isinstance(data, bool) else
+                "a number" if isinstance(data, (int, float)) else "a string" if isinstance(
+                    data, str) else "an array")
+        raise ConfigError(f"config file {str(path)!r} must hold a JSON object, got {kind}")
+    algorithm = data.get("algorithm", "alphazero")
     if not isinstance(algorithm, str):
         raise ConfigError(f"config file {str(path)!r}: 'algorithm' must be a string")
     return algorithm

@@ -178,6 +178,19 @@ def test_a_key_given_twice_is_refused_not_silently_dropped(tmp_path):
     assert cfglib.parse_override('inner={"depth": 2}') == ("inner", {"depth": 2})
 
 
+@pytest.mark.parametrize("text, kind", [("[1, 2]", "an array"), ('"az"', "a string"),
+                                        ("3", "a number"), ("null", "null"),
+                                        ("true", "true/false")])
+def test_a_config_that_is_not_an_object_says_so(tmp_path, text, kind):
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    for read in (cfglib.algorithm_of, lambda p: cfglib.load_file(Outer, p)):
+        with pytest.raises(cfglib.ConfigError, match=r"c.json' must hold a JSON object"):
+            read(path)
+    with pytest.raises(cfglib.ConfigError, match=rf"must hold a JSON object, got {kind}$"):
+        cfglib.algorithm_of(path)
+
+
 def test_a_key_given_twice_is_located_at_its_second_time():
     text = ('{"a": 1,\n "b": {"c": "}{,\\"c\\": [", "d": [{"c": 0}, "c"],\n'
             '   "c": 2},\n "a": 3}')
