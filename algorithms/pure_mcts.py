@@ -38,6 +38,13 @@ the tree (same canonical board, by a 64-bit Zobrist key) links to that node inst
 adding one, so the tree becomes a DAG. Each node keeps its own board and orientation, so
 moves below a shared node are read in that node's orientation and nothing needs remapping;
 results are backed up along the path actually taken.
+
+Limits. ``simulations`` is at most `MAX_SIMULATIONS` (2**24: visit counts are float32,
+exact up to 2**24, and every index stays far inside int32). Memory: a tree holds per
+game and per simulation (one node each, plus the root) ``NODE_BYTES + CELL_BYTES * N*N``
+bytes (`memory_bytes`); an agent checks, when it is built (one game) and when its batch
+policy is traced (the batch), before anything is allocated, that two copies of the trees
+fit the device (`check_memory`) and raises a ``ValueError`` with the figures otherwise.
 """
 
 from __future__ import annotations
@@ -56,7 +63,57 @@ from gomoku_jax import symmetry, tactics
 from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import DIRECTIONS, EMPTY, Gomoku, State, legal_action_of_rank
 
-__all__ = ["MCTSConfig", "PureMCTSAgent", "SearchOutput", "pure_mcts_agent", "search"]
+__all__ = ["CELL_BYTES", "MAX_SIMULATIONS", "MCTSConfig", "NODE_BYTES", "PureMCTSAgent",
+           "SearchOutput", "check_memory", "check_simulations", "memory_bytes",
+           "pure_mcts_agent", "search"]
+
+# The most simulations a search takes: visit counts are float32, exact up to 2**24 (and
+# node indices, ``simulations + 1`` of them, stay far inside int32).
+MAX_SIMULATIONS = 2**24
+# Bytes of a `_Tree` per node: to_move, mover, winner, visits, score, solved (4 each),
+# terminal (1), keys (8) ...
+NODE_BYTES = 33
+# ... and per node and board cell: boards (int8) and children (int32).
+CELL_BYTES = 5
+
+
+def check_simulations(simulations, what: str = "MCTSConfig.simulations") -> int:
+    """``simulations`` if it is an integer from 1 to `MAX_SIMULATIONS`, else a
+    ``ValueError`` naming ``what`` (e.g. ``"agent 'pure-mcts-0': its simulations"``) and
+    the allowed range."""
+    if isinstance(simulations, bool) or not isinstance(simulations, (int, np.integer)) or not (
+        1 <= simulations <= MAX_SIMULATIONS
+    ):
+        raise ValueError(f"{what} must be a positive integer (1 to {MAX_SIMULATIONS}), "
+                         f"got {simulations!r}")
+    return int(simulations)
+
+
+def memory_bytes(batch: int, simulations: int, num_actions: int) -> int:
+    """Bytes of the trees of ``batch`` games searching ``simulations`` simulations on a
+    board of ``num_actions`` cells: ``batch * (simulations + 1) * (NODE_BYTES + CELL_BYTES
+    * num_actions)`` = ``batch * (simulations + 1) * (33 + 5 * num_actions)``. E.g. 15x15:
+    1158 bytes per game per simulation, 1.1 GiB for one game of 1,000,000 simulations
+    (XLA's own figure for the compiled search, CPU: ~1160 bytes per game per simulation
+    for a batch of 8, ~1390 for one game)."""
+    for name, value in (("batch", batch), ("simulations", simulations),
+                        ("num_actions", num_actions)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(batch) * (int(simulations) + 1) * (NODE_BYTES + CELL_BYTES * int(num_actions))
+
+
+def check_memory(batch: int, simulations: int, num_actions: int,
+                 limit_bytes: int | None = None, device=None, what: str = "pure MCTS") -> int:
+    """Refuse a search whose trees (`memory_bytes`) would not fit; returns their bytes.
+    The check and its message are the tree search's
+    (`gomoku_jax.tree_search.check_tree_memory`): two copies must fit ``limit_bytes``,
+    default the free memory of ``device`` or the host's available RAM."""
+    from gomoku_jax.tree_search import check_tree_memory
+
+    need = memory_bytes(batch, simulations, num_actions)
+    return check_tree_memory(need, batch, simulations, limit_bytes, device,
+                             what=f"{what}: a search")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +129,7 @@ class MCTSConfig:
     transpositions: bool = False
 
     def __post_init__(self):
-        if isinstance(self.simulations, bool) or not isinstance(self.simulations, int) or (
-            self.simulations < 1
-        ):
-            raise ValueError(f"MCTSConfig.simulations must be a positive integer, got {self.simulations!r}")
+        check_simulations(self.simulations)
         if not (isinstance(self.exploration, (int, float)) and self.exploration >= 0):
             raise ValueError(f"MCTSConfig.exploration must be a number >= 0, got {self.exploration!r}")
         if not (isinstance(self.draw_score, (int, float)) and 0 <= self.draw_score <= 1):
@@ -358,6 +412,16 @@ def _policy(env: Gomoku, config: MCTSConfig, params, key, state: State) -> jax.A
     return search(env, config, key, state).action
 
 
+def _batch_policy(env: Gomoku, config: MCTSConfig, params, keys: jax.Array,
+                  states: State) -> jax.Array:
+    """``vmap`` of `_policy` over ``keys [B]``, ``states [B]``, after `check_memory` for
+    the batch (while tracing: before anything is allocated)."""
+    check_memory(int(np.shape(keys)[0]), config.simulations, env.num_actions,
+                 what=f"pure MCTS of {config.simulations} simulations")
+    return jax.vmap(functools.partial(_policy, env, config), in_axes=(None, 0, 0))(
+        params, keys, states)
+
+
 @functools.lru_cache(maxsize=16)
 def _chunked(env: Gomoku, config: MCTSConfig, chunk: int):
     """A deadline search's compiled pieces, shared by the agents of one game and config:
@@ -395,8 +459,16 @@ class PureMCTSAgent(JaxAgent):
 
 
 def pure_mcts_agent(env: Gomoku, simulations: int = 1000, name: str | None = None,
-                    **options) -> PureMCTSAgent:
-    """Pure MCTS as an agent (``pure-mcts-<simulations>``); options as in `MCTSConfig`."""
+                    memory_limit: int | None = None, **options) -> PureMCTSAgent:
+    """Pure MCTS as an agent (``pure-mcts-<simulations>``); options as in `MCTSConfig`.
+
+    Raises ``ValueError`` naming the agent for ``simulations`` outside 1 to
+    `MAX_SIMULATIONS`, or when one game's tree would not fit ``memory_limit`` bytes
+    (default: the device's free memory; `check_memory`). Its batch policy checks the
+    whole batch against the device's free memory when it is traced."""
+    name = name or f"pure-mcts-{simulations}"
+    check_simulations(simulations, f"agent {name!r}: its simulations")
+    check_memory(1, simulations, env.num_actions, memory_limit, what=f"agent {name!r}")
     config = MCTSConfig(simulations=simulations, **options)
-    return PureMCTSAgent(name or f"pure-mcts-{simulations}", static_partial(_policy, env, config),
-                         None, env, config)
+    return PureMCTSAgent(name, static_partial(_policy, env, config), None, env, config,
+                         batch=static_partial(_batch_policy, env, config))

@@ -75,6 +75,7 @@ __all__ = [
     "IGNORES_KEY",
     "available_bytes",
     "check_search_memory",
+    "check_tree_memory",
     "gumbel_muzero_interior_action_selection",
     "gumbel_muzero_policy",
     "gumbel_muzero_root_action_selection",
@@ -174,17 +175,17 @@ def _host_available_bytes() -> tuple[int, str]:
     return int(free), "available host RAM"
 
 
-def check_search_memory(batch: int, num_simulations: int, num_actions: int,
-                        embedding_bytes: int, limit_bytes: int | None = None,
-                        device=None) -> int:
-    """Refuse a search whose tree would not fit; returns its bytes.
+def check_tree_memory(need: int, batch: int, num_simulations: int,
+                      limit_bytes: int | None = None, device=None, what: str = "search") -> int:
+    """Refuse trees of ``need`` bytes (``batch`` games of ``num_simulations``
+    simulations) that would not fit; returns ``need``. The one check behind every
+    search's memory (this module's, pure MCTS's).
 
-    Raises ``ValueError`` naming the tree's size and the limit when twice
-    `search_memory_bytes` exceeds ``limit_bytes`` (default: the free memory of
-    ``device`` from its ``memory_stats()``, or the host's available RAM when the device
-    has no statistics, e.g. the CPU).
+    Raises ``ValueError`` (starting with ``what``) naming the size, per game and per
+    simulation, and the limit when twice ``need`` exceeds ``limit_bytes`` (default: the
+    free memory of ``device`` from its ``memory_stats()``, or the host's available RAM
+    when the device has no statistics, e.g. the CPU).
     """
-    need = search_memory_bytes(batch, num_simulations, num_actions, embedding_bytes)
     if limit_bytes is None:
         limit, source = available_bytes(device)
     else:
@@ -194,14 +195,23 @@ def check_search_memory(batch: int, num_simulations: int, num_actions: int,
             raise ValueError(f"limit_bytes must be a positive integer, got {limit_bytes!r}")
         limit, source = int(limit_bytes), "limit_bytes"
     if _COPIES * need > limit:
+        fewer = "fewer simulations" if batch == 1 else "a smaller batch or fewer simulations"
         raise ValueError(
-            f"search of batch {batch} x {num_simulations} simulations needs a tree of "
+            f"{what} of batch {batch} x {num_simulations} simulations needs a tree of "
             f"{need / 2**20:.1f} MiB ({need / (batch * (num_simulations + 1)):.0f} bytes per "
             f"game per simulation, {_COPIES} copies = {_COPIES * need / 2**20:.1f} MiB), over "
-            f"the {source} of {limit / 2**20:.1f} MiB; use a smaller batch or fewer "
-            "simulations"
+            f"the {source} of {limit / 2**20:.1f} MiB; use {fewer}"
         )
     return need
+
+
+def check_search_memory(batch: int, num_simulations: int, num_actions: int,
+                        embedding_bytes: int, limit_bytes: int | None = None,
+                        device=None) -> int:
+    """Refuse a search whose tree (`search_memory_bytes`) would not fit; returns its
+    bytes (`check_tree_memory`)."""
+    need = search_memory_bytes(batch, num_simulations, num_actions, embedding_bytes)
+    return check_tree_memory(need, batch, num_simulations, limit_bytes, device)
 
 
 def _embedding_bytes(embedding) -> int:

@@ -1,5 +1,7 @@
 """Pure MCTS: exact rollouts, wins and blocks in one, legal and reproducible search."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -182,3 +184,81 @@ def test_pure_mcts_agents_built_alike_share_their_compiled_search():
     assert pm.pure_mcts_agent(ENV, 60).policy != a.policy
     # the deadline search's chunks too
     assert pm._chunked(a.env, a.config, a.chunk) is pm._chunked(b.env, b.config, b.chunk)
+
+
+# ------------------------------------------------------- limits: simulations and memory
+@pytest.mark.parametrize("n", ["0", "3000000000", "99999999999999999999",
+                               str(pm.MAX_SIMULATIONS + 1)])
+def test_out_of_range_pure_mcts_names_are_refused_when_parsed(n):
+    from gomoku_jax import agents
+
+    text = (rf"agent 'pure-mcts-{n}': its simulations must be a positive integer "
+            rf"\(1 to {pm.MAX_SIMULATIONS}\), got {int(n)}$")
+    for spec in (f"pure-mcts-{n}", f"pure-mcts-{n}+killer"):
+        with pytest.raises(ValueError, match=text):
+            agents.make(spec, Gomoku(5, 4))
+    with pytest.raises(ValueError, match=r"MCTSConfig.simulations must be a positive integer "
+                                         rf"\(1 to {pm.MAX_SIMULATIONS}\)"):
+        pm.MCTSConfig(simulations=int(n))
+
+
+def test_the_simulation_bound_keeps_counts_exact_and_covers_play():
+    from gomoku_jax import play
+
+    assert pm.MAX_SIMULATIONS == 2**24  # float32 visit counts are exact up to here
+    assert np.float32(pm.MAX_SIMULATIONS) - np.float32(pm.MAX_SIMULATIONS - 1) == 1
+    assert pm.check_simulations(pm.MAX_SIMULATIONS) == pm.MAX_SIMULATIONS
+    assert play.MAX_BUDGET <= pm.MAX_SIMULATIONS  # play's own, tighter limit stays
+
+
+def test_a_tree_too_big_for_memory_is_refused_with_the_figures():
+    per_sim = pm.NODE_BYTES + pm.CELL_BYTES * ENV.num_actions  # 438 on 9x9
+    assert pm.memory_bytes(1, 10_000, ENV.num_actions) == 10_001 * per_sim
+    with pytest.raises(ValueError, match=(
+            rf"^agent 'pure-mcts-10000': a search of batch 1 x 10000 simulations needs a tree "
+            rf"of 4\.2 MiB \({per_sim} bytes per game per simulation, 2 copies = 8\.4 MiB\), "
+            r"over the limit_bytes of 1\.0 MiB; use fewer simulations$")):
+        pm.pure_mcts_agent(ENV, 10_000, memory_limit=2**20)
+    need = pm.memory_bytes(8, 1000, 81)
+    assert pm.check_memory(8, 1000, 81, limit_bytes=2 * need) == need
+    with pytest.raises(ValueError, match="batch 8 x 1000 simulations.*use a smaller batch"):
+        pm.check_memory(8, 1000, 81, limit_bytes=2 * need - 1)
+    with pytest.raises(ValueError, match="limit_bytes must be a positive integer"):
+        pm.check_memory(1, 10, 81, limit_bytes=0)
+
+
+def test_the_batch_policy_checks_the_whole_batch_before_allocating(monkeypatch):
+    from gomoku_jax import agents, arena, tree_search
+
+    env = Gomoku(5, 4)
+    one_game = pm.memory_bytes(1, 200, env.num_actions)
+    monkeypatch.setattr(tree_search, "available_bytes",  # room for one game, not four
+                        lambda device=None: (3 * one_game, "test memory"))
+    agent = agents.make("pure-mcts-200", env)
+    with pytest.raises(ValueError, match=r"^pure MCTS of 200 simulations: a search of batch 4 x "
+                                         r"200 simulations needs .* over the test memory"):
+        arena.play_match(env, agent, agents.random_agent(), 4)
+
+
+def test_memory_bytes_matches_the_compiled_search():
+    env, batch, sims = Gomoku(7, 4), 4, 500
+    config = pm.MCTSConfig(simulations=sims)
+    keys = jax.random.split(jax.random.key(0), batch)
+    states = jax.vmap(env.init)(keys)
+    compiled = jax.jit(functools.partial(pm._batch_policy, env, config, None)).lower(
+        keys, states).compile()
+    analysis = compiled.memory_analysis()
+    if analysis is None or not getattr(analysis, "temp_size_in_bytes", 0):
+        pytest.skip("this backend reports no memory analysis")
+    need = pm.memory_bytes(batch, sims, env.num_actions)
+    # XLA updates the tree in place: about one copy, within the two the check asks for
+    assert 0.8 * need <= analysis.temp_size_in_bytes <= 2 * need
+
+
+def test_a_normal_pure_mcts_name_still_plays():
+    from gomoku_jax import agents
+
+    agent = agents.make("pure-mcts-50", Gomoku(5, 4))
+    state = Gomoku(5, 4).init()
+    move = agent.act(state, jax.random.key(0))
+    assert 0 <= move < 25 and bool(state.legal_action_mask[move])
