@@ -583,6 +583,8 @@ class Checkpointer:
         self._check_config(stored)
 
         abstract = jax.tree_util.tree_map_with_path(_restorable, target)
+        if not (self.directory / str(step) / _ITEM).is_dir():  # (orbax: a registry error)
+            raise self._corrupt(step, f"its data folder {_ITEM}/ is missing")
         # The data files first, with no event loop (see `_check_data`): a damaged index
         # read by orbax's metadata calls floods the terminal with its threads' tracebacks.
         self._check_data(step)

@@ -391,6 +391,22 @@ def test_missing_files_in_latest_step_are_reported_clearly(tmp_path):
     _assert_state_equal(ck.restore(target, step=1), _state(1))
 
 
+def test_a_step_without_its_data_folder_is_named_plainly(tmp_path, capfd, caplog):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    ck.save(2, _state(2))
+    shutil.rmtree(tmp_path / "run" / "2" / "default")  # e.g. a copy that left it out
+    (tmp_path / "run" / "3").mkdir()  # or an empty step folder
+    target = jax.eval_shape(lambda: _state(0))
+    for step in (3, 2):
+        with pytest.raises(CheckpointError, match=rf"{tmp_path / 'run' / str(step)} \(step "
+                                                  rf"{step}\) is unreadable or corrupt: its data "
+                                                  r"folder default/ is missing\. Delete"):
+            _ckpt(tmp_path).restore(target, step=step)
+    assert "handler" not in capfd.readouterr().err + caplog.text  # no orbax internals
+    _assert_state_equal(_ckpt(tmp_path).restore(target, step=1), _state(1))
+
+
 def test_missing_config_file_is_refused(tmp_path):
     ck = _ckpt(tmp_path)
     ck.save(1, _state(1))
