@@ -65,6 +65,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import errno
 import functools
 import http.server
 import importlib.resources
@@ -928,8 +929,13 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
         server = server_class((bare, port), handler)
     except OSError as err:
         shown = f"[{bare}]" if ":" in bare else bare
-        raise ValueError(f"cannot listen on {shown}:{port} ({err.strerror or err}); try "
-                         "another --port, or --port 0 for a free one") from None
+        if isinstance(err, socket.gaierror) or err.errno == errno.EADDRNOTAVAIL:
+            advice = ("--host must be an address or a name of this machine (the default "
+                      "127.0.0.1 serves this machine only)")  # an unknown or foreign host
+        else:
+            advice = "try another --port, or --port 0 for a free one"
+        raise ValueError(f"cannot listen on {shown}:{port} ({err.strerror or err}); "
+                         f"{advice}") from None
     server.daemon_threads = True
     # The names it answers to (`_Handler._check_sender`): this machine's loopback names, the
     # host it was told and the address that became; bound to every interface, also this

@@ -591,7 +591,14 @@ def test_cli_play_reports_bad_settings_in_one_line(served, capsys):
     app, client = served
     port = int(client.base.rsplit(":", 1)[1])  # taken by the test server
     assert cli.main(["play", "--port", str(port), "--size", "9"]) == 2
-    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "try another --port" in err
+    # an address this machine does not have, a name nobody knows: the host, not the port
+    for host in ("999.1.1.1", "192.0.2.1"):  # not an address; TEST-NET-1, not ours
+        assert cli.main(["play", "--host", host, "--port", "0", "--size", "9"]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot listen on {host}:0" in err and "--host must be an address or a " \
+            "name of this machine" in err and "--port" not in err, err
 
 
 # ------------------------------------------------------ budgets, overlay, cache
