@@ -60,8 +60,10 @@ def load_network(path):
                      positional_bias=game.get("positional_bias"))
         module = networks.make_network(net["name"], board_size=env.size, **net["options"])
     except (KeyError, TypeError, ValueError) as error:
+        why = (f"the setting {error.args[0]!r} is missing" if isinstance(error, KeyError)
+               else str(error))
         raise gio.CheckpointError(
-            f"{path}: the exported file's settings cannot rebuild an agent ({error})") from None
+            f"{path}: the exported file's settings cannot rebuild an agent ({why})") from None
     mismatch = networks.variables_mismatch(module, variables, env.observation_shape)
     if mismatch:
         shown = "; ".join(mismatch[:4]) + (f"; and {len(mismatch) - 4} more"

@@ -434,7 +434,7 @@ def _check_header(path: Path, line: int, head: Any, env: Gomoku | None) -> GameC
         raise fail(f"bad game settings in the header: {err}") from None
     if env is not None and env.config != config:
         raise RecordError(str(path), line, f"the records are {config.size}x{config.size} "
-                          f"k={config.k} {config.rule}, but env is {env.id}")
+                          f"k={config.k} {config.rule}, but the game asked for is {env.id}")
     return config
 
 
@@ -650,7 +650,7 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
         raise RecordError(source, first,
                           f"board {width}x{height}: {err} (pass env for k)") from None
     if env.size != width:
-        raise RecordError(source, first, f"board {width}x{width}, but env is {env.id}")
+        raise RecordError(source, first, f"board {width}x{width}, but the game asked for is {env.id}")
     moves, lines_of = [], []
     trailer_from = len(numbered)
     for j, (number, line) in enumerate(numbered[1:], start=1):

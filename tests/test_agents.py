@@ -172,6 +172,26 @@ def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind
     assert any(unmarked) and any(earlier), (unmarked, earlier)
 
 
+@pytest.mark.parametrize("drop", ["game", "network"])
+def test_an_exported_file_missing_a_setting_names_it(tmp_path, drop):
+    from gomoku_jax import exported, networks
+    from gomoku_jax import io as gio
+
+    module = networks.make_network("resnet", board_size=5, blocks=1, filters=4)
+    env = Gomoku(5, 4)
+    variables = networks.init_network(module, jax.random.key(0), env.observation_shape)
+    meta = {"agent": "search", "game": {"size": 5, "k": 4, "rule": "freestyle",
+                                        "observation": env.observation},
+            "network": {"name": "resnet", "options": {"blocks": 1, "filters": 4}}}
+    del meta[drop]
+    path = tmp_path / "partial.gjx"
+    gio.write_exported(path, meta, jax.device_get(variables))
+    with pytest.raises(gio.CheckpointError, match=rf"partial.gjx: the exported file's settings "
+                                                  rf"cannot rebuild an agent \(the setting "
+                                                  rf"'{drop}' is missing\)$"):
+        exported.load_agent(path)
+
+
 def test_make_builds_a_weakened_heuristic_by_name():
     four = {(2, c): 2 for c in range(2, 6)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
     seeds = range(40)

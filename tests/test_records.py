@@ -199,7 +199,7 @@ def test_a_file_without_a_proper_header_raises(tmp_path):
         records.read_records(path)
     path.write_text(HEADER + "\n")
     assert records.read_records(path) == []
-    with pytest.raises(RecordError, match="records are 5x5 k=3 freestyle, but env is gomoku-9x9"):
+    with pytest.raises(RecordError, match="records are 5x5 k=3 freestyle, but the game asked for is gomoku-9x9"):
         records.read_records(path, Gomoku(9, 5))
 
 
@@ -281,7 +281,7 @@ def test_bad_psq_names_the_line(text, number, phrase):
         records.parse_psq(text, source="bad.psq")
     assert (info.value.path, info.value.line) == ("bad.psq", number)
     assert phrase in info.value.reason
-    with pytest.raises(RecordError, match="board 15x15, but env is gomoku-9x9"):
+    with pytest.raises(RecordError, match="board 15x15, but the game asked for is gomoku-9x9"):
         records.parse_psq(PSQ, Gomoku(9, 5))
 
 
