@@ -371,7 +371,7 @@ def test_resuming_on_other_records_than_the_run_started_with_is_refused(tmp_path
     final = tmp_path / "run" / "final.gjx"
     whole = final.read_bytes()
     final.write_bytes(whole[:100])
-    with pytest.warns(RuntimeWarning, match="writing it again"):
+    with pytest.warns(training.RunWarning, match="writing it again"):
         assert run(2)["iterations"] == 2
     assert final.read_bytes() == whole
 
