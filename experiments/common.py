@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ import jax
 import numpy as np
 
 from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
+from gomoku_jax.cli import output_file
 from gomoku_jax.config import seed_argument
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -45,24 +45,6 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
                              "(default 4)")
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     add_out_argument(parser, report_example)
-
-
-def output_file(text: str) -> Path:
-    """An ``argparse`` type for a file a command writes when it is done: a directory, or
-    a place where its folder cannot be made or written (a file in the way, no write
-    permission), is refused at once, not after the work."""
-    from gomoku_jax.io import check_folder
-
-    if text == "":
-        raise argparse.ArgumentTypeError("the path is empty; give the file to write")
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory; give the file to write")
-    try:
-        check_folder(path, "", for_file=True)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).strip()) from None
-    return path
 
 
 def add_out_argument(parser, report_example: str) -> None:

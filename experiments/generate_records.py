@@ -218,8 +218,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments.common import output_file  # imports JAX: not in the workers' import
-    from gomoku_jax.cli import ArgumentParser
+    from gomoku_jax.cli import ArgumentParser, output_file  # JAX: not in the workers' imports
     from gomoku_jax.config import seed_argument
 
     parser = ArgumentParser(

@@ -66,12 +66,6 @@ def _random_game(args: argparse.Namespace) -> int:
 
     from gomoku_jax import render
     from gomoku_jax.game import Gomoku, random_games
-    from gomoku_jax.io import check_folder
-
-    if args.svg is not None:
-        if args.svg.is_dir():
-            raise ValueError(f"--svg {args.svg} is a directory; give the file to write")
-        check_folder(args.svg, "--svg", for_file=True)
     env = Gomoku(args.size, args.k, args.rule)
     final, moves = random_games(env, jax.random.key(args.seed), 1, record=True)
     state = jax.tree.map(lambda x: x[0], final)
@@ -424,6 +418,24 @@ def nonempty_path(text: str) -> Path:
     return Path(text)
 
 
+def output_file(text: str) -> Path:
+    """An ``argparse`` type for a file a command writes when it is done: a directory, or
+    a place where its folder cannot be made or written (a file in the way, no write
+    permission), is refused at once, not after the work."""
+    from gomoku_jax.io import check_folder
+
+    if text == "":
+        raise argparse.ArgumentTypeError("the path is empty; give the file to write")
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give the file to write")
+    try:
+        check_folder(path, "", for_file=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).strip()) from None
+    return path
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -498,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--seed", type=config_lib.seed_argument, default=0,
                       help="random seed (default 0)")
     game.add_argument("--moves", action="store_true", help="also print the move list")
-    game.add_argument("--svg", type=nonempty_path, default=None, help="write an SVG picture here")
+    game.add_argument("--svg", type=output_file, default=None, help="write an SVG picture here")
     tour = sub.add_parser("tournament", help="round robin between named agents")
     tour.add_argument("--config", type=nonempty_path, default=None,
                       help="JSON with game, agents, games_per_pair, opening_stones, seed")

@@ -21,10 +21,13 @@ def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
     assert root.tag.endswith("svg")
     afile = tmp_path / "afile"
     afile.write_text("mine")
-    for path, text in ((tmp_path, f"--svg {tmp_path} is a directory; give the file to write"),
-                       (afile / "game.svg", f"--svg {afile / 'game.svg'}: {afile} exists and "
-                                            "is not a folder")):
-        assert cli.main(["random-game", "--size", "7", "--k", "4", "--svg", str(path)]) == 2
+    for path, text in ((tmp_path, f"argument --svg: {tmp_path} is a directory; give the file "
+                                  "to write"),
+                       (afile / "game.svg", f"argument --svg: {afile / 'game.svg'}: {afile} "
+                                            "exists and is not a folder")):
+        with pytest.raises(SystemExit) as exit_:  # refused as the option is read
+            cli.main(["random-game", "--size", "7", "--k", "4", "--svg", str(path)])
+        assert exit_.value.code == 2
         out, err = capsys.readouterr()
         assert text in err and "Errno" not in err and "One random game" not in out, err
     assert afile.read_text() == "mine"
