@@ -71,6 +71,7 @@ float32. BatchNorm uses momentum 0.9 and epsilon 1e-5 (PyTorch's defaults).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -856,15 +857,47 @@ def _jit_init(module: nn.Module, key: jax.Array, shape: tuple[int, ...]) -> dict
     return {k: v for k, v in variables.items() if k != "intermediates"}
 
 
+class _TooManyVariables(Exception):
+    """Raised inside `_at_most_variables` with the number of variables made so far."""
+
+
+@contextlib.contextmanager
+def _at_most_variables(limit: int):
+    """Stop a module's ``init`` (raise `_TooManyVariables`) as soon as it has made more
+    than ``limit`` variables, counted after each submodule call. Tracing a network costs
+    time in its number of layers, so a header that asks for 100,000 blocks is refused
+    after a few more layers than its file holds, not after minutes."""
+
+    def count(next_fun, args, kwargs, context):
+        out = next_fun(*args, **kwargs)
+        scope = getattr(context.module, "scope", None)
+        root = getattr(scope, "root", None)
+        if root is not None and hasattr(root, "variables"):
+            made = len(jax.tree.leaves(root.variables()))
+            if made > limit:
+                raise _TooManyVariables(made)
+        return out
+
+    with nn.intercept_methods(count):
+        yield
+
+
 def variables_mismatch(module: nn.Module, variables, observation_shape) -> list[str]:
     """How ``variables`` (a nested dict of arrays) fail to fit ``module`` on planes of
     ``observation_shape``: one line per missing or extra leaf and per leaf of another
     shape or dtype (``params.policy_fc.kernel: float32 (162, 81), expected float32 (450,
     225)``); empty when they fit. Nothing is initialised: the expected leaves come from
-    ``jax.eval_shape``."""
+    ``jax.eval_shape``, which stops (one line then says so) once the network has made
+    more arrays than ``variables`` holds."""
     shape = tuple(int(s) for s in observation_shape)
-    expected = jax.eval_shape(functools.partial(_jit_init, module, shape=shape),
-                              jax.random.PRNGKey(0))
+    held = len(jax.tree.leaves(variables))
+    try:  # a header asking for far more layers than the file holds is not traced whole
+        with _at_most_variables(held):
+            expected = jax.eval_shape(functools.partial(_jit_init, module, shape=shape),
+                                      jax.random.PRNGKey(0))
+    except _TooManyVariables as error:
+        return [f"the network makes more than the {held} arrays given (at least "
+                f"{error.args[0]}; stopped building it there)"]
 
     def flat(tree):
         leaves = jax.tree_util.tree_flatten_with_path(tree)[0]

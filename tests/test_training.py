@@ -699,6 +699,10 @@ def _rewrite_header(src, dst, **changes):
     ({"game__size": 15}, r"do not fit the network its header describes \(resnet .* on 15x15"),
     ({"network__options__filters": 16},
      r"do not fit .*'filters': 16.*: float32 \(8,\), expected float32 \(16,\)"),
+    # a header asking for far more layers than the file holds is refused without being
+    # built whole (100,000 blocks used to take minutes to trace)
+    ({"network__options__blocks": 100_000},
+     r"do not fit .*'blocks': 100000.*: the network makes more than the \d+ arrays given"),
     ({"search": None}, r"play-time search is missing or invalid \(KeyError"),
     ({"search__num_simulations": -5}, r"play-time search is missing or invalid"),
 ])
