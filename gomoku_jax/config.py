@@ -20,6 +20,8 @@ import dataclasses
 import json
 import math
 import pathlib
+import re
+import sys
 import types
 import typing
 from typing import Any, Mapping, Sequence
@@ -125,16 +127,31 @@ def _second_key_at(text: str) -> int | None:
 
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses a key given twice in one object (`DuplicateKeyError`,
-    a ``json.JSONDecodeError``): the project's reader of settings, headers and records."""
+    a ``json.JSONDecodeError``): the project's reader of settings, headers and records.
+    An integer too long for Python to read (more than 4,300 digits) is a
+    ``json.JSONDecodeError`` at its place, not a bare ``ValueError``."""
+
+    def document() -> str:
+        return text if isinstance(text, str) else text.decode(json.detect_encoding(text),
+                                                              "surrogatepass")
+
     try:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except DuplicateKeyError as error:
-        doc = text if isinstance(text, str) else text.decode(json.detect_encoding(text),
-                                                             "surrogatepass")
+        doc = document()
         pos = _second_key_at(doc)
         if pos is None or json.decoder.scanstring(doc, pos + 1)[0] != error.key:
             raise
         raise DuplicateKeyError(error.key, error.keys, doc, pos) from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # int() refused a number's length (sys.get_int_max_str_digits)
+        doc = document()
+        found = re.search(r"\d{%d,}" % (sys.get_int_max_str_digits() + 1), doc)
+        if not sys.get_int_max_str_digits() or found is None:
+            raise
+        raise json.JSONDecodeError(f"a number of {len(found.group())} digits, more than "
+                                   "can be read", doc, found.start()) from None
 
 
 # The largest seed: seeds are offset (per game, per evaluation) and become JAX keys, which
@@ -440,13 +457,19 @@ def _check_without_variants(cls, path, itself: dict, overrides: Mapping[str, Any
                           "without them would fail)") from None
 
 
+def brief(text: str, width: int = 40) -> str:
+    """``text`` cut to ``width`` characters (the last three ``...``), for an error
+    message that quotes what it was given."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def brief_json(value, width: int = 60) -> str:
     """``value`` as JSON, cut to ``width`` characters, for an error message."""
     try:
         text = json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
+    except (TypeError, ValueError, RecursionError):  # an int of > 4,300 digits too
+        text = f"<{type(value).__name__}>"
+    return brief(text, width)
 
 
 def _check_meta_overrides(path, overrides: Mapping[str, Any], algorithm) -> None:

@@ -206,6 +206,21 @@ def test_a_key_given_twice_is_located_at_its_second_time():
         cfglib.loads(text.replace('"c": 2', '"e": 2'))  # then the outer "a"
 
 
+def test_an_integer_too_long_to_read_is_a_json_error_at_its_place(tmp_path):
+    # Python's int() reads at most 4,300 digits; json.loads then raises a bare ValueError
+    text = '{"train": {"seed": 1,\n  "iterations": ' + "9" * 5000 + "}}"
+    with pytest.raises(json.JSONDecodeError) as caught:
+        cfglib.loads(text)
+    error = caught.value
+    assert (error.lineno, error.colno) == (2, 17) and text[error.pos:].startswith("999")
+    assert str(error).startswith("a number of 5000 digits, more than can be read")
+    assert cfglib.loads('{"a": ' + "9" * 4300 + "}")["a"] == int("9" * 4300)  # the limit
+    path = tmp_path / "long.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="a number of 5000 digits.*line 2 column 17"):
+        cfglib.read_json(path)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.integers() | st.text(max_size=4),
                     lambda inner: st.lists(inner, max_size=3)
