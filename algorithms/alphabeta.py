@@ -60,7 +60,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from gomoku_jax import tactics
-from gomoku_jax.agents import PythonAgent
+from gomoku_jax.agents import PythonAgent, whole_number
 from gomoku_jax.game import DIRECTIONS, Gomoku, State
 
 __all__ = [
@@ -1396,10 +1396,12 @@ def by_name(name: str, env: Gomoku) -> PythonAgent:
                 f"searches every game to its end, which on {env.size}x{env.size} would not "
                 "finish; use alphabeta-D or gomokubot-D there")
         return MinimaxAgent(env)
-    if depth is not None and int(depth) < 1:
-        raise ValueError(f"{name!r}: the depth must be at least 1")
+    if depth is not None:
+        depth = whole_number(depth, name)
+        if depth < 1:
+            raise ValueError(f"{name!r}: the depth must be at least 1")
     if kind in ("alphabeta", "negamax"):
-        d = 2 if depth is None else int(depth)
+        d = 2 if depth is None else depth
         return NegamaxAgent(env, d, name=f"{kind}-{d}")
-    d = _BOT_DEPTH if depth is None else int(depth)
+    d = _BOT_DEPTH if depth is None else depth
     return GomokuBotAgent(env, d, name=f"gomokubot-{d}")

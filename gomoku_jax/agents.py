@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import ops, tactics
-from gomoku_jax.config import check_number
+from gomoku_jax.config import brief, check_number
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -330,6 +330,17 @@ def digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def whole_number(text: str, spec: str) -> int:
+    """The number written in ``text`` (ASCII digits, see `digits`) within agent name
+    ``spec``; a ``ValueError`` naming the agent for one too long for ``int`` to read
+    (Python reads at most 4,300 digits)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"agent {brief(repr(spec), 60)}: its number of {len(text)} digits "
+                         "is far too large") from None
+
+
 def register_agent(name_or_prefix: str, factory: AgentFactory, *,
                    replace: bool = False) -> None:
     """Make `make` (and so configs' ``eval.opponents``, tournaments, ``pbrain``, the play
@@ -416,7 +427,7 @@ def make(spec: str, env: Gomoku) -> Agent:
         return random_agent()
     top_k = base[len("heuristic-"):] if base.startswith("heuristic-") else None
     if base == "heuristic" or (top_k is not None and digits(top_k)):
-        top_k = int(top_k) if top_k else 3
+        top_k = whole_number(top_k, spec) if top_k else 3
         probability = 1.0
         if at:
             try:
@@ -430,7 +441,8 @@ def make(spec: str, env: Gomoku) -> Agent:
     if spec.startswith("pure-mcts-") and digits(spec[len("pure-mcts-"):]):
         from algorithms import pure_mcts
 
-        return pure_mcts.pure_mcts_agent(env, int(spec[len("pure-mcts-"):]), name=spec)
+        return pure_mcts.pure_mcts_agent(env, whole_number(spec[len("pure-mcts-"):], spec),
+                                         name=spec)
     from algorithms import alphabeta
 
     try:
@@ -475,9 +487,9 @@ def parse_exported(spec: str) -> tuple[str, int | None] | None:
     path, at, sims = spec.rpartition("@")
     if not (at and path.endswith(".gjx")):
         return None
-    if not digits(sims) or int(sims) < 1:
+    if not digits(sims) or whole_number(sims, spec) < 1:
         raise ValueError(f"{spec!r}: the simulations after '@' must be a whole number >= 1")
-    return path, int(sims)
+    return path, whole_number(sims, spec)
 
 
 def exported_spec(spec: str) -> tuple[str, int | None] | None:

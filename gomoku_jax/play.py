@@ -81,7 +81,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
-from gomoku_jax.config import loads
+from gomoku_jax.config import brief, loads
 from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
@@ -319,9 +319,9 @@ def _check_budget(budget, budget_name: str | None = None) -> int | None:
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
         if budget_name:
             raise PlayError(f"{budget_name} must be an integer from 1 to {MAX_BUDGET}, "
-                            f"got {budget!r}")
+                            f"got {brief(repr(budget))}")
         raise PlayError(f"budget must be an integer from 1 to {MAX_BUDGET} or null, "
-                        f"got {budget!r}")
+                        f"got {brief(repr(budget))}")
     return budget
 
 
@@ -447,7 +447,11 @@ class PlayApp:
             player = _exported_player(path, budget, stored, env, budget_name)
             return player, (stored if stored is not None else player.budget)
         if base.startswith("pure-mcts-") and agents_lib.digits(base[len("pure-mcts-"):]):
-            stored = _check_budget(int(base[len("pure-mcts-"):]), f"agent {spec!r}: its N")
+            try:
+                stored = agents_lib.whole_number(base[len("pure-mcts-"):], spec)
+            except ValueError as err:
+                raise PlayError(str(err)) from None
+            stored = _check_budget(stored, f"agent {brief(repr(spec))}: its N")
             if not killer:
                 return _mcts_player(base, budget if budget is not None else stored, env), stored
             if budget is not None:
@@ -853,8 +857,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         name = fields.get("name", [None])[0]
         budget = fields.get("budget", [None])[0]
         if budget is not None:
+            shown = brief(repr(budget))
             if not agents_lib.digits(budget):
-                raise PlayError(f"budget must be an integer, got {budget!r}")
+                raise PlayError(f"budget must be an integer, got {shown}")
+            if len(budget.lstrip("0")) > 100:
+                raise PlayError(f"budget {shown} of {len(budget)} digits is far too large")
             budget = int(budget)
         return self.app.agent_info(name, budget)
 

@@ -226,6 +226,17 @@ def test_make_passes_on_why_a_search_agent_name_is_refused(name, why):
     assert why in str(error.value) and "unknown agent" not in str(error.value)
 
 
+@pytest.mark.parametrize("template", ["pure-mcts-{}", "heuristic-{}", "alphabeta-{}",
+                                      "gomokubot-{}", "x.gjx@{}", "pure-mcts-{}+killer"])
+def test_a_number_too_long_to_read_in_an_agent_name_names_the_agent(template):
+    name = template.format("9" * 5000)  # Python's int() reads at most 4,300 digits
+    with pytest.raises(ValueError) as error:
+        agents.make(name, ENV)
+    message = str(error.value)
+    assert message.startswith("agent " + repr(name)[:20]) and len(message) < 150, message
+    assert message.endswith("its number of 5000 digits is far too large")
+
+
 def test_exported_agent_names_are_parsed_one_way():
     assert agents.parse_exported("runs/a@b/final.gjx") == ("runs/a@b/final.gjx", None)
     assert agents.parse_exported("runs/a@b/final.gjx@64") == ("runs/a@b/final.gjx", 64)

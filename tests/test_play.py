@@ -206,6 +206,14 @@ def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
     ("/api/new", b'{"agent": "random", "budget": 10}', "has no search budget"),
     ("/api/new", b'{"agent": "pure-mcts-10", "budget": 0}', "budget must be an integer"),
     ("/api/new", b'{"agent": "pure-mcts-10", "budget": "many"}', "budget must be an integer"),
+    ("/api/new", b'{"agent": "pure-mcts-' + b"9" * 5000 + b'"}',
+     "its number of 5000 digits is far too large"),  # more than int() reads
+    ("/api/new", b'{"agent": "gomokubot-' + b"9" * 5000 + b'"}',
+     "its number of 5000 digits is far too large"),
+    ("/api/new", b'{"agent": "pure-mcts-10", "budget": ' + b"9" * 4000 + b"}",
+     "budget must be an integer from 1 to"),  # its 4,000 digits are not echoed (below)
+    ("/api/new", b'{"agent": "pure-mcts-10", "budget": ' + b"9" * 5000 + b"}",
+     "not valid JSON"),
     ("/api/new", b'{"game": {"size": 40}}', "game: "),
     ("/api/new", b'{"game": {"rule": "renju"}}', "game.rule must be one of"),
     ("/api/new", b'{"seed": 3}', "unknown field(s) ['seed']"),
@@ -217,8 +225,19 @@ def test_a_malformed_request_gets_400_naming_the_problem(served, path, raw, prob
     client.post("/api/move", {"row": 2, "col": 2})
     before = client.get("/api/state")[1]
     status, body = client.post(path, raw=raw)
-    assert status == 400 and problem in body["error"], body
+    assert status == 400 and problem in body["error"] and len(body["error"]) < 400, body
     assert client.get("/api/state")[1] == before
+
+
+def test_agent_info_refuses_a_budget_that_is_not_a_readable_number(served):
+    _, client = served
+    for budget, problem in (("many", "budget must be an integer, got 'many'"),
+                            ("9" * 5000, "budget '999"),
+                            ("9" * 5000, "of 5000 digits is far too large")):
+        status, body = client.get(f"/api/agent-info?name=pure-mcts-7&budget={budget}")
+        assert status == 400 and problem in body["error"] and len(body["error"]) < 200, body
+    status, body = client.get("/api/agent-info?name=pure-mcts-7&budget=0012")
+    assert status == 200 and body["name"] == "pure-mcts-12"
 
 
 def test_an_api_path_asked_with_the_other_method_gets_405_saying_which(served):
@@ -611,6 +630,8 @@ def test_agent_info_budgets_and_the_cache():
     assert not app.agent_info("heuristic+killer")["overlay"]
     with pytest.raises(PlayError, match="unknown agent"):
         app.agent_info("alphabeta-x")
+    with pytest.raises(PlayError, match=r"agent 'pure-mcts-9+\.\.\.: its number of 5000 digits"):
+        app.agent_info("pure-mcts-" + "9" * 5000)
     env = Gomoku(7, 4)
     first = app.player("pure-mcts-30", 12, env)
     assert app.player("pure-mcts-30", 12, env) is first  # built (and compiled) once
