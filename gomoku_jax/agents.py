@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import ops, tactics
-from gomoku_jax.config import brief, check_number
+from gomoku_jax.config import check_number, clip
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -337,7 +337,7 @@ def whole_number(text: str, spec: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"agent {brief(repr(spec), 60)}: its number of {len(text)} digits "
+        raise ValueError(f"agent {clip(repr(spec), 60)}: its number of {len(text)} digits "
                          "is far too large") from None
 
 

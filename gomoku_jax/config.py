@@ -457,7 +457,7 @@ def _check_without_variants(cls, path, itself: dict, overrides: Mapping[str, Any
                           "without them would fail)") from None
 
 
-def brief(text: str, width: int = 40) -> str:
+def clip(text: str, width: int = 40) -> str:
     """``text`` cut to ``width`` characters (the last three ``...``), for an error
     message that quotes what it was given."""
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -469,7 +469,7 @@ def brief_json(value, width: int = 60) -> str:
         text = json.dumps(value)
     except (TypeError, ValueError, RecursionError):  # an int of > 4,300 digits too
         text = f"<{type(value).__name__}>"
-    return brief(text, width)
+    return clip(text, width)
 
 
 def _check_meta_overrides(path, overrides: Mapping[str, Any], algorithm) -> None:

@@ -81,7 +81,7 @@ import numpy as np
 
 from gomoku_jax import __version__
 from gomoku_jax.agents import Agent, PythonAgent
-from gomoku_jax.config import brief
+from gomoku_jax.config import clip
 from gomoku_jax.game import DIRECTIONS, RULES, Gomoku, State
 
 __all__ = [
@@ -122,7 +122,7 @@ def _parse_ints(text: str, count: int, what: str) -> list[int]:
     if len(parts) != count or not all(_INT.fullmatch(p) for p in parts):
         shape = "x,y,field" if count == 3 else "x,y"
         raise _ProtocolError(f"{what}: expected {shape} (integers), got "
-                             f"{brief(text.strip())!r}")
+                             f"{clip(text.strip())!r}")
     return [int(p) for p in parts]
 
 
@@ -307,7 +307,7 @@ class Engine:
             word = word.upper()
             handler = getattr(self, f"_cmd_{word.lower()}", None)
             if word not in _COMMANDS or handler is None:
-                raise _ProtocolError(f"unknown command {brief(text)!r}")
+                raise _ProtocolError(f"unknown command {clip(text)!r}")
             return handler(rest.strip(), start)
         except _ProtocolError as err:
             return [f"ERROR {_one_line(str(err))}"]
@@ -333,7 +333,7 @@ class Engine:
 
     def _no_args(self, command: str, rest: str) -> None:
         if rest:
-            raise _ProtocolError(f"{command} takes no arguments, got {brief(rest)!r}")
+            raise _ProtocolError(f"{command} takes no arguments, got {clip(rest)!r}")
 
     def _prepare(self, size: int, rule: str) -> tuple[Gomoku, Agent]:
         """The env and (warmed-up) agent for a size and rule, built once; ``ValueError``
@@ -429,7 +429,7 @@ class Engine:
     # ----------------------------------------------------------------- commands
     def _cmd_start(self, rest: str, start: float) -> list[str]:
         if not _INT.fullmatch(rest):
-            raise _ProtocolError(f"START: expected a board size, got {brief(rest)!r}")
+            raise _ProtocolError(f"START: expected a board size, got {clip(rest)!r}")
         return self._start(int(rest))
 
     def _cmd_rectstart(self, rest: str, start: float) -> list[str]:
@@ -533,7 +533,7 @@ class Engine:
             x, y, field = _parse_ints(line, 3, "BOARD line")
             action = new.empty_cell(x, y, "BOARD line")
             if field not in (_OWN, _OPP, _DEAD):
-                raise _ProtocolError(f"BOARD line {brief(line)!r}: field must be 1 (own), "
+                raise _ProtocolError(f"BOARD line {clip(line)!r}: field must be 1 (own), "
                                      f"2 (opponent) or 3 (dead stone), got {field}")
             new.cells.reshape(-1)[action] = field
             if field != _DEAD:
@@ -553,7 +553,7 @@ class Engine:
         if key not in ("timeout_turn", "timeout_match", "time_left", "rule"):
             return []  # max_memory, game_type, folder, evaluate ... and unknown keys
         if not _INT.fullmatch(value):
-            raise _ProtocolError(f"INFO {key}: expected an integer, got {brief(value)!r}")
+            raise _ProtocolError(f"INFO {key}: expected an integer, got {clip(value)!r}")
         number = int(value)
         if key == "rule":
             return self._set_rule(number)

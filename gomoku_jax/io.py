@@ -188,8 +188,7 @@ class CheckpointError(ValueError):
 def brief(text: str, width: int = 300) -> str:
     """The first line of an error message, cut to ``width`` characters: storage
     libraries' and agents' messages can run to pages."""
-    lines = str(text).strip().splitlines() or [""]
-    return lines[0] if len(lines[0]) <= width else lines[0][: width - 3] + "..."
+    return config_lib.clip((str(text).strip().splitlines() or [""])[0], width)
 
 
 def read_json_object(path, advice: str) -> dict:

@@ -81,7 +81,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
-from gomoku_jax.config import brief, loads
+from gomoku_jax.config import clip, loads
 from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
@@ -319,9 +319,9 @@ def _check_budget(budget, budget_name: str | None = None) -> int | None:
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
         if budget_name:
             raise PlayError(f"{budget_name} must be an integer from 1 to {MAX_BUDGET}, "
-                            f"got {brief(repr(budget))}")
+                            f"got {clip(repr(budget))}")
         raise PlayError(f"budget must be an integer from 1 to {MAX_BUDGET} or null, "
-                        f"got {brief(repr(budget))}")
+                        f"got {clip(repr(budget))}")
     return budget
 
 
@@ -451,7 +451,7 @@ class PlayApp:
                 stored = agents_lib.whole_number(base[len("pure-mcts-"):], spec)
             except ValueError as err:
                 raise PlayError(str(err)) from None
-            stored = _check_budget(stored, f"agent {brief(repr(spec))}: its N")
+            stored = _check_budget(stored, f"agent {clip(repr(spec))}: its N")
             if not killer:
                 return _mcts_player(base, budget if budget is not None else stored, env), stored
             if budget is not None:
@@ -857,7 +857,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         name = fields.get("name", [None])[0]
         budget = fields.get("budget", [None])[0]
         if budget is not None:
-            shown = brief(repr(budget))
+            shown = clip(repr(budget))
             if not agents_lib.digits(budget):
                 raise PlayError(f"budget must be an integer, got {shown}")
             if len(budget.lstrip("0")) > 100:
