@@ -327,11 +327,13 @@ def _export(args: argparse.Namespace) -> int:
         print(f"wrote {args.out} (best model, copied from {source})")
         return 0
     config_path = workdir / "config.json"
-    if not config_path.exists():
-        raise ValueError(f"{workdir} is not a training work directory (no config.json)")
-    config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(config_path))
-    cfg = config_lib.from_dict(config_class, gio.read_json_object(
-        config_path, "restore the run's config.json or train again"))
+    if config_path.exists():
+        config_class, make_learner = algorithms.learner_entry(
+            config_lib.algorithm_of(config_path))
+        cfg = config_lib.from_dict(config_class, gio.read_json_object(
+            config_path, "restore the run's config.json or train again"))
+    else:
+        cfg, make_learner = _config_kept_by_checkpoints(workdir)
     learner = make_learner(cfg)
     state, _ = training.restore(learner, workdir)
     if state is None:
@@ -341,6 +343,35 @@ def _export(args: argparse.Namespace) -> int:
                           extra={"iteration": int(state.iteration)})
     print(f"wrote {args.out} (iteration {int(state.iteration)})")
     return 0
+
+
+def _config_kept_by_checkpoints(workdir: Path):
+    """``(config, make_learner)`` of a run that lost its ``config.json``, from the copy
+    its checkpoints keep (``checkpoints/config.json``, as training resumes with). That
+    copy does not name the algorithm: it is the one learner whose config reads it."""
+    import algorithms
+    from gomoku_jax import config as config_lib
+    from gomoku_jax import io as gio
+
+    kept = workdir / "checkpoints" / "config.json"
+    if not kept.exists():
+        raise ValueError(f"{workdir} is not a training work directory (no config.json, "
+                         "and no checkpoints/config.json)")
+    stored = gio.read_json_object(kept, "train again")
+    fits = []
+    for algorithm in sorted(algorithms.LEARNERS):
+        config_class, make_learner = algorithms.learner_entry(algorithm)
+        try:
+            fits.append((algorithm, config_lib.from_dict(config_class, stored), make_learner))
+        except (TypeError, ValueError):
+            continue
+    if len(fits) != 1:
+        raise ValueError(f"{workdir} has lost its config.json, and the copy its checkpoints "
+                         f"keep ({kept}) fits {len(fits)} learners' configs, not one; restore "
+                         "config.json (the run's --config, with its algorithm)")
+    algorithm, cfg, make_learner = fits[0]
+    print(f"{workdir} has no config.json: the {algorithm} config its checkpoints keep is used")
+    return cfg, make_learner
 
 
 PLUGINS: list[str] = []

@@ -743,6 +743,26 @@ def test_forfeits_are_named_in_reports(monkeypatch):
         {"iterations": 1, "evaluation": evaluation}, "how")
 
 
+def test_export_of_a_run_that_lost_its_config_uses_the_checkpoints_copy(uninterrupted,
+                                                                        tmp_path, capsys):
+    straight, _ = uninterrupted
+    run = tmp_path / "run"
+    shutil.copytree(straight, run)
+    assert cli.main(["export", "--workdir", str(run), "--out", str(tmp_path / "a.gjx")]) == 0
+    (run / "config.json").unlink()  # the copy in checkpoints/ names no algorithm
+    assert cli.main(["export", "--workdir", str(run), "--out", str(tmp_path / "b.gjx")]) == 0
+    assert "no config.json: the alphazero config its checkpoints keep is used" in \
+        capsys.readouterr().out
+    (meta_a, params_a), (meta_b, params_b) = (gio.read_exported(tmp_path / name)
+                                              for name in ("a.gjx", "b.gjx"))
+    assert meta_a == meta_b
+    assert jax.tree.all(jax.tree.map(np.array_equal, params_a, params_b))
+    (run / "checkpoints" / "config.json").unlink()
+    assert cli.main(["export", "--workdir", str(run), "--out", str(tmp_path / "c.gjx")]) == 2
+    assert "is not a training work directory (no config.json, and no checkpoints/config" \
+        in capsys.readouterr().err and not (tmp_path / "c.gjx").exists()
+
+
 def test_export_refuses_a_damaged_best_and_its_own_file(uninterrupted, tmp_path, capsys):
     straight, _ = uninterrupted
     run = tmp_path / "run"
