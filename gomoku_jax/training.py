@@ -246,8 +246,17 @@ def check_agent_name(env, name, setting: str, load_files: bool = False) -> None:
 
 def _progress_tree(best: float = -1.0, bad: int = 0, stopped: bool = False,
                    best_iteration: int = 0):
+    """The evaluation progress a checkpoint keeps. ``best_score`` is float32 (as runs
+    have always stored it): a score is compared with it in float32 too (`_beats`), so an
+    equal score (0.9 is 0.8999999762 in float32) is never taken for progress."""
     return {"best_score": np.float32(best), "bad_evals": np.int32(bad),
             "stopped": np.bool_(stopped), "best_iteration": np.int32(best_iteration)}
+
+
+def _beats(score: float, best) -> bool:
+    """Whether evaluation ``score`` is above the stored float32 ``best`` (a score or
+    ``eval.stop_score``), compared at the stored precision."""
+    return bool(np.float32(score) > np.float32(best))
 
 
 def _upgrade(learner):
@@ -643,7 +652,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                     metrics[f"eval_{name}"] = r["score"]
                 best, bad, best_it = (float(prog["best_score"]), int(prog["bad_evals"]) + 1,
                                       int(prog["best_iteration"]))
-                if score > best:
+                if _beats(score, prog["best_score"]):
                     export(workdir / "best.gjx", state.variables, it)
                     best, bad, best_it = score, 0, it
                 stopped = ((ev.stop_score is not None and score >= ev.stop_score)
@@ -702,7 +711,7 @@ def _stop_reason(ev, prog) -> str | None:
     if not bool(prog["stopped"]):
         return None
     best, at = float(prog["best_score"]), int(prog["best_iteration"])
-    if ev.stop_score is not None and best >= ev.stop_score:
+    if ev.stop_score is not None and not _beats(ev.stop_score, prog["best_score"]):
         return (f"eval.stop_score: the score against {ev.opponents[0]} reached {best:.3f} "
                 f"(>= {ev.stop_score}) at iteration {at}")
     return (f"eval.patience: {ev.patience} evaluation(s) in a row without beating the best "

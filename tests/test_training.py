@@ -268,6 +268,7 @@ def _check_stopping(learner, workdir, report, evaluated, scores, stop, best, bec
     (0.0, [0.0], 1, 1),  # 0.0: the first evaluation always reaches it
     (0.5, [0.75], 1, 1),
     (0.5, [0.25, 0.5], 2, 2),  # reaching the score is enough
+    (0.9, [0.25, 0.9], 2, 2),  # also where float32 (which keeps the best) rounds it down
     (0.5, [0.25, 0.375], None, 2),  # never reached: all iterations
     (0.5, [0.375, 0.25], None, 1),
 ])
@@ -329,6 +330,8 @@ def test_an_exported_opponent_is_read_when_training_starts_not_when_a_config_bui
 @pytest.mark.parametrize("settings, scores, stop, best", [
     ({"patience": 1}, [0.5, 0.25], 2, 1),
     ({"patience": 1}, [0.5, 0.5], 2, 1),  # an equal score is no progress
+    ({"patience": 1}, [0.9, 0.9], 2, 1),  # also one float32 rounds down (0.89999998)
+    ({"patience": 1}, [0.8, 0.8], 2, 1),  # and one it rounds up (0.80000001)
     ({"patience": 1}, [0.0, 0.0], 2, 1),  # a first score of 0 is still the best so far
     ({"patience": 1}, [0.25, 0.5], None, 2),  # progress at every evaluation
     ({"patience": 2}, [0.5, 0.25], None, 1),  # one evaluation without progress of two
