@@ -13,7 +13,8 @@ Command (about 5 minutes on a 2-core CPU)::
 * 10x10, k = 5, 10 games against alpha-beta depth 3: linear TD (1,000 games) and pure
   MCTS 1,000.
 
-Reported per row: win / loss / draw rates, seconds a move, training seconds. Seed 004's
+Reported per row: win / loss / draw rates, the score (a draw counts half) with its 95%
+Wilson interval, seconds a move, training seconds. Seed 004's
 own figures are in its tables; on 3x3 every sound player draws against the perfect one.
 """
 
@@ -28,14 +29,22 @@ from experiments.common import device_description, publish
 from gomoku_jax import agents, arena
 from gomoku_jax.cli import nonempty_path
 from gomoku_jax.game import Gomoku
+from gomoku_jax.ratings import score_interval
 
 
 def _row(match: arena.MatchResult, name: str, train_s: float | None) -> dict:
     score = match.score(name)
-    n = score["games"]
-    return {"agent": name, "games": n, "win": score["wins"] / n, "loss": score["losses"] / n,
-            "draw": score["draws"] / n, "seconds_per_move": match.seconds_per_move(name),
-            "training_seconds": train_s}
+    return {"agent": name, **_rates(score["wins"], score["losses"], score["draws"]),
+            "seconds_per_move": match.seconds_per_move(name), "training_seconds": train_s}
+
+
+def _rates(wins: int, losses: int, draws: int) -> dict:
+    """Rates of a row, its score (a draw counts half) and the score's 95% Wilson interval."""
+    n = wins + losses + draws
+    points = wins + draws / 2
+    low, high = score_interval(points, n)
+    return {"games": n, "win": wins / n, "loss": losses / n, "draw": draws / n,
+            "score": points / n, "score_interval": [low, high]}
 
 
 def _td(env: Gomoku, episodes: int, seed: int):
@@ -80,11 +89,15 @@ def run(games_3x3: int = 100, games_big: int = 10, seed: int = 0) -> dict:
 def format_report(report: dict) -> str:
     lines = [f"Seed 004's tables, device: {report['device']}"]
     for title, rows in report["tables"].items():
-        lines += ["", title, f"{'agent':>16} {'win':>6} {'loss':>6} {'draw':>6} {'s/move':>8} {'train s':>8}"]
+        lines += ["", title, f"{'agent':>16} {'win':>6} {'loss':>6} {'draw':>6} "
+                  f"{'score (95%)':>17} {'s/move':>8} {'train s':>8}"]
         for r in rows:
             train = "" if r["training_seconds"] is None else f"{r['training_seconds']:.1f}"
+            low, high = r["score_interval"]
+            score = f"{r['score']:.2f} ({low:.2f}-{high:.2f})"
             lines.append(f"{r['agent']:>16} {100 * r['win']:>5.0f}% {100 * r['loss']:>5.0f}% "
-                         f"{100 * r['draw']:>5.0f}% {r['seconds_per_move']:>8.3f} {train:>8}")
+                         f"{100 * r['draw']:>5.0f}% {score:>17} {r['seconds_per_move']:>8.3f} "
+                         f"{train:>8}")
     return "\n".join(lines)
 
 
