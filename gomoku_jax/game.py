@@ -316,10 +316,15 @@ class Gomoku:
                     "white stones: pass to_move"
                 )
             to_move = BLACK if blacks == whites else WHITE
-        if to_move not in (BLACK, WHITE):
+        if isinstance(to_move, bool) or to_move not in (BLACK, WHITE):
             raise ValueError(f"to_move must be 0 (black) or 1 (white), got {to_move!r}")
-        if not -1 <= last_action < n * n:
-            raise ValueError(f"last_action must be from -1 to {n * n - 1}, got {last_action}")
+        if isinstance(last_action, bool) or not isinstance(last_action, (int, np.integer)) or (
+                not -1 <= last_action < n * n):
+            raise ValueError(f"last_action must be an integer from -1 (none) to {n * n - 1} "
+                             f"(row * {n} + col), got {last_action!r}")
+        if last_action >= 0 and board.reshape(-1)[last_action] == EMPTY:
+            raise ValueError(f"last_action {last_action} is the cell {divmod(int(last_action), n)}"
+                             ", which is empty: the last move must be one of the board's stones")
         return self.init().replace(
             board=jnp.asarray(board, jnp.int8),
             current_player=jnp.int32(to_move),
@@ -350,6 +355,13 @@ class Gomoku:
         del key
         self._check_board("step", state)
         nn = self.num_actions
+        dtype = _dtype_of(action)
+        if np.shape(action) != () or dtype is None or not np.issubdtype(dtype, np.integer):
+            raise ValueError(
+                f"Gomoku.step: the action is one integer, the cell row * {self.size} + col, "
+                f"for one game (vmap over a batch); got {_describe_action(action)}"
+                + (" (use Gomoku.play(state, row, col) for coordinates)"
+                   if np.shape(action) == (2,) else ""))
         action = jnp.asarray(action, jnp.int32)
         acts = ~(state.terminated | state.truncated)
         player = state.current_player
@@ -449,8 +461,28 @@ class Gomoku:
         return state
 
 
+def _dtype_of(value):
+    """``value``'s dtype (an array's, a tracer's or NumPy's reading of it), else None."""
+    if hasattr(value, "dtype"):
+        return value.dtype
+    try:
+        return np.asarray(value).dtype
+    except (TypeError, ValueError):
+        return None
+
+
+def _describe_action(action) -> str:
+    if isinstance(action, (int, float, str, bytes, tuple, list)):
+        return f"{type(action).__name__} {action!r}"[:80]
+    return f"an array of shape {np.shape(action)} and dtype {_dtype_of(action)}"
+
+
 def describe_result(state: State) -> str:
     """A short human description of one game's status."""
+    if np.shape(state.terminated) != ():
+        raise ValueError(f"describe_result takes one game; got a batch of shape "
+                         f"{np.shape(state.terminated)} (index it: jax.tree.map(lambda x: "
+                         "x[i], state))")
     if not bool(state.terminated) and not bool(state.truncated):
         side = "black" if int(state.current_player) == BLACK else "white"
         return f"{side} to move"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gomoku_jax import game
-from gomoku_jax.game import GameConfig, Gomoku, IllegalMoveError, random_games
+from gomoku_jax.game import GameConfig, Gomoku, IllegalMoveError, describe_result, random_games
 from gomoku_jax.reference import NumpyGomoku
 
 # ------------------------------------------------------------------ settings
@@ -253,6 +253,41 @@ def test_from_board_validates():
     s = env.from_board(_board(5, {(0, 0): 1, (0, 1): 2, (3, 3): 1}))
     assert int(s.current_player) == 1 and int(s.move_count) == 3
     assert int(s.legal_action_mask.sum()) == 22
+    board = _board(5, {(0, 0): 1, (0, 1): 2, (3, 3): 1})
+    assert int(env.from_board(board, last_action=18).last_action) == 18  # (3, 3)
+    for bad, message in ((2, r"last_action 2 is the cell \(0, 2\), which is empty"),
+                         ((3, 3), r"an integer from -1 \(none\) to 24 \(row \* 5 \+ col\), "
+                                  r"got \(3, 3\)"),
+                         (3.5, "got 3.5"), (25, "got 25")):
+        with pytest.raises(ValueError, match=message):
+            env.from_board(board, last_action=bad)
+    with pytest.raises(ValueError, match="to_move must be 0 .* got True"):
+        env.from_board(board, to_move=True)
+
+
+@pytest.mark.parametrize("action, shown", [
+    ((3, 3), r"tuple \(3, 3\) \(use Gomoku.play\(state, row, col\) for coordinates\)"),
+    (np.array([3]), r"an array of shape \(1,\) and dtype int64"),  # used to give shape (1,) fields
+    (3.7, "float 3.7"),  # used to play 3
+    (True, "bool True"),
+])
+def test_step_takes_one_integer_action(action, shown):
+    env = Gomoku(5, 4)
+    state = env.init(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"Gomoku.step: the action is one integer, the cell "
+                                         r"row \* 5 \+ col, for one game \(vmap over a batch\); "
+                                         rf"got {shown}"):
+        env.step(state, action)
+    for fine in (7, np.int64(7), jnp.int32(7), np.uint8(7)):
+        assert int(env.step(state, fine).board[1, 2]) == 1
+
+
+def test_describe_result_names_a_batch():
+    env = Gomoku(5, 4)
+    batch = jax.vmap(env.init)(jax.random.split(jax.random.key(0), 3))
+    with pytest.raises(ValueError, match=r"takes one game; got a batch of shape \(3,\)"):
+        describe_result(batch)
+    assert describe_result(jax.tree.map(lambda x: x[0], batch)) == "black to move"
 
 
 # ------------------------------------------------------------- jit and vmap
