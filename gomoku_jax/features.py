@@ -78,6 +78,12 @@ def num_planes(spec: ObservationSpec) -> int:
 
 def gaussian_bias(size: int, sigma: float) -> np.ndarray:
     """Seed 001's positional bias: ``[size, size]`` 2-D Gaussian density at the centre."""
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"gaussian_bias: size must be a positive integer, got {size!r}")
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.integer, np.floating)) \
+            or not 0 < sigma < math.inf:
+        raise ValueError(f"gaussian_bias: sigma must be a positive number of cells, got "
+                         f"{sigma!r}")
     centre = (size - 1) / 2.0
     y, x = np.meshgrid(np.arange(size) - centre, np.arange(size) - centre, indexing="ij")
     g = np.exp(-0.5 * (x**2 + y**2) / sigma**2) / (2.0 * np.pi * sigma**2)
@@ -90,6 +96,12 @@ def observe(state, spec: ObservationSpec, player: jax.Array | None = None) -> ja
     ``player`` (0 black, 1 white; broadcastable to the batch) chooses the viewer;
     default: ``state.current_player``.
     """
+    if player is not None and not hasattr(player, "aval"):  # a concrete value: checked
+        values = np.asarray(player)
+        if not np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_ or not (
+                np.isin(values, (0, 1)).all()):
+            raise ValueError(f"observe: player is 0 (black) or 1 (white), the viewer, "
+                             f"got {player!r}")
     viewer = state.current_player if player is None else player
     return observe_position(state.board, viewer, state.last_action, spec)
 

@@ -125,3 +125,25 @@ def test_every_encoding_is_listed_with_its_plane_count():
         env = Gomoku(5, 4, observation=name)
         assert env.observation_shape == (5, 5, len(planes))
         assert env.init().observation.shape == (5, 5, len(planes))
+
+
+def test_a_viewer_that_is_not_a_player_is_refused():
+    env = Gomoku(5, 4)
+    state = env.step(env.init(jax.random.key(0)), 12)
+    for bad in (2, -1, 1.5, "white", True, np.array([0, 2])):
+        with pytest.raises(ValueError, match=r"observe: player is 0 \(black\) or 1 \(white\)"):
+            env.observe(state, bad)
+    black, white = env.observe(state, 0), env.observe(state, np.int64(1))
+    assert float(black[2, 2, 0]) == 1 and float(white[2, 2, 1]) == 1  # own, opponent planes
+    traced = jax.jit(env.observe)(state, jnp.int32(1))  # traced viewers are not inspected
+    assert np.array_equal(traced, white)
+
+
+@pytest.mark.parametrize("size, sigma, what", [
+    (7, 0, "sigma"), (7, -1.0, "sigma"), (7, float("nan"), "sigma"), (7, "2", "sigma"),
+    (0, 1.0, "size"), (7.5, 1.0, "size"), (True, 1.0, "size"),
+])
+def test_gaussian_bias_refuses_what_is_not_a_board_or_a_width(size, sigma, what):
+    with pytest.raises(ValueError, match=f"gaussian_bias: {what} must be a positive"):
+        features.gaussian_bias(size, sigma)
+    assert features.gaussian_bias(7, 1.5).shape == (7, 7)
