@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax.game import MAX_SIZE, MIN_SIZE
+
 __all__ = [
     "NUM_TRANSFORMS",
     "inverse",
@@ -35,16 +37,24 @@ NUM_TRANSFORMS = 8
 def inverse(t):
     """The transform that undoes ``t``: reflections are their own inverse, rotations
     turn back."""
-    if isinstance(t, (int, np.integer)):
-        _check_static(t)
+    if _is_static(t):
         return int(t) if t >= 4 else (4 - int(t)) % 4
     t = jnp.asarray(t)
     return jnp.where(t >= 4, t, (4 - t) % 4)
 
 
-def _check_static(t) -> None:
-    if not 0 <= int(t) < NUM_TRANSFORMS:
-        raise ValueError(f"symmetry transform must be from 0 to 7, got {t}")
+def _is_static(t) -> bool:
+    """Whether transform ``t`` is a Python or NumPy integer (checked: 0 to 7) rather than
+    an integer array (traced: values out of range are clamped); a ValueError for
+    anything else (a float, a string, a bool)."""
+    if isinstance(t, (int, np.integer)) and not isinstance(t, (bool, np.bool_)):
+        if not 0 <= int(t) < NUM_TRANSFORMS:
+            raise ValueError(f"symmetry transform must be from 0 to 7, got {t}")
+        return True
+    if not hasattr(t, "dtype") or not jnp.issubdtype(t.dtype, jnp.integer):
+        raise ValueError(f"symmetry transform must be an integer from 0 to 7 (or an integer "
+                         f"array of them), got {t!r}")
+    return False
 
 
 def _static(x: jax.Array, t: int, axes: tuple[int, int]) -> jax.Array:
@@ -55,8 +65,11 @@ def _static(x: jax.Array, t: int, axes: tuple[int, int]) -> jax.Array:
 
 def _apply(x: jax.Array, t, axes: tuple[int, int]) -> jax.Array:
     x = jnp.asarray(x)
-    if isinstance(t, (int, np.integer)):
-        _check_static(t)
+    if x.ndim < -axes[0] or x.shape[axes[0]] != x.shape[axes[1]]:
+        what = ("[..., N, N, C] planes (the square board before the channels)"
+                if axes == (-3, -2) else "[..., N, N] arrays (the square board last)")
+        raise ValueError(f"symmetry transforms take {what}, got shape {x.shape}")
+    if _is_static(t):
         return _static(x, int(t), axes)
     branches = [functools.partial(_static, t=i, axes=axes) for i in range(NUM_TRANSFORMS)]
     return jax.lax.switch(jnp.asarray(t, jnp.int32), branches, x)
@@ -108,9 +121,20 @@ def transform_action(action, t, size: int):
     ``transform_action(action, t, size)`` on ``transform_board(board, t)``. Negative
     actions (no move) stay as they are.
     """
-    dest = _destinations(size)
-    if isinstance(action, (int, np.integer)) and isinstance(t, (int, np.integer)):
-        _check_static(t)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not (
+            MIN_SIZE <= size <= MAX_SIZE):
+        raise ValueError(f"transform_action: size must be a board size from {MIN_SIZE} to "
+                         f"{MAX_SIZE}, got {size!r}")
+    dest = _destinations(int(size))
+    static = _is_static(t)
+    if isinstance(action, (tuple, list)) or (
+            hasattr(action, "dtype") and not jnp.issubdtype(action.dtype, jnp.integer)):
+        raise ValueError(f"transform_action: action is an action index (row * {size} + col) "
+                         f"or an integer array of them, got {action!r}")
+    if isinstance(action, (int, np.integer)) and not isinstance(action, bool) and static:
+        if action >= size * size:
+            raise ValueError(f"transform_action: action {action} is off the {size}x{size} "
+                             f"board (0 to {size * size - 1}, or negative for no move)")
         return int(dest[t, action]) if action >= 0 else int(action)
     action = jnp.asarray(action)
     moved = jnp.asarray(dest)[t, jnp.maximum(action, 0)]

@@ -120,3 +120,36 @@ def test_all_boards_stacks_the_eight_images():
     assert stack.shape == (8, 4, 4)
     for t, image in itertools.zip_longest(T, stack):
         np.testing.assert_array_equal(image, sym.transform_board(board, t))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: sym.transform_action((2, 3), 1, 9), r"action is an action index \(row \* 9 "
+                                                      r"\+ col\) .*got \(2, 3\)"),
+    (lambda: sym.transform_action(100, 1, 9), "action 100 is off the 9x9 board"),
+    (lambda: sym.transform_action(jnp.float32(3), 1, 9), "action is an action index"),
+    (lambda: sym.transform_action(3, 1, 0), "size must be a board size from 3 to 19"),
+    (lambda: sym.transform_action(3, 1, 10**4), "size must be a board size"),  # no table
+    (lambda: sym.transform_action(3, 1.5, 9), "transform must be an integer from 0 to 7"),
+    (lambda: sym.transform_board(np.zeros((5, 5)), 1.7), "transform must be an integer"),
+    (lambda: sym.transform_board(np.zeros((5, 5)), "1"), "transform must be an integer"),
+    (lambda: sym.transform_board(np.zeros((5, 5)), True), "transform must be an integer"),
+    (lambda: sym.inverse(9.0), "transform must be an integer"),
+    (lambda: sym.transform_board(np.zeros((5, 5, 3)), 1),
+     r"\[\.\.\., N, N\] arrays \(the square board last\), got shape \(5, 5, 3\)"),
+    (lambda: sym.transform_board(np.zeros(5), 1), r"got shape \(5,\)"),
+    (lambda: sym.transform_planes(np.zeros((5, 5)), 1), r"\[\.\.\., N, N, C\] planes"),
+])
+def test_bad_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_integer_arguments_of_every_kind_still_work():
+    assert sym.transform_action(np.int64(3), np.int8(1), np.int32(9)) == \
+        sym.transform_action(3, 1, 9)
+    assert sym.transform_action(-1, 1, 9) == -1
+    moved = sym.transform_action(jnp.array([3, -1]), jnp.int32(1), 9)
+    assert moved.tolist() == [sym.transform_action(3, 1, 9), -1]
+    board = np.arange(25).reshape(5, 5)
+    assert np.array_equal(sym.transform_board(board, jnp.int32(5)),
+                          sym.transform_board(board, 5))
