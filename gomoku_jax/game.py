@@ -49,6 +49,7 @@ __all__ = [
     "IllegalMoveError",
     "State",
     "auto_reset",
+    "check_key",
     "describe_result",
     "is_winning_run",
     "legal_action_of_rank",
@@ -212,8 +213,23 @@ def legal_action_of_rank(legal_action_mask: jax.Array, bits: jax.Array) -> jax.A
     return (row * n + col).astype(jnp.int32)
 
 
+def check_key(key, what: str) -> None:
+    """ValueError unless ``key`` is a JAX random key: a typed key (``jax.random.key``) or
+    raw ``uint32 [..., 2]`` key data (``jax.random.PRNGKey``); ``what`` names it. Only
+    the dtype and shape are read, so it costs nothing under ``jit``."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (
+            dtype == jnp.uint32 and np.shape(key)[-1:] == (2,))):
+        return
+    shown = (f"{type(key).__name__} {key!r}" if dtype is None
+             else f"an array of shape {np.shape(key)} and dtype {dtype}")
+    raise ValueError(f"{what} must be a JAX random key (jax.random.key(seed)), got "
+                     f"{shown[:80]}")
+
+
 def sample_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
     """A uniformly random legal action for one game (``[N*N]`` bool mask -> int32)."""
+    check_key(key, "sample_legal_action: key")
     bits = jax.random.bits(key, (), jnp.uint32)
     return legal_action_of_rank(legal_action_mask, bits)
 
@@ -534,6 +550,13 @@ def random_games(
     is a no-op) until the last one ends. Returns the final states ``[B, ...]`` and, with
     ``record=True``, the moves ``[B, N*N]`` int32 padded with -1 (else None).
     """
+    check_key(key, "random_games: key")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
+            batch_size < 1):
+        raise ValueError(f"random_games: batch_size must be a positive integer, got "
+                         f"{batch_size!r}")
+    if not isinstance(record, (bool, np.bool_)):
+        raise ValueError(f"random_games: record must be True or False, got {record!r}")
     nn = env.num_actions
     step = jax.vmap(env.step)
     choose = jax.vmap(legal_action_of_rank)

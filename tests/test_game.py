@@ -530,3 +530,26 @@ def test_any_action_sequence_matches_the_reference(cfg, data):
         assert int(s.current_player) == ref.current_player
         decided_now = ref.terminated and not was_over and ref.winner >= 0
         assert float(np.abs(np.asarray(s.rewards)).sum()) == (2.0 if decided_now else 0.0)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda env: random_games(env, 0, 2), r"random_games: key must be a JAX random key "
+                                          r"\(jax.random.key\(seed\)\), got an array of shape \(\)"),
+    (lambda env: random_games(env, jax.random.key(0), 0), "batch_size must be a positive"),
+    (lambda env: random_games(env, jax.random.key(0), 2.0), "batch_size must be a positive"),
+    (lambda env: random_games(env, jax.random.key(0), 2, record="yes"),
+     "record must be True or False"),
+    (lambda env: game.sample_legal_action(0, env.init(jax.random.key(0)).legal_action_mask),
+     "sample_legal_action: key must be a JAX random key .*got int 0"),
+])
+def test_a_seed_where_a_key_is_wanted_and_bad_counts_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(Gomoku(5, 4))
+
+
+def test_typed_and_raw_keys_are_both_keys():
+    env = Gomoku(5, 4)
+    for key in (jax.random.key(3), jax.random.PRNGKey(3)):
+        final, moves = random_games(env, key, 2, record=True)
+        assert final.board.shape == (2, 5, 5) and moves.shape == (2, 25)
+    game.check_key(jax.random.split(jax.random.key(0), 4), "keys")  # a batch of keys
