@@ -36,6 +36,8 @@ import re
 import reprlib
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from gomoku_jax import config as config_lib
 
 __all__ = [
@@ -62,6 +64,18 @@ def _slug(value: Any) -> str:
         return slug
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{slug[:_SLUG_CHARS - 9].rstrip('_')}-{digest}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with NumPy scalars and arrays (``np.logspace(...)``'s items) as Python
+    numbers and lists, in lists and dicts too, as a config and a folder name read them."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {name: _plain(item) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _metrics_rows(path: pathlib.Path) -> list[dict]:
@@ -110,6 +124,28 @@ def _diverged(run_dir: pathlib.Path) -> dict | None:
     return {"iteration": info.get("iteration"), "reason": info["reason"]}
 
 
+def _check_run_dir(run_dir: pathlib.Path, cfg, algorithm: str, run: str) -> None:
+    """ValueError when ``run_dir`` holds another config's run (its ``config.json``
+    differs) that training would refuse to resume or overwrite, or that the sweep would
+    read back as diverged: said before any run trains, naming what differs."""
+    from gomoku_jax import training
+
+    path = run_dir / "config.json"
+    if not path.is_file():
+        return  # a new run
+    try:
+        stored = config_lib.read_json(path)
+    except config_lib.ConfigError:
+        return  # unreadable: training says so
+    if not isinstance(stored, dict) or not training._has_results(run_dir):
+        return
+    diff = training.stored_config_differences(stored, cfg, algorithm)
+    if diff:
+        raise ValueError(f"{run_dir} holds another experiment (its config.json differs:\n  "
+                         + "\n  ".join(diff) + f"\n), not {run}; choose another workdir, or "
+                         "move that folder away to train it afresh")
+
+
 def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | None = None,
           workdir, variant: str | Sequence[str] | None = None,
           overrides: Mapping[str, Any] | Sequence[str] | None = None,
@@ -120,7 +156,9 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     Args:
       config_path: an experiment config file (its ``algorithm`` picks the learner).
       key: the dotted key to sweep, e.g. ``"network.options.blocks"``.
-      values: its values (JSON values: numbers, strings, lists, objects...), at least one.
+      values: its values (JSON values: numbers, strings, lists, objects...), at least one
+        and no value twice; NumPy numbers and arrays (``np.logspace(-4, -2, 3)``) are taken
+        as the Python numbers and lists they hold.
       iterations: train each run this many iterations (None: the config's own), at most
         the config's ``train.iterations``; the same for every run, so the runs get the
         same budget unless a run stops early (``eval.stop_score`` / ``eval.patience``:
@@ -128,7 +166,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         turns NaN or infinite, `training.TrainingDiverged`) stops there; its row says
         ``"diverged: ..."`` and has no evaluation, the other values still train, and a
         later call reads it back rather than training it again (delete its folder for
-        that).
+        that). A run folder that holds a run of another config (its ``config.json``
+        differs, e.g. after the overrides changed) is refused before anything trains.
       workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` (a
         value of more than 40 characters is cut and tagged with a hash of the whole, so
         a changed value never lands in a folder of another) and the rows are also
@@ -137,7 +176,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
         applied before ``key``'s value.
       evaluate: ``evaluate(agent, env) -> dict`` called with each run's exported agent
-        (``final.gjx``) and its game; its entries join the row (see `ladder_evaluator`).
+        (``final.gjx``) and its game; its entries join the row (see `ladder_evaluator`:
+        call it, ``evaluate=ladder_evaluator()``).
       devices: the learner's devices (default: all).
       progress: progress bars of the training driver.
       tensorboard: also write TensorBoard events per run.
@@ -154,40 +194,60 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         raise ValueError(f"key must be a dotted config key like 'train.learning_rate', got {key!r}")
     given = values
     try:  # a string or an object is one value, not a sequence of them
-        values = list(values) if not isinstance(values, (str, bytes, Mapping)) else None
-    except TypeError:  # a number: one value too
+        values = [_plain(v) for v in values] if not isinstance(
+            values, (str, bytes, Mapping)) else None
+    except TypeError:  # a number (a 0-d array too): one value too
         values = None
     if not values:
         raise ValueError(f"values must be a non-empty list of values for {key!r}, got "
                          f"{reprlib.repr(given)}")
+    repeated = [v for i, v in enumerate(values) if v in values[:i]]
+    if repeated:
+        raise ValueError(f"values must differ (each trains its own run), but {key!r} gets "
+                         f"{reprlib.repr(repeated[0])} more than once")
     if iterations is not None and (isinstance(iterations, bool) or not isinstance(
-            iterations, int) or iterations < 1):
+            iterations, numbers.Integral) or iterations < 1):
         raise ValueError(f"iterations must be a positive integer or None, got {iterations!r}")
+    iterations = None if iterations is None else int(iterations)
     variants = [variant] if isinstance(variant, str) else list(variant or [])
     if overrides is None:
         base = {}
     elif isinstance(overrides, Mapping):
-        base = dict(overrides)
+        base = {name: _plain(v) for name, v in overrides.items()}
+    elif isinstance(overrides, str):
+        raise TypeError(f"overrides must be a dict or a list of 'key=value' strings, got a "
+                        f"single string {reprlib.repr(overrides)}")
     else:
         base = dict(config_lib.parse_override(item) for item in overrides)
     if key in base:
         raise ValueError(f"overrides also set the swept key {key!r}; leave it to values")
+    if evaluate is ladder_evaluator:
+        raise TypeError("evaluate is ladder_evaluator itself; pass the function it makes: "
+                        "evaluate=ladder_evaluator(...)")
+    if evaluate is not None and not callable(evaluate):
+        raise TypeError(f"evaluate must be a function evaluate(agent, env) -> dict or None, "
+                        f"got {reprlib.repr(evaluate)}")
 
-    config_class, make_learner = algorithms.learner_entry(config_lib.algorithm_of(config_path))
-    configs = []  # build every config first: a bad key or value fails before any training
-    for value in values:
+    algorithm = config_lib.algorithm_of(config_path)
+    config_class, make_learner = algorithms.learner_entry(algorithm)
+    workdir = pathlib.Path(workdir)
+    configs, run_dirs = [], []  # every config first: a bad one fails before any training
+    for i, value in enumerate(values):
         cfg, _ = config_lib.load_file(config_class, config_path, overrides={**base, key: value},
                                       variants=variants)
-        training.check_iterations(cfg, iterations, f"sweep (the run {key}={value!r}): "
-                                  "iterations", "through overrides")
+        run = f"the run {key}={value!r}"
+        training.check_iterations(cfg, iterations, f"sweep ({run}): iterations",
+                                  "through overrides")
+        if hasattr(evaluate, "check_game"):  # its settings that depend on the run's game
+            evaluate.check_game(cfg.game, f"sweep ({run}): ")
+        run_dirs.append(workdir / f"{i:02d}_{_slug(key)}={_slug(value)}")
+        _check_run_dir(run_dirs[-1], cfg, algorithm, run)
         configs.append(cfg)
-    workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
-    for i, (value, cfg) in enumerate(zip(values, configs)):
-        run_dir = workdir / f"{i:02d}_{_slug(key)}={_slug(value)}"
+    for value, cfg, run_dir in zip(values, configs, run_dirs):
         learner = make_learner(cfg) if devices is None else make_learner(cfg, devices=devices)
-        diverged = _diverged(run_dir)  # a run that diverged before is not trained again
+        diverged = _diverged(run_dir)  # diverged before, at this config: not trained again
         if diverged is None:
             try:
                 report = training.run(learner, run_dir, iterations=iterations,
@@ -219,12 +279,20 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
     simulations, ``+step`` per level, ``games`` a level, passed with ``pass_wins`` wins;
     seed 003 used 200 / 100 / 10 / 8 and seed 42). Adds ``ladder_cleared`` (the last
     level passed, 0 if none) and ``ladder`` (every level's result) to the row. Its
-    settings are checked now, before a sweep trains anything."""
+    settings are checked now, and their bound on each run's game (``opening_stones`` at
+    most ``2(k-1)``) by `sweep` before it trains anything."""
     from gomoku_jax import arena
 
     arena.check_ladder(start, step, games, pass_wins, max_simulations)
+    if max_simulations < start:
+        raise ValueError(f"ladder: max_simulations must be at least start={start} (or no "
+                         f"level is played), got {max_simulations}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not (
+            0 <= seed <= config_lib.SEED_MAX):
+        raise ValueError(f"ladder: seed must be an integer from 0 to {config_lib.SEED_MAX}, "
+                         f"got {seed!r}")
     if isinstance(opening_stones, bool) or not isinstance(opening_stones, numbers.Integral) or (
-            opening_stones < 0):  # its bound, 2(k-1), is checked on the run's game
+            opening_stones < 0):  # its bound, 2(k-1), is checked on each run's game
         raise ValueError(f"ladder: opening_stones must be a non-negative integer, got "
                          f"{opening_stones!r}")
 
@@ -234,6 +302,8 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
                               opening_stones=opening_stones, progress=progress)
         return {"ladder_cleared": result["cleared"], "ladder": result["levels"]}
 
+    evaluate.check_game = lambda game, run="": arena.check_opening_stones(
+        game, opening_stones, f"{run}ladder: opening_stones")  # `sweep` calls it per run
     return evaluate
 
 
@@ -245,12 +315,30 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _names(rows: Sequence[Mapping[str, Any]]) -> tuple[set, list]:
-    """Every column name present in ``rows``, and the evaluation scores among them in
+def _names(rows: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
+    """Every column name present in ``rows`` and the evaluation scores among them, in
     the order they first appear (a run's report lists its config's opponents in order)."""
-    present = {name for row in rows for name in row}
-    ordered = dict.fromkeys(name for row in rows for name in row)
-    return present, [name for name in ordered if name.startswith("eval_")]
+    present = list(dict.fromkeys(name for row in rows for name in row))
+    return present, [name for name in present if name.startswith("eval_")]
+
+
+def _check_rows(rows, name: str) -> None:
+    """TypeError unless ``rows`` is a list of `sweep`'s rows; ValueError when empty."""
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence) or not all(
+            isinstance(row, Mapping) and "key" in row and "value" in row for row in rows):
+        raise TypeError(f"{name}: rows must be a list of sweep's rows (dicts with 'key' and "
+                        f"'value'), got {reprlib.repr(rows)}")
+    if not rows:
+        raise ValueError(f"{name}: no rows")
+
+
+def _check_columns(rows, columns: Sequence[str], name: str) -> None:
+    """ValueError naming a column that no row has, and those they have."""
+    present, _ = _names(rows)
+    for column in columns:
+        if column not in present:
+            raise ValueError(f"{name}: no row has {column!r} (the rows have: "
+                             f"{', '.join(present)})")
 
 
 def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
@@ -258,13 +346,17 @@ def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
     """A Markdown table of a sweep's rows: the swept value, then ``columns`` (default:
     iterations, time, the training metrics, the evaluation scores and the ladder level
     cleared, those present)."""
-    if not rows:
-        raise ValueError("sweep_table_markdown: no rows")
+    _check_rows(rows, "sweep_table_markdown")
     key = rows[0]["key"]
     if columns is None:
         present, evals = _names(rows)
         columns = [c for c in ("iterations", "train_seconds", *_METRICS, *evals,
                                "ladder_cleared") if c in present]
+    elif isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence) or not all(
+            isinstance(c, str) for c in columns):
+        raise TypeError(f"sweep_table_markdown: columns must be a list of column names, got "
+                        f"{reprlib.repr(columns)}")
+    _check_columns(rows, columns, "sweep_table_markdown")
     lines = ["| " + " | ".join([key, *columns]) + " |",
              "|" + "---|" * (len(columns) + 1)]
     for row in rows:
@@ -276,6 +368,7 @@ def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
 def ladder_table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """Seed 003's table IV: one line per pure-MCTS level, one column per run, the
     wins at that level (empty once a run's ladder has stopped)."""
+    _check_rows(rows, "ladder_table_markdown")
     runs = [row for row in rows if row.get("ladder")]
     if not runs:
         raise ValueError("ladder_table_markdown: no row has a ladder (use ladder_evaluator)")
@@ -298,21 +391,31 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, pat
     backend chosen; a notebook shows it)."""
     from matplotlib.figure import Figure
 
-    if not rows:
-        raise ValueError("plot_sweep: no rows")
+    _check_rows(rows, "plot_sweep")
     key = rows[0]["key"]
     if metric is None:
         names, evals = _names(rows)
         metric = ("ladder_cleared" if "ladder_cleared" in names else
                   evals[0] if evals else "loss")
-    if not any(metric in row for row in rows):
-        raise ValueError(f"plot_sweep: no row has {metric!r}")
+    elif not isinstance(metric, str):
+        raise TypeError(f"plot_sweep: metric must be a column name or None, got {metric!r}")
+    _check_columns(rows, [metric], "plot_sweep")
+    heights = []
+    for row in rows:
+        try:
+            heights.append(float(row.get(metric, float("nan"))))
+        except (TypeError, ValueError):
+            raise ValueError(f"plot_sweep: metric {metric!r} is not numeric: the run "
+                             f"{key}={_cell(row['value'])} has {reprlib.repr(row[metric])}"
+                             ) from None
+    if path is not None and not pathlib.Path(path).suffix:
+        raise ValueError(f"plot_sweep: path must end in the image type to write (.png, .svg, "
+                         f".pdf...), got {str(path)!r}")
     ladders = [row for row in rows if row.get("ladder")]
     fig = Figure(figsize=(10 if ladders else 5.5, 4))
     axes = fig.subplots(1, 2 if ladders else 1, squeeze=False)
     ax = axes[0, 0]
     labels = [_cell(row["value"]) for row in rows]
-    heights = [float(row.get(metric, float("nan"))) for row in rows]
     ax.bar(range(len(rows)), heights, color="#1f5fd6")
     ax.set_xticks(range(len(rows)), labels)
     ax.set_xlabel(key)

@@ -262,8 +262,24 @@ def _beats(score: float, best) -> bool:
 def _upgrade(learner):
     """A stored config read with today's config class: settings added to the framework
     since the run started take their defaults, so old runs still resume."""
-    cls = type(learner.config)
+    return _upgrade_class(type(learner.config))
+
+
+def _upgrade_class(cls):
     return lambda stored: to_dict(from_dict(cls, stored))
+
+
+def stored_config_differences(stored: dict, config, algorithm: str) -> list[str]:
+    """How a run's stored ``config.json`` (``stored``, its ``algorithm`` included) differs
+    from ``config`` of ``algorithm``: one line per setting (see
+    `gomoku_jax.io.config_differences`), none when it is the same run."""
+    stored = dict(stored)
+    stored_algorithm = stored.pop("algorithm", "alphazero")  # as config.algorithm_of
+    diff = gio.config_differences(stored, to_dict(config), _upgrade_class(type(config)))
+    if stored_algorithm != algorithm:
+        diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
+                       f"given {json.dumps(algorithm)}")
+    return diff
 
 
 def restore(learner, workdir):
@@ -464,11 +480,7 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
     if stored_path.exists():
         stored = gio.read_json_object(stored_path, "it belongs to an earlier run: choose "
                                       "another --workdir or move it away")
-        stored_algorithm = stored.pop("algorithm", "alphazero")  # as config.algorithm_of
-        diff = gio.config_differences(stored, to_dict(learner.config), _upgrade(learner))
-        if stored_algorithm != algorithm:
-            diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
-                           f"given {json.dumps(algorithm)}")
+        diff = stored_config_differences(stored, learner.config, algorithm)
         if diff and _has_results(workdir):
             raise ValueError(
                 f"{workdir} holds another experiment (its config.json differs:\n  "

@@ -197,3 +197,126 @@ def test_plot_default_is_the_first_opponents_score_and_leaves_pyplot_alone(tmp_p
     assert [p.get_height() for p in fig.axes[0].patches] == pytest.approx([0.6, 0.7])
     assert sweep.sweep_table_markdown(rows).splitlines()[0] == (
         "| seed | eval_random | eval_heuristic |")
+
+
+@pytest.fixture
+def fake_training(monkeypatch):
+    """Sweeps that build every config but train nothing: the run folders that
+    `training.run` was asked to train, in order."""
+    import types
+
+    import algorithms
+    from gomoku_jax import exported, training
+
+    entry = algorithms.learner_entry
+    monkeypatch.setattr(algorithms, "learner_entry",
+                        lambda name: (entry(name)[0], lambda cfg, **kw: "learner"))
+    trained = []
+
+    def run(learner, workdir, **kw):
+        trained.append(pathlib.Path(workdir).name)
+        pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
+        return {"iterations": 1, "evaluation": {}}
+
+    monkeypatch.setattr(training, "run", run)
+    monkeypatch.setattr(exported, "load", lambda path, name=None: types.SimpleNamespace(
+        agent=None, env=None))
+    return trained
+
+
+def test_numpy_values_are_taken_as_python_values(tmp_path, fake_training):
+    import numpy as np
+
+    rows = sweep.sweep(CONFIG, "network.options.blocks", np.arange(1, 3),
+                       iterations=np.int64(1), workdir=tmp_path, variant="smoke",
+                       overrides={"train.l2": np.float32(0.5)})
+    assert fake_training == ["00_network.options.blocks=1", "01_network.options.blocks=2"]
+    assert [r["value"] for r in rows] == [1, 2] and type(rows[0]["value"]) is int
+    rows = sweep.sweep(CONFIG, "train.unroll", [np.bool_(False)], iterations=1,
+                       workdir=tmp_path, variant="smoke")
+    assert rows[0]["value"] is False
+
+
+def test_repeated_values_and_a_single_override_string_are_refused(tmp_path, fake_training):
+    with pytest.raises(ValueError, match="values must differ \\(each trains its own run\\), "
+                                         "but 'train.learning_rate' gets 0.01 more than once"):
+        sweep.sweep(CONFIG, "train.learning_rate", [0.01, 0.02, 0.01], workdir=tmp_path)
+    with pytest.raises(TypeError, match="overrides must be a dict or a list of 'key=value' "
+                                        "strings, got a single string 'eval.final_games=0'"):
+        sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, overrides="eval.final_games=0")
+    assert fake_training == []
+
+
+def test_evaluate_and_ladder_settings_are_checked_before_training(tmp_path, fake_training):
+    for evaluate, why in ((5, "evaluate must be a function evaluate\\(agent, env\\)"),
+                          (sweep.ladder_evaluator, "evaluate is ladder_evaluator itself")):
+        with pytest.raises(TypeError, match=why):
+            sweep.sweep(CONFIG, "seed", [1, 2], workdir=tmp_path, evaluate=evaluate)
+    for bad, why in ((dict(seed=None), "seed must be an integer from 0 to 4294967295, got None"),
+                     (dict(seed=1.5), "seed must be an integer from 0 to 4294967295, got 1.5"),
+                     (dict(seed=-1), "seed must be an integer from 0 to 4294967295, got -1"),
+                     (dict(start=200, max_simulations=100),
+                      "max_simulations must be at least start=200")):
+        with pytest.raises(ValueError, match=f"ladder: {why}"):
+            sweep.ladder_evaluator(**bad)
+    evaluate = sweep.ladder_evaluator(opening_stones=8)  # at most 2(k-1): fine on k=5
+    with pytest.raises(ValueError, match=r"sweep \(the run game.k=4\): ladder: opening_stones "
+                                         r"must be at most 2\*\(k-1\) = 6"):
+        sweep.sweep(CONFIG, "game.k", [5, 4], workdir=tmp_path, evaluate=evaluate)
+    assert fake_training == []
+
+
+def test_a_run_folder_of_another_config_is_refused_before_training(tmp_path, fake_training):
+    from gomoku_jax import training
+
+    def run_folder(name, l2, *files):  # an earlier sweep's run, at train.l2=l2
+        import algorithms
+
+        config_class = algorithms.learner_entry("alphazero")[0]
+        cfg, _ = cfglib.load_file(config_class, CONFIG, variants=["smoke"],
+                                  overrides={"train.l2": l2, "train.learning_rate": 1.0})
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"algorithm": "alphazero",
+                                                        **cfglib.to_dict(cfg)}))
+        for file in files:
+            (folder / file).write_text(json.dumps({"iteration": 1, "reason": "loss is nan"}))
+
+    # A run that diverged at another train.l2: not read back as this config's run.
+    run_folder("00_train.learning_rate=1.0", 1e-4, training.DIVERGED)
+    settings = dict(workdir=tmp_path, variant="smoke", overrides={"train.l2": 0.01})
+    with pytest.raises(ValueError, match=r"00_train.learning_rate=1.0 holds another experiment "
+                                         r"\(its config.json differs:\n  train.l2: stored "
+                                         r"0.0001, given 0.01\n\), not the run "
+                                         r"train.learning_rate=1.0; choose another workdir"):
+        sweep.sweep(CONFIG, "train.learning_rate", [1.0], **settings)
+    # At its own config it is read back, not trained again.
+    rows = sweep.sweep(CONFIG, "train.learning_rate", [1.0], workdir=tmp_path, variant="smoke",
+                       overrides={"train.l2": 1e-4})
+    assert rows[0]["stopped_because"] == "diverged: loss is nan" and fake_training == []
+    # A finished run of another config is refused before the runs before it train.
+    run_folder("01_train.learning_rate=2.0", 1e-4, "final.gjx")
+    with pytest.raises(ValueError, match=r"01_train.learning_rate=2.0 holds another experiment"):
+        sweep.sweep(CONFIG, "train.learning_rate", [0.5, 2.0], **settings)
+    assert fake_training == []
+
+
+def test_bad_rows_columns_metrics_and_paths_are_named(tmp_path):
+    rows = [{"key": "seed", "value": v, "run": f"r{v}", "stopped_because": None, "loss": 0.5}
+            for v in (1, 2)]
+    for call in (sweep.sweep_table_markdown, sweep.ladder_table_markdown, sweep.plot_sweep):
+        with pytest.raises(TypeError, match=f"{call.__name__}: rows must be a list of sweep's "
+                                            "rows \\(dicts with 'key' and 'value'\\), got {"):
+            call(rows[0])
+    with pytest.raises(TypeError, match="columns must be a list of column names, got 'loss'"):
+        sweep.sweep_table_markdown(rows, columns="loss")
+    with pytest.raises(ValueError, match="sweep_table_markdown: no row has 'los' \\(the rows "
+                                         "have: key, value, run, stopped_because, loss\\)"):
+        sweep.sweep_table_markdown(rows, columns=["los"])
+    for metric, cell in (("run", "'r1'"), ("stopped_because", "None")):
+        with pytest.raises(ValueError, match=f"plot_sweep: metric '{metric}' is not numeric: "
+                                             f"the run seed=1 has {cell}"):
+            sweep.plot_sweep(rows, metric=metric)
+    with pytest.raises(ValueError, match="path must end in the image type to write"):
+        sweep.plot_sweep(rows, path=tmp_path / "plot")
+    assert not any(tmp_path.iterdir())
