@@ -15,7 +15,8 @@ data (nothing is pickled or evaluated). The first line is a header::
      "rule": "freestyle", "metadata": {...}}
 
 ``metadata`` (optional) is any JSON object the writer chose (generator settings,
-agents, seed). Every other line is one game::
+agents, seed), in strict JSON: `write_records` refuses NaN and infinities. Every other
+line is one game::
 
     {"size": 9, "k": 5, "rule": "freestyle", "moves": [[4, 4], [3, 5], ...],
      "winner": "black", "black": "gomokubot-6", "white": "gomokubot-6",
@@ -278,7 +279,25 @@ def _check_shape(g: Game) -> str | None:
     for side in ("black", "white"):
         if not isinstance(getattr(g, side), str):
             return f"{side} must be a name (a string), got {getattr(g, side)!r}"
+    if not isinstance(g.source, str):
+        return f"source must be a string, got {g.source!r}"
     return None
+
+
+def _check_games(games: Any) -> None:
+    """ValueError unless ``games`` is a collection of games (not one game)."""
+    if hasattr(games, "moves"):
+        raise ValueError(f"games must be a list of Game records, got one "
+                         f"{type(games).__name__} (pass [game])")
+    if not isinstance(games, Iterable) or isinstance(games, (str, bytes, Mapping)):
+        raise ValueError(f"games must be a list of Game records, got {games!r}")
+
+
+def _check_path(path: Any, name: str = "path") -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a file path (a string or os.PathLike), got "
+                         f"{type(path).__name__}")
+    return Path(path)
 
 
 def _validate(games: Sequence[Game]) -> list[str | None]:
@@ -299,6 +318,7 @@ def validate_games(games: Iterable[Any], env: Gomoku) -> list[Game]:
     ``moves``, ``opening``, ``winner`` and maybe ``forfeit``) as `Game`s of ``env``'s
     rules, each replayed on the engine. Raises `RecordError` (line = the game's index)
     for the first malformed one."""
+    _check_games(games)
     converted = [_as_game(g, env, i) for i, g in enumerate(games)]
     for i, why in enumerate(_validate(converted)):
         if why is not None:
@@ -368,9 +388,13 @@ def _header(env: Gomoku, metadata: Mapping | None) -> dict:
         if not isinstance(metadata, Mapping):
             raise ValueError(f"metadata must be a mapping (a JSON object), got {metadata!r}")
         try:
-            head["metadata"] = json.loads(json.dumps(dict(metadata)))  # JSON data only
+            # JSON data only; NaN and infinities are not JSON (strict readers refuse them)
+            head["metadata"] = json.loads(json.dumps(dict(metadata), allow_nan=False))
         except (TypeError, ValueError, RecursionError) as err:
-            raise ValueError(f"metadata must hold JSON data only: {_json_error(err)}") from None
+            why = _json_error(err)
+            if "Out of range float" in why:
+                why += " (NaN and infinity are not JSON: use null or a string)"
+            raise ValueError(f"metadata must hold JSON data only: {why}") from None
     return head
 
 
@@ -390,14 +414,17 @@ def write_records(path, games: Iterable[Any], env: Gomoku, *, metadata: Mapping 
     format; returns how many. Every game is first checked by `validate_games` (a
     `RecordError` names the first bad one and nothing is written). ``source`` fills
     the ``source`` of games that have none; ``metadata`` goes into the header. The file
-    is written under a temporary name and renamed when complete."""
-    path = Path(path)
+    is written under a temporary name and renamed when complete (an existing file at
+    ``path`` is replaced). Metadata that is not strict JSON (NaN, infinity) is refused."""
+    path = _check_path(path)
     checked = validate_games(games, env)
     if source is not None:
         if not isinstance(source, str):
             raise ValueError(f"source must be a string, got {source!r}")
         checked = [g if g.source else dataclasses.replace(g, source=source) for g in checked]
     head = _header(env, metadata)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: there is no folder {path.parent}")
     tmp = path.with_name(path.name + ".tmp")
     dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
     try:
@@ -540,7 +567,7 @@ def _header_json(path: Path, number: int, text):
 
 def read_header(path) -> dict:
     """The header object of a records file (raises `RecordError` if it has none)."""
-    path = Path(path)
+    path = _check_path(path)
     for number, text in _numbered_lines(path):
         if isinstance(text, str) and not text.strip():
             continue
@@ -562,7 +589,10 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
     _check_on_error(on_error)
     if env is not None and not isinstance(env, Gomoku):
         raise ValueError(f"env must be a Gomoku or None, got {env!r}")
-    path = Path(path)
+    if errors is not None and not isinstance(errors, list):
+        raise ValueError(f"errors must be a list (the malformed records are appended to it) "
+                         f"or None, got {errors!r}")
+    path = _check_path(path)
     config, found, problems = None, [], []  # found: (line, Game)
     for number, text in _numbered_lines(path):
         if isinstance(text, str) and not text.strip():
@@ -688,7 +718,7 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
 
 def read_psq(path, env: Gomoku | None = None) -> Game:
     """One game from a ``.psq`` file (see `parse_psq`); ``source`` is the path."""
-    path = Path(path)
+    path = _check_path(path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as err:
@@ -718,8 +748,11 @@ def format_psq(game: Game) -> str:
 
 def write_psq(path, game: Game) -> None:
     """Write one `Game` as a ``.psq`` file (after checking it on the engine)."""
+    path = _check_path(path)
+    if not isinstance(game, Game):
+        raise ValueError(f"game must be a Game, got {type(game).__name__}")
     validate_games([game], _engine(game.size, game.k, game.rule))
-    Path(path).write_text(format_psq(game), encoding="utf-8")
+    path.write_text(format_psq(game), encoding="utf-8")
 
 
 # ------------------------------------------------------------------ training data
@@ -728,6 +761,7 @@ def write_psq(path, game: Game) -> None:
 def split_by_winner(games: Iterable[Game]) -> dict[str, list[Game]]:
     """Seed 001's three splits: ``"black"`` wins, ``"white"`` wins and ``"draw"``; plus
     ``"unfinished"`` (winner None), which has no value target."""
+    _check_games(games)
     splits: dict[str, list[Game]] = {"black": [], "white": [], "draw": [], "unfinished": []}
     for g in games:
         if not _is_winner(g.winner):
@@ -758,36 +792,59 @@ def positions(games: Sequence[Any], env: Gomoku, skip_opening: bool = False) -> 
     move, the board before it; ``skip_opening`` leaves out the moves of each game's
     opening (they were not the players' choices). Games must be finished (winner 0, 1
     or -1; an unfinished game has no value target: drop it first, e.g. with
-    `split_by_winner`) and their moves distinct and on ``env``'s board; games from
-    `read_records` have been replayed on the engine already."""
+    `split_by_winner`). Each game is checked as it is laid out (flat actions, distinct
+    and on ``env``'s board, an opening from 0 to the moves, no forfeit, and the winner's
+    the last move: the engine's win test on the final board, or a full board for a
+    draw); a game that fails raises `validate_games`' `RecordError` for it. Moves after
+    a win are found only by the full replay of `validate_games` or `read_records`."""
     if not isinstance(env, Gomoku):
         raise ValueError(f"env must be a Gomoku, got {env!r}")
+    _check_games(games)
+    games = list(games)
+    if not isinstance(skip_opening, (bool, np.bool_)):
+        raise ValueError(f"skip_opening must be True or False, got {skip_opening!r}")
     n, nn = env.size, env.num_actions
     boards, player, last, action, value, index = [], [], [], [], [], []
+    finals, ends = [], []  # per game: the board before its last move, and that move
     for gi, g in enumerate(games):
-        moves = np.asarray(tuple(g.moves), np.int64).reshape(-1)
-        if g.winner is None or not _is_winner(g.winner):
-            raise ValueError(f"game {gi}: winner must be 0, 1 or -1 (finished), got {g.winner!r}")
-        if moves.size and (moves.min() < 0 or moves.max() >= nn
-                           or len(set(moves.tolist())) < moves.size):
-            raise ValueError(f"game {gi}: moves must be distinct actions from 0 to {nn - 1}")
-        if isinstance(g, Game) and (g.size, g.k, g.rule) != (env.size, env.k, env.rule):
-            raise ValueError(f"game {gi} is {g.size}x{g.size} k={g.k} {g.rule}, env is {env.id}")
-        length = moves.size
+        try:
+            winner, opening = g.winner, g.opening
+            if winner is None or not _is_winner(winner):
+                raise RecordError("<games>", gi, f"game {gi}: winner must be 0, 1 or -1 "
+                                  f"(finished), got {winner!r}")
+            moves = np.asarray(g.moves)
+            length = len(moves)
+            good = (moves.ndim == 1 and (moves.dtype.kind in "iu" or not length)
+                    and not getattr(g, "forfeit", None)
+                    and not isinstance(opening, bool) and isinstance(opening, (int, np.integer))
+                    and 0 <= opening <= length
+                    and (not isinstance(g, Game) or (g.size, g.k, g.rule) == (env.size, env.k,
+                                                                              env.rule)))
+            if good and length:  # distinct: checked on the final boards below
+                good = moves.min() >= 0 and moves.max() < nn
+        except AttributeError:
+            good = False
+        if not good:
+            _refuse(g, env, gi)
+        moves = moves.astype(np.int64)
         t = np.arange(length)
         stone = (t % 2 + 1).astype(np.int8)  # [L]: 1 black, 2 white
         before = t[None, :] < t[:, None]  # [L, L]: move i is on the board before move t
         flat = np.zeros((length, nn), np.int8)
-        flat[:, moves] = np.where(before, stone[None, :], 0)  # moves are distinct
+        flat[:, moves] = np.where(before, stone[None, :], 0)  # right if moves are distinct
+        finals.append(flat[-1].copy() if length else np.zeros(nn, np.int8))
+        ends.append(moves[-1] if length else -1)
         mover = (t % 2).astype(np.int32)
-        z = np.where(g.winner < 0, 0.0, np.where(mover == g.winner, 1.0, -1.0))
-        keep = t >= (int(g.opening) if skip_opening else 0)
+        z = np.where(winner < 0, 0.0, np.where(mover == winner, 1.0, -1.0))
+        keep = t >= (int(opening) if skip_opening else 0)
         boards.append(flat.reshape(length, n, n)[keep])
         player.append(mover[keep])
         last.append(np.concatenate([[-1], moves[:-1]])[:length][keep])
         action.append(moves[keep])
         value.append(z[keep])
         index.append(np.full(int(keep.sum()), gi))
+    for gi in np.flatnonzero(~_results_hold(env, games, finals, ends)):
+        _refuse(games[gi], env, gi)
     if not boards:
         return Positions(np.zeros((0, n, n), np.int8), *(np.zeros((0,), np.int32),) * 3,
                          np.zeros((0,), np.float32), np.zeros((0,), np.int32))
@@ -799,3 +856,46 @@ def positions(games: Sequence[Any], env: Gomoku, skip_opening: bool = False) -> 
         np.concatenate(value).astype(np.float32),
         np.concatenate(index).astype(np.int32),
     )
+
+
+def _refuse(game: Any, env: Gomoku, index: int) -> None:
+    """Raise `validate_games`' `RecordError` for ``game`` (the ``index``-th), which failed
+    a check of `positions`."""
+    why = _validate([_as_game(game, env, index)])[0]
+    why = why or "its moves or its result do not check out"
+    raise RecordError("<games>", index, f"game {index}: {why}")
+
+
+@functools.partial(jax.jit, static_argnames=("env",))
+def _wins_through(env: Gomoku, boards: jax.Array, actions: jax.Array) -> jax.Array:
+    """[B]: whether the move ``actions`` [B] (-1: none), played on ``boards`` [B, N*N] by
+    the side whose turn it is, wins."""
+    stones = 1 + (jnp.sum(boards != 0, axis=1) % 2).astype(jnp.int8)
+    after = jnp.where(jnp.arange(boards.shape[1]) == actions[:, None], stones[:, None], boards)
+    won = jax.vmap(env.wins_through)(after, jnp.maximum(actions, 0), stones)
+    return won & (actions >= 0)
+
+
+def _results_hold(env: Gomoku, games: Sequence[Any], finals: list, ends: list) -> np.ndarray:
+    """[G] bool: each game's moves are distinct (the board before the last move has a
+    stone per earlier move, and not on the last move's cell) and its winner is the one
+    its last move gives (the last mover when that move wins, a draw when it fills the
+    board without winning)."""
+    if not games:
+        return np.zeros((0,), bool)
+    boards, actions = np.stack(finals), np.asarray(ends, np.int32)  # [G, N*N], [G]
+    length = np.asarray([len(g.moves) for g in games], np.int64)
+    winner = np.asarray([g.winner for g in games], np.int64)
+    distinct = ((np.count_nonzero(boards, axis=1) == np.maximum(length - 1, 0))
+                & (boards[np.arange(len(games)), np.maximum(actions, 0)] == 0))
+    won = np.zeros(len(games), bool)
+    for start in range(0, len(games), _BATCH):  # one compiled shape
+        chunk = slice(start, start + _BATCH)
+        count = len(actions[chunk])
+        padded = np.zeros((_BATCH, env.num_actions), np.int8)
+        padded[:count] = boards[chunk]
+        moves = np.full(_BATCH, -1, np.int32)
+        moves[:count] = actions[chunk]
+        won[chunk] = np.asarray(_wins_through(env, jnp.asarray(padded), jnp.asarray(moves)))[:count]
+    draw = (length == env.num_actions) & ~won
+    return distinct & np.where(winner < 0, draw, won & ((length - 1) % 2 == winner))

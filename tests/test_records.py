@@ -100,6 +100,46 @@ def test_writer_refuses_forfeits_and_contradictions(tmp_path):
     assert not path.exists() and not list(tmp_path.iterdir())
 
 
+def test_write_and_read_arguments_are_checked(tmp_path):
+    g, path = game(BLACK_WIN, 0), tmp_path / "out.jsonl"
+    with pytest.raises(ValueError, match="games must be a list of Game records, got one Game"):
+        records.write_records(path, g, ENV)
+    with pytest.raises(ValueError, match="path must be a file path .*, got list"):
+        records.write_records([g], path, ENV)
+    with pytest.raises(ValueError, match="path must be a file path .*, got Game"):
+        records.write_psq(g, tmp_path / "g.psq")
+    with pytest.raises(ValueError, match="game must be a Game, got list"):
+        records.write_psq(tmp_path / "g.psq", [g])
+    assert not list(tmp_path.iterdir())
+    records.write_records(path, [g], ENV)
+    with pytest.raises(ValueError, match="errors must be a list .* or None, got True"):
+        records.read_records(path, errors=True)
+    assert records.read_records(path, errors=(found := [])) == [g] and found == []
+
+
+def test_a_game_that_would_not_read_back_is_not_written(tmp_path):
+    path = tmp_path / "out.jsonl"
+    with pytest.raises(RecordError, match="game 0: source must be a string, got 5"):
+        records.write_records(path, [dataclasses.replace(game(BLACK_WIN, 0), source=5)], ENV)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_metadata_that_is_not_strict_json_is_refused(tmp_path, bad):
+    with pytest.raises(ValueError, match="metadata must hold JSON data only: Out of range "
+                                         "float.*NaN and infinity are not JSON"):
+        records.write_records(tmp_path / "out.jsonl", [game(BLACK_WIN, 0)], ENV,
+                              metadata={"lr": bad})
+    assert not list(tmp_path.iterdir())
+
+
+def test_writing_into_a_missing_folder_names_the_folder(tmp_path):
+    missing = tmp_path / "no" / "games.jsonl.gz"
+    with pytest.raises(FileNotFoundError, match=f"cannot write {re.escape(str(missing))}: there "
+                                                f"is no folder {re.escape(str(missing.parent))}$"):
+        records.write_records(missing, [game(BLACK_WIN, 0)], ENV)
+
+
 # (line in the file, the record's text, a phrase of the reason)
 BAD_LINES = [
     (3, '{"size": 5,', "bad JSON"),
@@ -334,10 +374,64 @@ def test_positions_boards_match_the_engine_and_a_draw_is_worth_zero():
 def test_positions_refuse_unfinished_and_broken_games():
     with pytest.raises(ValueError, match="game 1: winner must be 0, 1 or -1"):
         records.positions([game(BLACK_WIN, 0), game(UNFINISHED, None)], ENV)
-    with pytest.raises(ValueError, match="moves must be distinct"):
+    with pytest.raises(RecordError, match="game 0: move 2 \\(0, 0\\) is on an occupied cell"):
         records.positions([game((0, 0), 1)], ENV)
     empty = records.positions([], ENV)
     assert empty.boards.shape == (0, N, N) and empty.value.shape == (0,)
+
+
+SEVEN = Gomoku(7, 4)
+# Black's four on the top row of 7x7 (k=4), white below; as (row, col) pairs by mistake.
+PAIRS = ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3))
+
+
+@pytest.mark.parametrize("bad, phrase", [
+    (Game(7, 4, "freestyle", ((0, 5), (1, 6)), 1), r"game 0: move 1 is \(0, 5\), not an action"),
+    (Game(7, 4, "freestyle", PAIRS, 0), r"game 0: move 1 is \(0, 0\), not an action"),
+    (Game(7, 4, "freestyle", (0.0, 7.0, 1.0, 8.0, 2.0, 9.0, 3.0), 0),
+     "move 1 is 0.0, not an action"),
+    (GameRecord("a", "b", (0, 7, 1), 0, 1, forfeit="a played an illegal action"),
+     "game 0 was lost by an illegal move"),
+    (GameRecord("a", "b", (0, 7, 1, 8, 2, 9, 3), 0, 1),  # black won on the board
+     r'game 0: winner is "white" but on the board black wins with move 7 \(0, 3\)'),
+    (GameRecord("a", "b", (0, 7, 1, 8), 0, -1), 'winner is "draw" but the board is not full'),
+    (GameRecord("a", "b", (40, 41, 30, 31, 20, 21, 10), 0, 0),  # 9x9 actions, on 7x7
+     r'winner is "black" but nobody has 4 in a row \(freestyle\) after the 7 moves'),
+    (GameRecord("a", "b", (0, 7, 1, 8, 2, 9, 3), -3, 0), "opening must be an integer from 0 to 7"),
+    (GameRecord("a", "b", (0, 7, 1, 8, 2, 9, 3), 10, 0), "opening must be an integer from 0 to 7"),
+    ({"moves": (0, 7)}, "game 0 is not a game record"),
+])
+def test_positions_refuse_what_validate_games_refuses(bad, phrase):
+    good = GameRecord("a", "b", (0, 7, 1, 8, 2, 9, 3), 0, 0)
+    assert records.positions([good], SEVEN).value.tolist() == [1, -1, 1, -1, 1, -1, 1]
+    for skip in (False, True):
+        with pytest.raises(RecordError, match=phrase.replace("game 0", "game 1")):
+            records.positions([good, bad], SEVEN, skip_opening=skip)
+    with pytest.raises(RecordError, match=phrase):
+        records.validate_games([bad], SEVEN)
+
+
+def test_positions_check_the_result_of_a_full_board():
+    env3 = Gomoku(3, 3)
+    with pytest.raises(RecordError, match='winner is "black" but on the board it fills up with no'):
+        records.positions([game(DRAW_3X3, 0, env=env3)], env3)
+    # black's last stone fills the board and makes three: a win, not a draw
+    won_last = tuple(a(r, c, 3) for r, c in
+                     [(0, 0), (0, 1), (1, 1), (1, 0), (0, 2), (1, 2), (2, 1), (2, 0), (2, 2)])
+    assert records.positions([game(won_last, 0, env=env3)], env3).value[-1] == 1
+    with pytest.raises(RecordError, match='"draw" but on the board black wins with move 9'):
+        records.positions([game(won_last, -1, env=env3)], env3)
+
+
+def test_one_game_where_a_list_is_expected_is_named():
+    g = game(BLACK_WIN, 0)
+    for call in (lambda: records.positions(g, ENV), lambda: records.validate_games(g, ENV),
+                 lambda: records.split_by_winner(g),
+                 lambda: records.balanced_sample(g, 1, np.random.default_rng(0))):
+        with pytest.raises(ValueError, match="games must be a list of Game records, got one Game"):
+            call()
+    with pytest.raises(ValueError, match="skip_opening must be True or False, got 'no'"):
+        records.positions([g], ENV, skip_opening="no")
 
 
 def test_split_by_winner_and_balanced_sample():
