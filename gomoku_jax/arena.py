@@ -34,7 +34,8 @@ import numpy as np
 from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent, check_env
-from gomoku_jax.game import Gomoku, State
+from gomoku_jax.config import SEED_MAX, check_seed
+from gomoku_jax.game import Gomoku, State, check_key
 
 
 def device_description() -> str:
@@ -106,12 +107,18 @@ class MatchResult:
     seconds: dict[str, float]  # total thinking time per agent
     decisions: dict[str, int]  # moves each agent chose (openings excluded)
 
-    def score(self, name: str) -> dict:
-        """Wins / losses / draws of ``name``, also split by colour (KeyError for a name
-        that did not play)."""
+    def _player(self, who) -> str:
+        """The name of ``who`` (a name or an `Agent`), KeyError when it did not play."""
+        name = who.name if isinstance(who, Agent) else who
         if name not in self.names:
             raise KeyError(f"{name!r} did not play in this match; its agents are "
                            f"{', '.join(map(repr, self.names))}")
+        return name
+
+    def score(self, name: str | Agent) -> dict:
+        """Wins / losses / draws of ``name`` (or of an `Agent`, by its name), also split by
+        colour (KeyError for a name that did not play)."""
+        name = self._player(name)
         out = dict(wins=0, losses=0, draws=0, wins_as_black=0, wins_as_white=0, games=0)
         for r in self.records:
             if name not in (r.black, r.white):
@@ -127,7 +134,9 @@ class MatchResult:
                 out["losses"] += 1
         return out
 
-    def seconds_per_move(self, name: str) -> float:
+    def seconds_per_move(self, name: str | Agent) -> float:
+        """Mean thinking time of ``name`` (or of an `Agent`) per move it chose."""
+        name = self._player(name)
         return self.seconds[name] / max(self.decisions[name], 1)
 
     def to_dict(self) -> dict:
@@ -151,10 +160,34 @@ def check_opening_stones(env: Gomoku, stones, name: str = "opening_stones") -> N
         )
 
 
+def check_game(env) -> None:
+    """TypeError unless ``env`` is a `Gomoku`."""
+    if not isinstance(env, Gomoku):
+        raise TypeError(f"env must be a Gomoku (e.g. Gomoku(9, 5)), got {_described(env)}")
+
+
+def check_agent(argument: str, agent) -> None:
+    """TypeError (naming ``argument``) unless ``agent`` is an `Agent`: a name is not one."""
+    if not isinstance(agent, Agent):
+        example = agent if isinstance(agent, str) else "random"
+        raise TypeError(f"{argument} must be an Agent (e.g. agents.make({example!r}, env)), "
+                        f"got {_described(agent)}")
+
+
+def _described(value) -> str:
+    """``value`` in words for an error: its type and repr."""
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    text = repr(value)
+    return text if text.startswith(type(value).__name__) else f"{type(value).__name__} {text}"
+
+
 def opening_moves(env: Gomoku, key: jax.Array, stones: int) -> list[int]:
     """``stones`` random distinct cells near the centre (within a square of side about
     ``2 * ceil(sqrt(stones)) + 1``), played alternately from black. At most ``2(k-1)``
     stones, so an opening can never already be a win."""
+    check_game(env)
+    check_key(key, "opening_moves: key")
     check_opening_stones(env, stones)
     n = env.size
     radius = int(np.ceil(np.sqrt(stones))) if stones else 0
@@ -247,12 +280,38 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
     return moves, state.winner, illegal
 
 
+def _check_games(name: str, games) -> None:
+    """ValueError (naming the argument ``name``) unless ``games`` is a positive integer."""
+    if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
+        raise ValueError(f"{name} must be a positive integer, got {games!r}")
+
+
+def _check_seed(seed) -> int:
+    """``seed`` as an int (NumPy integers too), ValueError unless it is one from 0 to
+    `config.SEED_MAX`."""
+    seed = int(seed) if isinstance(seed, np.integer) else seed
+    if isinstance(seed, jax.Array):  # its repr spans lines
+        raise ValueError(f"seed must be an integer from 0 to {SEED_MAX}, got a JAX array of "
+                         f"{seed.dtype}: the arena makes its keys from an int seed")
+    check_seed("", "seed", seed)
+    return seed
+
+
 def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: int = 0,
                opening_stones: int = 0, progress: bool = False) -> MatchResult:
     """Play ``games`` games between two agents (``agent_a`` black in even games). An agent
     built for another game (`agents.check_env`) is refused."""
-    if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
-        raise ValueError(f"games must be a positive integer, got {games!r}")
+    return _play_match(env, agent_a, agent_b, games, _check_seed(seed), opening_stones,
+                       progress)
+
+
+def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: int,
+                opening_stones: int = 0, progress: bool = False) -> MatchResult:
+    """`play_match` for a checked seed (round robins and ladders offset theirs)."""
+    check_game(env)
+    check_agent("agent_a", agent_a)
+    check_agent("agent_b", agent_b)
+    _check_games("games", games)
     for agent in (agent_a, agent_b):
         check_env(agent, env)
     if agent_a.name == agent_b.name:
@@ -336,9 +395,25 @@ class Tournament:
         return [r for m in self.matches for r in m.records]
 
     def report(self, anchor: str | None = "random") -> dict:
-        """Seed 000 section 5's tables plus Elo ratings and time per move (seed 003)."""
+        """Seed 000 section 5's tables plus Elo ratings and time per move (seed 003). The
+        ratings are measured from ``anchor`` (ValueError for a name that did not play);
+        None, or the default ``"random"`` when no agent has that name, centres them. When
+        the anchor won or lost every game the prior, not the games, sets every rating
+        measured from it: ``ratings_measured`` (and its table) then gives the same fit
+        measured from the weakest agent that did neither."""
         names, records = self.names, self.records
         index = {n: i for i, n in enumerate(names)}
+        if anchor == _ratings.DEFAULT_ANCHOR and anchor not in names:
+            anchor = None
+        results = [(index[r.black], index[r.white], r.result_for(r.black)) for r in records]
+        elo = _ratings.elo_from_games(names, results, anchor=anchor)
+        extra = {}
+        measured = [n for n in names if n not in elo.unmeasured()]
+        if elo.anchor in elo.unmeasured() and len(measured) > 1:
+            other = _ratings.elo_from_games(names, results,
+                                            anchor=min(measured, key=elo.__getitem__))
+            extra = {"ratings_measured": other.to_dict(),
+                     "ratings_measured_table": other.table()}
         k = len(names)
         wins = np.zeros((k, k), int)
         games = np.zeros((k, k), int)
@@ -375,11 +450,6 @@ class Tournament:
             total["win_rate"] = total["wins"] / max(total["games"], 1)
             total["seconds_per_move"] = seconds / max(decisions, 1)
             per_agent[n] = total
-        anchor = anchor if anchor in names else None
-        elo = _ratings.elo_from_games(
-            names, [(index[r.black], index[r.white], r.result_for(r.black)) for r in records],
-            anchor=anchor,
-        )
         return {
             "agents": names,
             "win_rate_matrix": [[None if np.isnan(x) else float(x) for x in row] for row in rate],
@@ -389,6 +459,7 @@ class Tournament:
             "forfeits": [r.forfeit for r in records if r.forfeit],
             "ratings": elo.to_dict(),
             "ratings_table": elo.table(),
+            **extra,
         }
 
     def to_markdown(self, report: dict | None = None) -> str:
@@ -423,9 +494,26 @@ class Tournament:
                          f"{p['black_wins']} | {p['white_wins']} | {p['draws']} |")
         c = report["colours"]
         lines += ["", f"Black won {c['black_wins']}, white {c['white_wins']}, draws {c['draws']} "
-                  f"of {c['games']} games.", "", "### Elo (maximum likelihood, 95% interval)", ""]
+                  f"of {c['games']} games.", "", _elo_heading(report["ratings"]), ""]
         lines.append(report["ratings_table"])
+        note = report["ratings"].get("note")
+        if note:
+            lines += ["", note]
+        if "ratings_measured" in report:
+            lines += ["", f"The same ratings measured from {report['ratings_measured']['anchor']}, "
+                      "the weakest agent that neither won nor lost every game, so that the "
+                      "intervals show what the games say:", "", report["ratings_measured_table"]]
         return "\n".join(lines)
+
+
+def _elo_heading(ratings: dict) -> str:
+    """The Markdown heading of a report's Elo table: how the ratings were fitted."""
+    pct = f"{100 * ratings.get('confidence', 0.95):g}% interval"
+    sigma = ratings.get("prior_sigma")
+    if sigma is None:
+        return f"### Elo (maximum likelihood, {pct})"
+    return (f"### Elo (penalised maximum likelihood: a Gaussian prior of sd {sigma:g} Elo on "
+            f"each rating difference; {pct})")
 
 
 def check_entrants(names: Sequence[str]) -> None:
@@ -440,6 +528,17 @@ def check_entrants(names: Sequence[str]) -> None:
 def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed: int = 0,
                 opening_stones: int = 0, progress: bool = False) -> Tournament:
     """Every pair of ``agents`` plays a match of ``games_per_pair`` games."""
+    check_game(env)
+    if isinstance(agents, (str, Agent)):
+        raise TypeError(f"agents must be a list of Agents, got {_described(agents)}")
+    try:
+        agents = list(agents)
+    except TypeError:
+        raise TypeError(f"agents must be a list of Agents, got {_described(agents)}") from None
+    for k, agent in enumerate(agents):
+        check_agent(f"agents[{k}]", agent)
+    _check_games("games_per_pair", games_per_pair)
+    seed = _check_seed(seed)
     names = [a.name for a in agents]
     check_entrants(names)
     for agent in agents:  # before any game, not at its first pairing
@@ -451,8 +550,8 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
         from tqdm import tqdm
 
         iterator = tqdm(pairs, desc="round robin")
-    matches = [play_match(env, agents[i], agents[j], games_per_pair,
-                          seed=seed + 1_000 * (i * len(agents) + j), opening_stones=opening_stones)
+    matches = [_play_match(env, agents[i], agents[j], games_per_pair,
+                           seed=seed + 1_000 * (i * len(agents) + j), opening_stones=opening_stones)
                for i, j in iterator]
     return Tournament(names, matches)
 
@@ -460,8 +559,30 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
 def heatmap(report: dict, path, title: str | None = None):
     """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix) at
     ``path``; returns ``path``."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if isinstance(path, (str, os.PathLike)):
+        suffix = os.path.splitext(os.fspath(path))[1][1:].lower()
+        if suffix not in FigureCanvasBase.get_supported_filetypes():
+            raise ValueError(f"path must end in a picture format's suffix (.png, .svg, .pdf, "
+                             f"...), got {os.fspath(path)!r}")
     heatmap_figure(report, title).savefig(path, dpi=120)
     return path
+
+
+def _check_report(report) -> None:
+    """TypeError unless ``report`` is a round robin's report (`Tournament.report`)."""
+    if isinstance(report, dict) and {"agents", "win_rate_matrix"} <= report.keys():
+        return
+    if isinstance(report, Tournament):
+        got = "a Tournament; pass its .report()"
+    elif isinstance(report, (str, os.PathLike)):
+        got = f"the path {os.fspath(report)!r}; the report comes first, then the path"
+    elif isinstance(report, dict):
+        got = "a dict without 'agents' and 'win_rate_matrix'"
+    else:
+        got = _described(report)
+    raise TypeError(f"report must be a round robin's report (Tournament.report()), got {got}")
 
 
 def heatmap_figure(report: dict, title: str | None = None):
@@ -469,6 +590,7 @@ def heatmap_figure(report: dict, title: str | None = None):
     does not hold (nothing to close, no backend chosen; a notebook shows it)."""
     from matplotlib.figure import Figure
 
+    _check_report(report)
     names = report["agents"]
     matrix = np.array([[np.nan if x is None else 100 * x for x in row]
                        for row in report["win_rate_matrix"]], dtype=float)
@@ -510,7 +632,10 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     simulations, then ``+step`` at a time, until it wins fewer than ``pass_wins`` (7 or
     fewer of 10 by default) or ``max_simulations`` is passed. Reports every level and the
     last one cleared (0 if none)."""
+    check_game(env)
+    check_agent("agent", agent)
     check_ladder(start, step, games, pass_wins, max_simulations)
+    seed = _check_seed(seed)
     check_opening_stones(env, opening_stones)
     if make_opponent is None:
         from algorithms.pure_mcts import pure_mcts_agent
@@ -518,8 +643,9 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
         make_opponent = lambda sims: pure_mcts_agent(env, sims)  # noqa: E731
     levels, cleared, sims = [], 0, start
     while sims <= max_simulations:
-        match = play_match(env, agent, make_opponent(sims), games, seed=seed + sims,
-                           opening_stones=opening_stones)
+        opponent = make_opponent(sims)
+        check_agent(f"make_opponent({sims})", opponent)
+        match = _play_match(env, agent, opponent, games, seed + sims, opening_stones)
         score = match.score(agent.name)
         levels.append({"simulations": sims, **score})
         if progress:

@@ -1,4 +1,4 @@
-"""Elo ratings by maximum likelihood from game results (pure NumPy).
+"""Elo ratings by penalised maximum likelihood from game results (pure NumPy).
 
 Used by the arena's round-robin reports.  Two entry points:
 
@@ -19,8 +19,8 @@ A draw counts as half a win and half a loss, i.e. it contributes
 ``0.5 * log P(i beats j) + 0.5 * log P(j beats i)`` to the log-likelihood
 (the usual Elo convention; there is no separate draw parameter).
 
-The ratings maximise the (penalised) log-likelihood, found with damped
-Newton's method to convergence.  Only rating *differences* are identified, so
+The ratings maximise the log-likelihood penalised by a weak prior (below),
+found with damped Newton's method to convergence.  Only rating *differences* are identified, so
 one *anchor* player is fixed at 0 (by default ``"random"`` when present, else
 the first player); ``anchor=None`` instead centres the ratings on mean 0.
 
@@ -33,12 +33,19 @@ equivalent to the penalty ``sum_{i<j} (r_i - r_j)**2 / (2 * prior_sigma**2)``.
 It is invariant to shifting all ratings, so the choice of anchor only shifts
 the result.  Its information per pair, ``(400 / ln 10 / prior_sigma)**2``
 (about 0.03 in log-odds units for ``prior_sigma=1000``), equals that of about
-0.12 games at even odds (each worth 0.25), so with tens of games per pair it
-moves ratings by a small fraction of an Elo point; it only matters when the
-data alone cannot pin a rating down.  ``prior_sigma=None`` disables
-it, in which case results whose "scored against" graph is not strongly
-connected (someone never lost, never scored, or groups never met) raise
-:class:`ValueError` because the MLE does not exist.
+0.12 games at even odds (each worth 0.25).  A lopsided game carries less
+(``p * (1 - p)``), so the pull grows with the score: between two players with
+20 games and the default prior, 15-5 moves from the MLE's 190.8 Elo to 189.3
+(1.5 Elo), 18-2 from 381.7 by 6.2 and 19-1 from 511.5 by 15.2; with 40 games,
+30-10 by 0.8 and 38-2 by 7.8.  For a perfect or zero record the prior alone
+sets the rating (:meth:`Ratings.unmeasured` names such players), and when such
+a player is the anchor it sets every rating measured from it, with its
+interval: in the recorded 9x9 round robin, where random lost every game, the
+final agent's rating from random is 1033, 1380 or 1679 at a prior sd of 500,
+1000 or 2000 Elo, while its difference from GomokuBot is 85, 96 or 100.
+``prior_sigma=None`` disables it, in which case results whose "scored against"
+graph is not strongly connected (someone never lost, never scored, or groups
+never met) raise :class:`ValueError` because the MLE does not exist.
 
 Uncertainty
 -----------
@@ -92,9 +99,11 @@ def score_interval(points: float, games: int, confidence: float = 0.95) -> tuple
     """
     if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
         raise ValueError(f"score_interval: games must be a positive integer, got {games!r}")
+    if not _is_number(points):
+        raise ValueError(f"score_interval: points must be a number, got {points!r}")
     if not 0 <= points <= games:
         raise ValueError(f"score_interval: points must be from 0 to games={games}, got {points}")
-    if not 0 < confidence < 1:
+    if not (_is_number(confidence) and 0 < confidence < 1):
         raise ValueError(f"score_interval: confidence must be in (0, 1), got {confidence}")
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     p, n = points / games, games
@@ -126,10 +135,51 @@ class Ratings:
     anchor: str | None
     confidence: float = 0.95
     prior_sigma: float | None = DEFAULT_PRIOR_SIGMA
+    points: np.ndarray | None = None  # each player's score (wins + draws / 2)
 
     def __getitem__(self, name: str) -> float:
         """Rating of the player called ``name``."""
+        if not isinstance(name, str):
+            raise TypeError(f"ratings are looked up by player name, got {name!r}; "
+                            f"players are {list(self.names)}")
+        if name not in self.names:
+            raise ValueError(f"unknown player name {name!r}; players are {list(self.names)}")
         return float(self.ratings[self.names.index(name)])
+
+    def unmeasured(self) -> dict[str, str]:
+        """Players with a perfect or zero record -> ``"all wins"`` or ``"all losses"`` (a
+        draw is neither). Their maximum-likelihood rating is infinite, so the prior, not
+        the games, sets theirs, and, when one is the anchor, every rating measured from
+        it."""
+        if self.points is None:
+            return {}
+        out = {}
+        for name, p, g in zip(self.names, self.points, self.games):
+            tol = 1e-9 * max(1.0, float(g))
+            if p >= g - tol:
+                out[name] = "all wins"
+            elif p <= tol:
+                out[name] = "all losses"
+        return out
+
+    def note(self) -> str:
+        """Sentences on the ratings that the prior sets rather than the games (see
+        `unmeasured`); empty when there are none."""
+        flagged = self.unmeasured()
+        if not flagged:
+            return ""
+        text = " ".join(
+            f"{name} {'won' if record == 'all wins' else 'lost'} every game, so its "
+            f"maximum-likelihood rating is {'plus' if record == 'all wins' else 'minus'} "
+            f"infinity: the prior (sd {self.prior_sigma:g} Elo), not the games, bounds its "
+            "rating and interval here."
+            for name, record in flagged.items()
+        )
+        if self.anchor in flagged:
+            text += (f" As {self.anchor} is the anchor, every rating here, and its interval, "
+                     "is bounded by the prior too; the differences between the other players "
+                     "depend little on it.")
+        return text
 
     def order(self) -> np.ndarray:
         """Player indices sorted by rating, best first (ties keep input order)."""
@@ -141,6 +191,8 @@ class Ratings:
             "anchor": self.anchor,
             "confidence": self.confidence,
             "prior_sigma": self.prior_sigma,
+            "unmeasured": self.unmeasured(),
+            "note": self.note(),
             "players": [
                 {
                     "name": self.names[k],
@@ -155,8 +207,12 @@ class Ratings:
         }
 
     def table(self, digits: int = 0) -> str:
-        """Markdown table of the ratings, sorted best first."""
+        """Markdown table of the ratings, sorted best first; the anchor and the players of
+        `unmeasured` are marked by their names."""
+        if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) or digits < 0:
+            raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
         pct = f"{100 * self.confidence:g}%"
+        flagged = self.unmeasured()
 
         def f(x):  # rounded, with -0 shown as 0
             return f"{round(float(x), digits) + 0.0:.{digits}f}"
@@ -166,7 +222,10 @@ class Ratings:
             "|---:|:---|---:|:---:|---:|---:|",
         ]
         for rank, k in enumerate(self.order(), start=1):
-            name = self.names[k] + (" (anchor)" if self.names[k] == self.anchor else "")
+            name = self.names[k]
+            tags = (["anchor"] if name == self.anchor else []) + (
+                [flagged[name]] if name in flagged else [])
+            name += f" ({', '.join(tags)})" if tags else ""
             lines.append(
                 f"| {rank} | {name} | {f(self.ratings[k])} | "
                 f"[{f(self.lower[k])}, {f(self.upper[k])}] | "
@@ -192,6 +251,8 @@ def elo_from_games(
     module docstring for the model, prior, anchor and intervals.
     """
     names = _check_names(names)
+    _check_settings(prior_sigma, confidence, tol, max_iter)
+    anchor_idx = _resolve_anchor(names, anchor)
     i, j, score = _parse_records(names, records)
     n = len(names)
     games = np.zeros((n, n))
@@ -200,7 +261,7 @@ def elo_from_games(
     np.add.at(games, (j, i), 1.0)
     np.add.at(points, (i, j), score)
     np.add.at(points, (j, i), 1.0 - score)
-    return _fit(names, points, games, anchor, prior_sigma, confidence, tol, max_iter)
+    return _fit(names, points, games, anchor_idx, prior_sigma, confidence, tol, max_iter)
 
 
 def elo_from_matrix(
@@ -222,18 +283,42 @@ def elo_from_matrix(
     and ``points + points.T == games``.
     """
     names = _check_names(names)
+    _check_settings(prior_sigma, confidence, tol, max_iter)
+    anchor_idx = _resolve_anchor(names, anchor)
     points, games = _check_matrices(names, points, games)
-    return _fit(names, points, games, anchor, prior_sigma, confidence, tol, max_iter)
+    return _fit(names, points, games, anchor_idx, prior_sigma, confidence, tol, max_iter)
 
 
 # ---------------------------------------------------------------------------
 # validation
 
 
+def _is_number(x: Any) -> bool:
+    """A real number: int or float, NumPy's included, not a bool."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _check_settings(prior_sigma: Any, confidence: Any, tol: Any, max_iter: Any) -> None:
+    if prior_sigma is not None and not (_is_number(prior_sigma) and prior_sigma > 0):
+        raise ValueError(f"prior_sigma must be a positive number of Elo points or None, got {prior_sigma!r}")
+    if not (_is_number(confidence) and 0 < confidence < 1):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if not (_is_number(tol) and 0 < tol < math.inf):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+
+
 def _check_names(names: Sequence[str]) -> tuple[str, ...]:
     if isinstance(names, str):
         raise ValueError("names must be a sequence of player names, not a single string")
-    names = tuple(names)
+    if isinstance(names, (set, frozenset)):
+        raise ValueError(f"names must be an ordered sequence (a list or tuple), not a set: "
+                         f"records refer to players by position, got {names!r}")
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ValueError(f"names must be a sequence of player names, got {names!r}") from None
     if not names:
         raise ValueError("need at least one player")
     bad = [x for x in names if not isinstance(x, str)]
@@ -266,12 +351,23 @@ def _parse_records(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if isinstance(records, np.ndarray) and records.dtype.kind in "iuf":
         return _parse_record_array(names, records)
-    rows = list(records)
+    try:
+        rows = list(records)
+    except TypeError:
+        raise ValueError(f"records must be a list of (i, j, score) triples, got {records!r}") from None
     if len(rows) == 0:
         raise ValueError("no game records given")
     i_idx, j_idx, scores = [], [], []
     for g, row in enumerate(rows):
         where = f"record {g}"
+        try:
+            if isinstance(row, str):
+                raise TypeError
+            row = tuple(row)
+        except TypeError:
+            got = repr(row) if _is_number(row) or isinstance(row, str) else f"a {type(row).__name__}"
+            raise ValueError(f"{where}: expected a triple (i, j, score), got {got}; records is "
+                             "a list of such triples, e.g. [(0, 1, 1.0)]") from None
         if len(row) != 3:
             raise ValueError(f"{where}: expected (i, j, score), got {tuple(row)!r}")
         a = _player_index(names, row[0], where)
@@ -350,6 +446,7 @@ def _check_matrices(names: tuple[str, ...], points: Any, games: Any) -> tuple[np
 
 
 def _resolve_anchor(names: tuple[str, ...], anchor: str | None) -> int | None:
+    """Index of the anchor (``None``: centred); the default name falls back to player 0."""
     if anchor is None:
         return None
     if not isinstance(anchor, str):
@@ -403,61 +500,38 @@ def _fit(
     names: tuple[str, ...],
     points: np.ndarray,
     games: np.ndarray,
-    anchor: str | None,
+    anchor_idx: int | None,
     prior_sigma: float | None,
     confidence: float,
     tol: float,
     max_iter: int,
 ) -> Ratings:
     n = len(names)
-    anchor_idx = _resolve_anchor(names, anchor)
     played = games.sum(axis=1)
     idle = [names[k] for k in range(n) if played[k] == 0]
     if idle:
         raise ValueError(f"players with no games have no defined rating: {idle}; remove them first")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if prior_sigma is None or prior_sigma == math.inf:
-        prec = 0.0
-        if not _strongly_connected(points > 0):
+    unprior = prior_sigma is None or prior_sigma == math.inf
+    prec = 0.0 if unprior else (_ELO_SCALE / float(prior_sigma)) ** 2
+    if unprior and not _strongly_connected(points > 0):
+        raise ValueError(
+            "the maximum-likelihood ratings are infinite without a prior: some group of "
+            "players never scored against (or never lost to) the rest, e.g. a perfect "
+            "record; pass a finite prior_sigma"
+        )
+    try:
+        s, cov = _newton(n, points, games, prec, anchor_idx, tol, max_iter)
+    except np.linalg.LinAlgError:
+        s = None
+    if s is None:
+        if not unprior and not _strongly_connected(points > 0):
             raise ValueError(
-                "the maximum-likelihood ratings are infinite without a prior: some group of "
-                "players never scored against (or never lost to) the rest, e.g. a perfect "
-                "record; pass a finite prior_sigma"
+                f"prior_sigma={float(prior_sigma):g} is too weak to keep the ratings finite in "
+                "floating point: some player's rating is set by the prior alone (e.g. a "
+                f"perfect or zero record); pass a smaller prior_sigma (the default is "
+                f"{DEFAULT_PRIOR_SIGMA:g}), or prior_sigma=None to refuse such results"
             )
-    elif not (isinstance(prior_sigma, (int, float)) and prior_sigma > 0 and math.isfinite(prior_sigma)):
-        raise ValueError(f"prior_sigma must be a positive number of Elo points or None, got {prior_sigma!r}")
-    else:
-        prec = (_ELO_SCALE / float(prior_sigma)) ** 2
-
-    # Fit with player `ref` pinned at 0; the objective is shift invariant.
-    ref = 0 if anchor_idx is None else anchor_idx
-    free = np.array([k for k in range(n) if k != ref], dtype=int)
-    s = np.zeros(n)
-    if free.size:
-        f_old = _objective(s, points, prec)
-        for _ in range(max_iter):
-            grad, hess = _grad_hess(s, points, games, prec)
-            step = np.linalg.solve(hess[np.ix_(free, free)], -grad[free])
-            t = 1.0  # backtracking line search (Armijo) keeps Newton monotone
-            slope = float(grad[free] @ step)
-            while True:
-                trial = s.copy()
-                trial[free] += t * step
-                f_new = _objective(trial, points, prec)
-                if f_new <= f_old + 1e-4 * t * slope or t < 1e-10:
-                    break
-                t *= 0.5
-            s, f_old = trial, f_new
-            if np.max(np.abs(t * step)) < tol:
-                break
-        else:
-            raise RuntimeError(f"Elo fit did not converge in {max_iter} Newton iterations")
-
-    _, hess = _grad_hess(s, points, games, prec)
-    cov = np.zeros((n, n))
-    if free.size:
-        cov[np.ix_(free, free)] = np.linalg.inv(hess[np.ix_(free, free)])
+        raise RuntimeError(f"Elo fit did not converge in {max_iter} Newton iterations")
     if anchor_idx is None:
         s = s - s.mean()
         centre = np.eye(n) - 1.0 / n
@@ -477,5 +551,47 @@ def _fit(
         games=np.rint(played).astype(int),
         anchor=None if anchor_idx is None else names[anchor_idx],
         confidence=float(confidence),
-        prior_sigma=None if prec == 0.0 else float(prior_sigma),
+        prior_sigma=None if unprior else float(prior_sigma),
+        points=points.sum(axis=1),
     )
+
+
+def _newton(
+    n: int, points: np.ndarray, games: np.ndarray, prec: float, anchor_idx: int | None,
+    tol: float, max_iter: int,
+) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    """The penalised MLE (log-odds units, player ``ref`` at 0) and its covariance; Nones
+    when it does not converge to finite values."""
+    # Fit with player `ref` pinned at 0; the objective is shift invariant.
+    ref = 0 if anchor_idx is None else anchor_idx
+    free = np.array([k for k in range(n) if k != ref], dtype=int)
+    s = np.zeros(n)
+    if free.size:
+        f_old = _objective(s, points, prec)
+        for _ in range(max_iter):
+            grad, hess = _grad_hess(s, points, games, prec)
+            step = np.linalg.solve(hess[np.ix_(free, free)], -grad[free])
+            if not np.all(np.isfinite(step)):
+                return None, None
+            t = 1.0  # backtracking line search (Armijo) keeps Newton monotone
+            slope = float(grad[free] @ step)
+            while True:
+                trial = s.copy()
+                trial[free] += t * step
+                f_new = _objective(trial, points, prec)
+                if f_new <= f_old + 1e-4 * t * slope or t < 1e-10:
+                    break
+                t *= 0.5
+            s, f_old = trial, f_new
+            if np.max(np.abs(t * step)) < tol:
+                break
+        else:
+            return None, None
+
+    _, hess = _grad_hess(s, points, games, prec)
+    cov = np.zeros((n, n))
+    if free.size:
+        cov[np.ix_(free, free)] = np.linalg.inv(hess[np.ix_(free, free)])
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(cov))):
+        return None, None
+    return s, cov

@@ -321,3 +321,146 @@ def test_ctrl_c_stops_a_compiled_match_while_it_runs():
     # the interrupt came while XLA still computed: np.asarray of the result raised it only
     # once the whole match had been played ("interrupted done")
     assert done.stdout.split() == ["interrupted", "running"], done.stdout + done.stderr
+
+
+def test_names_and_other_non_agents_are_refused_before_a_game():
+    random, heuristic = agents.random_agent(), agents.heuristic_agent(ENV)
+    string = r"must be an Agent \(e\.g\. agents\.make\('{0}', env\)\), got the string '{0}'"
+    with pytest.raises(TypeError, match="agent_a " + string.format("random")):
+        arena.play_match(ENV, "random", "heuristic", 2)
+    with pytest.raises(TypeError, match="agent_b " + string.format("heuristic")):
+        arena.play_match(ENV, random, "heuristic", 2)
+    with pytest.raises(TypeError, match=r"env must be a Gomoku \(e\.g\. Gomoku\(9, 5\)\), "
+                                        "got int 9"):
+        arena.play_match(9, random, heuristic, 2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(arena, "_play_match", lambda *a, **k: pytest.fail("a match was played"))
+        with pytest.raises(TypeError, match=r"agents\[1\] " + string.format("heuristic")):
+            arena.round_robin(ENV, [random, "heuristic"], 2)
+        with pytest.raises(TypeError, match=r"agents must be a list of Agents, got "
+                                            r"JaxAgent\('random'\)"):
+            arena.round_robin(ENV, random, 2)
+        with pytest.raises(ValueError, match="games_per_pair must be a positive integer, got 0"):
+            arena.round_robin(ENV, [random, heuristic], 0)
+        with pytest.raises(TypeError, match="agent " + string.format("heuristic")):
+            arena.ladder(ENV, "heuristic", start=2, step=2, games=1, pass_wins=1,
+                         max_simulations=2)
+        with pytest.raises(TypeError, match=r"make_opponent\(2\) must be an Agent"):
+            arena.ladder(ENV, heuristic, start=2, step=2, games=1, pass_wins=1,
+                         max_simulations=2, make_opponent=lambda sims: "pure-mcts-2")
+    # a generator of agents is a field like any other
+    t = arena.round_robin(ENV, (a for a in (random, heuristic)), 2)
+    assert t.names == ["random", "heuristic"] and len(t.records) == 2
+
+
+@pytest.mark.parametrize("seed", [jax.random.key(0), None, 1.5, -1, 2**64, "0", True])
+def test_seeds_are_integers(seed):
+    random, heuristic = agents.random_agent(), agents.heuristic_agent(ENV)
+    match = r"seed must be an integer from 0 to 4294967295, got "
+    with pytest.raises(ValueError, match=match):
+        arena.play_match(ENV, random, heuristic, 2, seed=seed)
+    with pytest.raises(ValueError, match=match):
+        arena.round_robin(ENV, [random, heuristic], 2, seed=seed)
+    with pytest.raises(ValueError, match=match):
+        arena.ladder(ENV, heuristic, seed=seed)
+
+
+def test_numpy_and_largest_seeds_play():
+    random, heuristic = agents.random_agent(), agents.heuristic_agent(ENV)
+    same = [arena.play_match(ENV, random, heuristic, 2, seed=s) for s in (3, np.int64(3))]
+    assert [r.moves for r in same[0].records] == [r.moves for r in same[1].records]
+    # the round robin offsets the seed of each pairing past the largest seed
+    t = arena.round_robin(ENV, [random, heuristic, agents.make("heuristic-2", ENV)], 1,
+                          seed=2**32 - 1)
+    assert len(t.records) == 3
+
+
+def test_opening_moves_want_a_key():
+    with pytest.raises(ValueError, match=r"opening_moves: key must be a JAX random key "
+                                         r"\(jax\.random\.key\(seed\)\), got int 0"):
+        arena.opening_moves(ENV, 0, 2)
+    assert arena.opening_moves(ENV, jax.random.PRNGKey(0), 2) == arena.opening_moves(
+        ENV, jax.random.key(0), 2)
+
+
+def test_a_match_answers_for_an_agent_or_its_name():
+    random, heuristic = agents.random_agent(), agents.heuristic_agent(ENV)
+    match = arena.play_match(ENV, random, heuristic, 2)
+    assert match.score(heuristic) == match.score("heuristic")
+    assert match.seconds_per_move(heuristic) == match.seconds_per_move("heuristic")
+    with pytest.raises(KeyError, match="'heurstic' did not play in this match; its agents are "
+                                       "'random', 'heuristic'"):
+        match.seconds_per_move("heurstic")
+
+
+def _tournament(winners: dict) -> arena.Tournament:
+    """A round robin without playing: (a, b) -> each game's winner (None a draw), a black
+    in even games."""
+    names, matches = [], []
+    for (a, b), results in winners.items():
+        names += [n for n in (a, b) if n not in names]
+        records = []
+        for g, w in enumerate(results):
+            black, white = (a, b) if g % 2 == 0 else (b, a)
+            records.append(arena.GameRecord(black, white, (0,), 0,
+                                            -1 if w is None else int(w == white)))
+        matches.append(arena.MatchResult((a, b), records, {a: 0.0, b: 0.0}, {a: 1, b: 1}))
+    return arena.Tournament(names, matches)
+
+
+def test_report_flags_an_anchor_that_lost_every_game():
+    t = _tournament({("random", "x"): ["x"] * 6, ("random", "y"): ["y"] * 6,
+                     ("x", "y"): ["x"] * 3 + ["y"] * 2 + [None]})
+    rep = t.report()
+    assert rep["ratings"]["anchor"] == "random"
+    assert rep["ratings"]["unmeasured"] == {"random": "all losses"}
+    assert "| random (anchor, all losses) |" in rep["ratings_table"]
+    other = rep["ratings_measured"]
+    assert other["anchor"] == "y" and other["unmeasured"] == {"random": "all losses"}
+    x = {p["name"]: p for p in rep["ratings"]["players"]}["x"]
+    x_from_y = {p["name"]: p for p in other["players"]}["x"]
+    y = {p["name"]: p for p in rep["ratings"]["players"]}["y"]
+    assert x_from_y["rating"] == pytest.approx(x["rating"] - y["rating"])
+    assert x_from_y["sd"] < x["sd"]  # the games, not the prior, set this one
+    md = t.to_markdown(rep)
+    assert ("### Elo (penalised maximum likelihood: a Gaussian prior of sd 1000 Elo on each "
+            "rating difference; 95% interval)") in md
+    assert "maximum likelihood, 95%" not in md
+    assert "random lost every game, so its maximum-likelihood rating is minus infinity" in md
+    assert "The same ratings measured from y, the weakest agent" in md
+    assert rep["ratings_measured_table"] in md
+    # No flagged anchor: no second table, no note; an old report still renders.
+    fair = _tournament({("random", "x"): ["x", "random", "x", None]}).report()
+    assert "ratings_measured" not in fair and fair["ratings"]["note"] == ""
+    old = dict(fair, ratings={k: fair["ratings"][k] for k in ("anchor", "confidence",
+                                                               "prior_sigma", "players")})
+    assert "prior of sd 1000 Elo" in t.to_markdown(old)
+
+
+def test_report_refuses_an_unknown_anchor():
+    t = _tournament({("random", "x"): ["x", "random"], ("x", "y"): ["x", "y"],
+                     ("random", "y"): ["y", None]})
+    with pytest.raises(ValueError, match=r"anchor 'randon' is not among the players "
+                                         r"\['random', 'x', 'y'\]"):
+        t.report(anchor="randon")
+    assert t.report(anchor="x")["ratings"]["anchor"] == "x"
+    assert t.report(anchor=None)["ratings"]["anchor"] is None
+    # the default, random, centres the ratings of a field without it
+    assert _tournament({("a", "b"): ["a", "b"]}).report()["ratings"]["anchor"] is None
+
+
+def test_heatmap_refuses_what_is_not_a_report_or_a_picture_path(tmp_path):
+    t = _tournament({("random", "x"): ["x", "random"]})
+    report = t.report()
+    with pytest.raises(TypeError, match=r"report must be a round robin's report "
+                                        r"\(Tournament\.report\(\)\), got a Tournament; pass "
+                                        r"its \.report\(\)"):
+        arena.heatmap(t, tmp_path / "h.png")
+    with pytest.raises(TypeError, match="got the path '.*h.png'; the report comes first"):
+        arena.heatmap(str(tmp_path / "h.png"), report)
+    for name in ("heat", "heat.txt"):
+        with pytest.raises(ValueError, match=r"path must end in a picture format's suffix "
+                                             rf"\(\.png, \.svg, \.pdf, \.\.\.\), got '.*{name}'"):
+            arena.heatmap(report, tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+    assert arena.heatmap(report, tmp_path / "h.svg") == tmp_path / "h.svg"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -228,3 +229,141 @@ def test_score_interval_is_wilson():
     assert score_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="points must be from 0 to games=10"):
         score_interval(11, 10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_iter": 0}, "max_iter must be a positive integer, got 0"),
+        ({"max_iter": -5}, "max_iter must be a positive integer, got -5"),
+        ({"max_iter": 2.5}, "max_iter must be a positive integer, got 2.5"),
+        ({"tol": float("nan")}, "tol must be a positive number, got nan"),
+        ({"tol": -1}, "tol must be a positive number, got -1"),
+        ({"prior_sigma": "1000"}, "prior_sigma must be a positive number"),
+    ],
+)
+def test_bad_fit_settings_are_refused_before_fitting(kwargs, match):
+    records = _records(0, 1, 3, 0, 2)
+    with pytest.raises(ValueError, match=match):
+        elo_from_games(["a", "b"], records, **kwargs)
+    with pytest.raises(ValueError, match=match):  # before the records are read
+        elo_from_games(["a", "b"], [("a", "nobody", 1)], **kwargs)
+
+
+def test_numpy_prior_sigma_is_a_number():
+    records = _records(0, 1, 3, 1, 2)
+    plain = elo_from_games(["a", "b"], records, prior_sigma=1000)
+    for sigma in (np.float32(1000), np.int64(1000), np.float64(1000)):
+        r = elo_from_games(["a", "b"], records, prior_sigma=sigma)
+        assert np.allclose(r.ratings, plain.ratings) and r.prior_sigma == 1000.0
+
+
+@pytest.mark.parametrize("sigma", [1e15, 1e300])
+def test_a_prior_too_weak_for_a_perfect_record_is_a_clear_error(sigma):
+    # Before: "did not converge" (1e15) or numpy's LinAlgError (1e300).
+    with pytest.raises(ValueError, match=re.escape(f"prior_sigma={sigma:g} is too weak to keep "
+                                                   "the ratings finite") +
+                       r".*a smaller prior_sigma.*prior_sigma=None"):
+        elo_from_games(["a", "b"], _records(0, 1, 5), prior_sigma=sigma)
+    # With both players scoring, a huge prior is no prior.
+    mixed = elo_from_games(["a", "b"], _records(0, 1, 3, 0, 1), prior_sigma=sigma)
+    exact = elo_from_games(["a", "b"], _records(0, 1, 3, 0, 1), prior_sigma=None)
+    assert mixed["b"] == pytest.approx(exact["b"], abs=1e-6)
+
+
+class _Game:  # something with players and a result, but not an (i, j, score) triple
+    black, white, winner = "a", "b", 0
+
+
+@pytest.mark.parametrize(
+    ("records", "match"),
+    [
+        ([_Game(), _Game()], r"record 0: expected a triple \(i, j, score\), got a _Game"),
+        ((0, 1, 1), r"record 0: expected a triple \(i, j, score\), got 0; records is a list"),
+        (["ab1"], r"record 0: expected a triple \(i, j, score\), got 'ab1'"),
+        (5, r"records must be a list of \(i, j, score\) triples, got 5"),
+    ],
+)
+def test_records_that_are_not_triples(records, match):
+    with pytest.raises(ValueError, match=match):
+        elo_from_games(["a", "b"], records)
+
+
+def test_names_must_be_ordered():
+    # A set's order is its hash order: records by index would go to the wrong players.
+    with pytest.raises(ValueError, match="names must be an ordered sequence .*not a set"):
+        elo_from_games({"a", "b"}, [(0, 1, 1), (1, 0, 1)])
+    with pytest.raises(ValueError, match="names must be a sequence of player names, got 3"):
+        elo_from_games(3, [(0, 1, 1)])
+
+
+def test_ratings_lookup_names_the_players():
+    r = elo_from_games(["a", "b"], _records(0, 1, 3, 0, 2))
+    assert r["a"] == 0.0
+    with pytest.raises(ValueError, match=r"unknown player name 'c'; players are \['a', 'b'\]"):
+        r["c"]
+    with pytest.raises(TypeError, match=r"looked up by player name, got 0; players are"):
+        r[0]
+
+
+def test_table_digits_are_checked():
+    r = elo_from_games(["a", "b"], _records(0, 1, 3, 0, 2))
+    assert "| 2 | b | -68.71 | [-375.40, 237.97] |" in r.table(digits=2)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match=f"digits must be a non-negative integer, got {bad!r}"):
+            r.table(digits=bad)
+
+
+def test_score_interval_checks_its_types():
+    from gomoku_jax.ratings import score_interval
+
+    assert score_interval(np.float64(3), np.int64(4)) == score_interval(3, 4)
+    for bad in ("3", None, True):
+        with pytest.raises(ValueError, match=f"points must be a number, got {bad!r}"):
+            score_interval(bad, 4)
+    with pytest.raises(ValueError, match="confidence must be in"):
+        score_interval(3, 4, "0.9")
+
+
+def test_perfect_and_zero_records_are_flagged_as_set_by_the_prior():
+    names = ["random", "b", "c"]
+    records = _records(1, 0, 10) + _records(2, 0, 10) + _records(1, 2, 6, 2, 2)
+    r = elo_from_games(names, records)  # random lost every game and is the anchor
+    assert r.unmeasured() == {"random": "all losses"}
+    note = r.note()
+    assert note.startswith("random lost every game, so its maximum-likelihood rating is minus "
+                           "infinity: the prior (sd 1000 Elo), not the games, bounds its rating")
+    assert "As random is the anchor, every rating here, and its interval, is bounded" in note
+    assert "| random (anchor, all losses) |" in r.table()
+    d = r.to_dict()
+    assert d["unmeasured"] == {"random": "all losses"} and d["note"] == note
+    # Measured from b the games set c, but not random, whose rating the prior still sets.
+    by_b = elo_from_games(names, records, anchor="b")
+    assert by_b.unmeasured() == {"random": "all losses"}
+    assert "anchor" not in by_b.note() and "| random (all losses) |" in by_b.table()
+    # The rating from random moves with the prior; the difference b - c hardly does.
+    wide = elo_from_games(names, records, prior_sigma=2000)
+    assert wide["b"] - r["b"] > 150
+    assert (wide["b"] - wide["c"]) - (r["b"] - r["c"]) == pytest.approx(0, abs=10)
+    # A perfect record; draws are neither; nobody flagged when every player scored and lost.
+    champ = elo_from_games(["champ", "b"], _records(0, 1, 4))
+    assert champ.unmeasured() == {"champ": "all wins", "b": "all losses"}
+    assert "champ won every game, so its maximum-likelihood rating is plus infinity" in champ.note()
+    assert elo_from_games(["a", "b"], _records(0, 1, 3, 1)).unmeasured() == {}  # 3 wins, a draw
+    fair = elo_from_games(["a", "b"], _records(0, 1, 3, 1, 1))
+    assert fair.unmeasured() == {} and fair.note() == "" and "(anchor)" in fair.table()
+
+
+def test_prior_pull_quoted_in_the_module_docstring():
+    import gomoku_jax.ratings as ratings
+
+    for wins, games, mle, shift in ((15, 20, 190.8, 1.5), (18, 20, 381.7, 6.2),
+                                    (19, 20, 511.5, 15.2), (30, 40, 190.8, 0.8),
+                                    (38, 40, 511.5, 7.8)):
+        records = _records(0, 1, wins, 0, games - wins)
+        exact = elo_from_games(["b", "a"], records, anchor="a", prior_sigma=None)["b"]
+        pulled = elo_from_games(["b", "a"], records, anchor="a")["b"]
+        assert exact == pytest.approx(mle, abs=0.05)
+        assert exact - pulled == pytest.approx(shift, abs=0.05)
+        assert f"{shift}" in ratings.__doc__
+    assert "small fraction of an Elo point" not in ratings.__doc__
