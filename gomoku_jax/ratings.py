@@ -299,8 +299,9 @@ def _is_number(x: Any) -> bool:
 
 
 def _check_settings(prior_sigma: Any, confidence: Any, tol: Any, max_iter: Any) -> None:
-    if prior_sigma is not None and not (_is_number(prior_sigma) and prior_sigma > 0):
-        raise ValueError(f"prior_sigma must be a positive number of Elo points or None, got {prior_sigma!r}")
+    if prior_sigma is not None and not (_is_number(prior_sigma) and prior_sigma >= 1e-3):
+        raise ValueError(f"prior_sigma must be a number of Elo points of at least 0.001 (a "
+                         f"smaller prior pins every rating to 0) or None, got {prior_sigma!r}")
     if not (_is_number(confidence) and 0 < confidence < 1):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if not (_is_number(tol) and 0 < tol < math.inf):

@@ -192,7 +192,7 @@ def test_table_and_dict():
         (["a", "b", "idle"], [(0, 1, 1)], {}, r"no games.*\['idle'\]"),
         (["a", "a"], [(0, 1, 1)], {}, "duplicate player names"),
         (["a", "b"], [], {}, "no game records"),
-        (["a", "b"], [(0, 1, 1)], {"prior_sigma": -5}, "prior_sigma must be a positive"),
+        (["a", "b"], [(0, 1, 1)], {"prior_sigma": -5}, "prior_sigma must be a number of Elo"),
     ],
 )
 def test_bad_game_inputs(names, records, kwargs, match):
@@ -239,7 +239,8 @@ def test_score_interval_is_wilson():
         ({"max_iter": 2.5}, "max_iter must be a positive integer, got 2.5"),
         ({"tol": float("nan")}, "tol must be a positive number, got nan"),
         ({"tol": -1}, "tol must be a positive number, got -1"),
-        ({"prior_sigma": "1000"}, "prior_sigma must be a positive number"),
+        ({"prior_sigma": "1000"}, "prior_sigma must be a number of Elo points of at least"),
+        ({"prior_sigma": 1e-200}, r"at least 0.001 \(a smaller prior pins every rating to 0\)"),
     ],
 )
 def test_bad_fit_settings_are_refused_before_fitting(kwargs, match):
