@@ -68,6 +68,9 @@ def add(buffer: ReplayBuffer, items: Any, mask: jax.Array | None = None) -> Repl
     if mask is not None and jnp.shape(mask) != (m,):
         raise ValueError(f"mask must have shape ({m},) (one entry per item), "
                          f"got {jnp.shape(mask)}")
+    if mask is not None and jnp.result_type(mask) != jnp.bool_:
+        raise ValueError(f"mask must be booleans (True: write the item), got "
+                         f"{jnp.result_type(mask)}; a weight is not a mask")
     mask = jnp.ones((m,), jnp.bool_) if mask is None else jnp.asarray(mask, jnp.bool_)
     rank = jnp.cumsum(mask.astype(jnp.int32)) - 1  # order among kept items
     count = rank[-1] + 1 if m else jnp.int32(0)

@@ -65,6 +65,8 @@ BOARD = {"board": jnp.zeros((7, 7), jnp.int8), "value": jnp.float32(0)}
      r"items leaf \['board'\] is float32, but the buffer stores int8"),
     ({"board": jnp.ones((3, 7, 7), jnp.int8), "value": jnp.zeros(3)}, jnp.array([True, False]),
      r"mask must have shape \(3,\) \(one entry per item\), got \(2,\)"),
+    ({"board": jnp.ones((3, 7, 7), jnp.int8), "value": jnp.zeros(3)}, jnp.array([1.0, 0.5, 0.0]),
+     r"mask must be booleans \(True: write the item\), got float32"),  # was read as != 0
 ])
 def test_add_refuses_items_unlike_the_buffers(items, mask, phrase):
     buf = replay.init(BOARD, 8)
