@@ -49,9 +49,11 @@ where ``E3 = 2 * open_three + half_three`` and ``E4 = 2 * open_four + half_four`
 the empty end cells of the opponent's threes and fours, so a block earns its weight once
 per end cell the move fills (also the second end of a half-blocked four, which the
 tactics ``blocked_four`` count, a run with at least one blocked end, would miss), and
-``T = min(winning cells, 2) + open threes`` (`tactics.winning_moves`, `tactics.open_threes`)
-counts the threats a defender must answer: a move that makes two at once (four-four,
-four-three, three-three, an open four) cannot be answered by one block. Seed 000's tables
+``T`` (`tactics.threats_to_answer`: 0, 1 or 2) tells whether one defending stone
+answers all the winning cells and open threes: ``T = 2`` for a move that makes two
+threats at once (four-four, four-three, three-three, an open four) that no one block
+answers, while a broken four beside an open three that shares its gap (``X.XXX.``) is
+one threat. Seed 000's tables
 give it no weight. A move that wins gets no pattern term (the win reward replaces it).
 All of it is the change ``Phi(after) - Phi(before)`` of one pattern value
 (`pattern_potential`: the weighted own shapes, minus the weighted end cells of the
@@ -422,7 +424,7 @@ def double_q_error(q, action, reward, discount, q_next_target, q_next_online, le
     return jax.lax.stop_gradient(target) - q[action]
 
 
-def pattern_potential(board, player, k: int, table) -> jax.Array:
+def pattern_potential(board, player, k: int, table, rule: str = "freestyle") -> jax.Array:
     """Phi, the pattern value of ``board [..., N, N]`` for ``player [...]`` under a
     reward table (see the module docstring): the weighted counts of the player's own
     shapes, minus the weighted end cells of the opponent's threes and fours, plus the
@@ -438,26 +440,26 @@ def pattern_potential(board, player, k: int, table) -> jax.Array:
     value = (jnp.sum(own[..., sel] * w_own, axis=-1) - table["blocked_three"] * ends("three")
              - table["blocked_four"] * ends("four"))
     if switched_on(table.get("double_threat")):
-        many = threat_count(board, player, k) >= 2
+        many = threat_count(board, player, k, rule) >= 2
         value = value + table["double_threat"] * many.astype(jnp.float32)
     return value
 
 
-def pattern_reward(board_before, board_after, player, k: int, table) -> jax.Array:
+def pattern_reward(board_before, board_after, player, k: int, table,
+                   rule: str = "freestyle") -> jax.Array:
     """The pattern part of the reward of ``player``'s move ``board_before ->
     board_after`` (``[N, N]`` each, or batches ``[..., N, N]`` with ``player: [...]``),
     with ``table`` a reward table (`REWARD_TABLES` entry): the change of
     `pattern_potential`; see the module docstring."""
-    return (pattern_potential(board_after, player, k, table)
-            - pattern_potential(board_before, player, k, table))
+    return (pattern_potential(board_after, player, k, table, rule)
+            - pattern_potential(board_before, player, k, table, rule))
 
 
-def threat_count(board, player, k: int) -> jax.Array:
-    """Threats of ``player`` that the opponent must answer, ``[...]`` int32:
-    ``min(winning cells, 2) + open threes`` (the double-threat shaping's T)."""
-    board = jnp.asarray(board)
-    wins = jnp.sum(tactics.winning_moves(board, player, k), axis=(-2, -1), dtype=jnp.int32)
-    return jnp.minimum(wins, 2) + tactics.open_threes(board, player, k).count
+def threat_count(board, player, k: int, rule: str = "freestyle") -> jax.Array:
+    """The double-threat shaping's T, ``[...]`` int32: 0 when ``player`` has no winning
+    cell or open three, 1 when one defending stone answers them all, 2 when none does
+    (`tactics.threats_to_answer`)."""
+    return tactics.threats_to_answer(jnp.asarray(board), player, k, rule)
 
 
 def symmetric_transitions(tr: Transition, size: int) -> Transition:
@@ -709,7 +711,7 @@ class Learner(ShardedLearner):
                      in ("blocked_three", "blocked_four", "double_threat") + _OWN_SHAPES)
         potential = cfg.rewards.form == "potential"
         if shaped and not potential:
-            pattern = pattern_reward(s.board, s1.board, colour, env.k, w)
+            pattern = pattern_reward(s.board, s1.board, colour, env.k, w, env.rule)
             pattern = jnp.where(acting & ~wins_now, pattern, 0.0)
         else:  # the potential form needs the reply: below
             pattern = jnp.zeros(colour.shape, jnp.float32)
@@ -726,9 +728,10 @@ class Learner(ShardedLearner):
         outcome = jnp.where(won, w["win"], jnp.where(lost, w["loss"],
                                                      jnp.where(drawn, w["draw"], 0.0)))
         if shaped and potential:  # gamma Phi(s') - Phi(s), Phi = 0 once the game is over
-            after = jnp.where(done, 0.0, pattern_potential(s2.board, colour, env.k, w))
+            after = jnp.where(done, 0.0, pattern_potential(s2.board, colour, env.k, w,
+                                                           env.rule))
             pattern = jnp.where(acting, gamma * after - pattern_potential(
-                s.board, colour, env.k, w), 0.0)
+                s.board, colour, env.k, w, env.rule), 0.0)
         reward = jnp.where(acting, w["step"] + pattern + outcome, 0.0)
 
         # n-step history: push this step's (s, a, r) where the learner moved.

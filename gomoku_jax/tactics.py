@@ -90,6 +90,7 @@ __all__ = [
     "pattern_score",
     "shape_counts",
     "threat_moves",
+    "threats_to_answer",
     "winning_moves",
 ]
 
@@ -268,6 +269,39 @@ def open_threes(board, player, k: int = 5) -> OpenThrees:
     counts = _count(jnp.stack([consecutive, broken], axis=-3))  # [..., 2]
     consecutive, broken = counts[..., 0], counts[..., 1]
     return OpenThrees(consecutive + broken, consecutive, broken, blocks)
+
+
+@functools.partial(jax.jit, static_argnames=("k", "rule"))
+def threats_to_answer(board, player, k: int = 5, rule: str = "freestyle") -> jax.Array:
+    """How ``player``'s threats (winning cells and open threes) stand against one
+    defending stone: ``[...]`` int32, 0 no threat, 1 one stone answers them all, 2 none
+    does (a double threat: four-four, four-three, three-three, an open four).
+
+    A stone answers a winning cell by taking it and an open three by taking one of the
+    empty cells of its window (any of them breaks the match), and it adds no stone of
+    the player's, so it makes no new threat. The threats have one answer in common when
+    there is at most one winning cell and some cell (that one, if there is one) is an
+    empty cell of every open three's window: the broken four ``X.XXX`` beside an open
+    ``.XXX.`` that shares its gap is one threat, not two.
+    """
+    _check(k)
+    own, _, empty = _planes(board, player)
+    planes = {"X": own, ".": empty}
+    threes = jnp.zeros(own.shape[:-2], jnp.int32)
+    cover = jnp.zeros(own.shape, jnp.int32)  # per cell: open threes it answers
+    for d in DIRECTIONS:
+        for pattern, _ in open_three_patterns(k):
+            starts = _match(planes, d, pattern)
+            threes = threes + _count(starts)
+            for t, ch in enumerate(pattern):
+                if ch == ".":
+                    cover = cover + _at(starts, d, -t).astype(jnp.int32)
+    wins = winning_moves(board, player, k, rule)
+    n_wins = _count(wins)
+    answers_all = cover == threes[..., None, None]
+    one_answer = jnp.where(n_wins == 0, _count(answers_all) > 0,
+                           (n_wins == 1) & (_count(wins & answers_all) == 1))
+    return jnp.where((n_wins == 0) & (threes == 0), 0, jnp.where(one_answer, 1, 2))
 
 
 def open_three_blocks(board, player, k: int = 5) -> jax.Array:

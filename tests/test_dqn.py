@@ -241,7 +241,19 @@ def test_the_double_threat_reward_pays_for_two_threats_made_at_once():
     # The seed tables give it no weight; threat_count is its T.
     assert all(t["double_threat"] == 0.0 for t in dqn.REWARD_TABLES.values())
     board = _board([(4, 1), (4, 2), (4, 3), (4, 4), (2, 2), (2, 3), (2, 4)], far)
-    assert int(dqn.threat_count(jnp.asarray(board), 0, 5)) == 3  # open four (2) + open three
+    assert int(dqn.threat_count(jnp.asarray(board), 0, 5)) == 2  # open four + open three
+    # A broken four whose gap is also an end of an open three (.X.XX. becomes .X.XXX) is
+    # one threat: the stone in the gap answers both. It used to count as two.
+    assert reward([(4, 1), (4, 3), (4, 4)], (4, 5)) == 0.0
+    board = _board([(4, 1), (4, 3), (4, 4), (4, 5)], far)
+    assert int(dqn.threat_count(jnp.asarray(board), 0, 5)) == 1
+    blocked = board.copy()
+    blocked[4, 2] = 2
+    assert int(dqn.threat_count(jnp.asarray(blocked), 0, 5)) == 0
+    # Under the standard rule an overline is no win: XXXX.X has no winning cell.
+    board = _board([(4, 0), (4, 1), (4, 2), (4, 3), (4, 5)], far)
+    assert [int(dqn.threat_count(jnp.asarray(board), 0, 5, rule))
+            for rule in ("freestyle", "standard")] == [1, 0]
 
 
 def test_reward_tables_are_seed_000s_and_overridable():

@@ -781,3 +781,36 @@ def test_scalar_player_broadcasts_over_batch():
     np.testing.assert_array_equal(
         T.pattern_score(boards, 0, 5), -np.asarray(T.pattern_score(boards, 1, 5))
     )
+
+
+@pytest.mark.parametrize("size, k, rule", [(9, 5, "freestyle"), (9, 5, "standard"),
+                                           (7, 4, "freestyle")])
+def test_threats_to_answer_is_whether_one_stone_answers_them_all(size, k, rule):
+    # By definition, on random positions: 0 without a winning cell or open three; else 2
+    # exactly when every defending stone leaves the player one of them.
+    rng = np.random.default_rng(size + k)
+    boards = []
+    for _ in range(60):
+        board = np.zeros(size * size, np.int8)
+        black, white = rng.integers(2, 10), rng.integers(0, 4)  # often threats of black's
+        near = [r * size + c for r in range(1, size - 1) for c in range(1, size - 1)
+                if abs(r - size // 2) + abs(c - size // 2) <= 3]  # crowded near the centre
+        cells = rng.choice(near, black + white, replace=False)
+        board[cells[:black]] = 1
+        board[cells[black:]] = 2
+        boards.append(board.reshape(size, size))
+    boards = jnp.asarray(np.stack(boards))
+    got = np.asarray(T.threats_to_answer(boards, 0, k, rule))
+
+    def threats(b):
+        return (jnp.sum(T.winning_moves(b, 0, k, rule), axis=(-2, -1))
+                + T.open_threes(b, 0, k).count)
+
+    for board, count in zip(np.asarray(boards), got):
+        empty = np.flatnonzero(board.reshape(-1) == 0)
+        trials = np.repeat(board.reshape(1, -1), len(empty), axis=0)
+        trials[np.arange(len(empty)), empty] = 2
+        left = np.asarray(threats(jnp.asarray(trials.reshape(-1, size, size))))
+        want = 0 if int(threats(jnp.asarray(board))) == 0 else 1 if (left == 0).any() else 2
+        assert count == want
+    assert set(got.tolist()) == {0, 1, 2}  # the positions try every case
