@@ -475,6 +475,29 @@ def selection_functions(config: SearchConfig):
         qtransform=_gumbel_qtransform(config))
 
 
+_NOISE = 0x6E6F  # folded into the search key for the root noise ("no")
+
+
+def root_noise(root: mctx.RootFnOutput, legal: jax.Array, key: jax.Array,
+               config: SearchConfig) -> mctx.RootFnOutput:
+    """``root`` with PUCT's Dirichlet noise mixed into its prior over the legal moves
+    only: ``(1 - fraction) * prior + fraction * noise``, the noise
+    ``Dirichlet(alpha)`` drawn over each game's legal moves (AlphaZero's). mctx's
+    ``muzero_policy`` spreads it over every action and then masks the illegal ones, so
+    its weight would shrink with the empty share of the board (a quarter of it with 20
+    of 81 cells empty); the policies are therefore called with no noise of their own."""
+    fraction = config.dirichlet_fraction
+    if isinstance(fraction, (int, float)) and fraction == 0:  # static: no noise to mix
+        return root
+    probs = jax.nn.softmax(jnp.where(legal, root.prior_logits, -jnp.inf), axis=-1)
+    gamma = jnp.where(legal, jax.random.gamma(key, config.dirichlet_alpha, legal.shape), 0.0)
+    noise = gamma / jnp.maximum(jnp.sum(gamma, axis=-1, keepdims=True),
+                                jnp.finfo(gamma.dtype).tiny)
+    mixed = (1.0 - fraction) * probs + fraction * noise
+    logits = jnp.log(jnp.maximum(mixed, jnp.finfo(mixed.dtype).tiny))
+    return root.replace(prior_logits=jnp.where(legal, logits, root.prior_logits))
+
+
 def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.Array,
                config: SearchConfig,
                tactical: TacticalPrior | None = None) -> mctx.PolicyOutput:
@@ -496,13 +519,14 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     invalid = ~states.legal_action_mask
     policies = tree_search if config.backend == "linear" else mctx
     if config.algorithm == "puct":
+        root = root_noise(root, states.legal_action_mask,
+                          jax.random.fold_in(search_key, _NOISE), config)
         return policies.muzero_policy(
             params, search_key, root, recurrent_fn,
             num_simulations=config.num_simulations,
             invalid_actions=invalid,
             max_depth=config.max_depth,
-            dirichlet_fraction=config.dirichlet_fraction,
-            dirichlet_alpha=config.dirichlet_alpha,
+            dirichlet_fraction=0.0,
             pb_c_init=config.c_puct,
             pb_c_base=config.pb_c_base,
         )
@@ -632,13 +656,14 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
     root_key, search_key = jax.random.split(key)
     root = root_output(env, evaluate, params, states, root_key, tactical)
     recurrent_fn = make_recurrent_fn(env, evaluate, tactical)
+    root = root_noise(root, states.legal_action_mask, jax.random.fold_in(search_key, _NOISE),
+                      config)
     return tree_search.muzero_policy(
         params, search_key, root, recurrent_fn,
         num_simulations=config.num_simulations,
         invalid_actions=~states.legal_action_mask,
         max_depth=config.max_depth,
-        dirichlet_fraction=config.dirichlet_fraction,
-        dirichlet_alpha=config.dirichlet_alpha,
+        dirichlet_fraction=0.0,
         pb_c_init=config.c_puct,
         pb_c_base=config.pb_c_base,
         tree=tree,

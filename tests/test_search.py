@@ -5,6 +5,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 import pytest
 
@@ -17,7 +18,9 @@ BIG = Gomoku(9, 5)  # tactical positions (seed 000's open threes need k = 5)
 MIN = float(jnp.finfo(jnp.float32).min)
 UNIFORM = search.uniform_evaluate(SMALL)
 
-PUCT = search.SearchConfig("puct", num_simulations=64)
+# 128: the root's Dirichlet noise (a quarter of the prior, over the legal moves) can
+# outweigh 64 simulations' evidence for a win in one game in a hundred.
+PUCT = search.SearchConfig("puct", num_simulations=128)
 GUMBEL = search.SearchConfig("gumbel", num_simulations=128)
 
 _TRACES = []
@@ -258,7 +261,9 @@ def test_search_finds_the_win_and_the_block(searched):
     np.testing.assert_array_equal(search.select_action(out, jax.random.key(1), 0.0), expected)
     target = search.policy_target(out, config)
     np.testing.assert_array_equal(np.argmax(target, axis=-1), expected)
-    assert float(target[0, WIN_ACTION]) > 0.5
+    # most visits go to the win, over the four copies each with its own root noise (the
+    # noise of one copy can draw a third of them to another move)
+    assert float(np.mean(target[::2, WIN_ACTION])) > 0.5
 
 
 def test_illegal_moves_get_no_visits_and_no_weight(searched, puzzles):
@@ -477,3 +482,46 @@ def test_training_search_with_the_prior_favours_the_forced_move():
         BLOCK_ACTION], 0.9, rtol=1e-6)
     visits = np.asarray(out.search_tree.children_visits[0, 0])
     assert visits.argmax() == BLOCK_ACTION and visits[BLOCK_ACTION] >= 6
+
+
+def test_root_noise_has_its_weight_whatever_the_number_of_legal_moves():
+    # AlphaZero's noise is drawn over the legal moves: a quarter of the prior whether 81
+    # cells are empty or 5 (mctx draws it over all cells, then masks the occupied ones).
+    config = search.SearchConfig("puct", dirichlet_fraction=0.25, dirichlet_alpha=0.3)
+    batch, cells = 256, 81
+    root = mctx.RootFnOutput(prior_logits=jnp.zeros((batch, cells)),
+                             value=jnp.zeros(batch), embedding=jnp.zeros(batch))
+    moved = []
+    for empty in (81, 5):
+        legal = jnp.arange(cells)[None, :] < empty
+        legal = jnp.broadcast_to(legal, (batch, cells))
+        noisy = search.root_noise(root, legal, jax.random.key(0), config)
+        probs = jax.nn.softmax(jnp.where(legal, noisy.prior_logits, -jnp.inf))
+        assert float(jnp.max(jnp.sum(jnp.where(legal, 0.0, probs), -1))) == 0.0
+        np.testing.assert_allclose(jnp.sum(probs, -1), 1.0, rtol=1e-5)
+        moved.append(float(jnp.mean(jnp.sum(jnp.abs(probs - 1.0 / empty) * legal, -1))) / 2)
+    # the mean distance of (3/4 uniform + 1/4 Dirichlet) from uniform: about 0.14 for
+    # either board (mctx's way: 0.13 with 81 empty cells, 0.01 with 5)
+    assert 0.1 < moved[0] < 0.2 and 0.1 < moved[1] < 0.2, moved
+    assert search.root_noise(root, legal, jax.random.key(0),
+                             search.SearchConfig("puct", dirichlet_fraction=0.0)) is root
+
+
+@pytest.mark.parametrize("backend", ["mctx", "linear"])
+def test_a_search_mixes_its_root_noise_over_the_legal_moves(puzzles, backend):
+    # 17 of the puzzles' 25 cells are empty: mctx's own noise would move the prior about
+    # 17/25 as far as the legal-only noise does.
+    states = jax.tree.map(lambda x: jnp.repeat(x[:1], 128, axis=0), puzzles)
+    legal = states.legal_action_mask
+    config = search.SearchConfig("puct", num_simulations=2, backend=backend)
+    out = _run(SMALL, UNIFORM, None, states, jax.random.key(3), config)
+    prior = jax.nn.softmax(jnp.where(legal, out.search_tree.children_prior_logits[:, 0],
+                                     -jnp.inf))
+    clean = legal / jnp.sum(legal, -1, keepdims=True)
+    moved = float(jnp.mean(jnp.sum(jnp.abs(prior - clean), -1))) / 2
+    reference = search.root_noise(  # the same draw on a uniform prior
+        mctx.RootFnOutput(prior_logits=jnp.zeros(legal.shape), value=jnp.zeros(128),
+                          embedding=jnp.zeros(128)), legal, jax.random.key(7), config)
+    expected = float(jnp.mean(jnp.sum(jnp.abs(jax.nn.softmax(jnp.where(
+        legal, reference.prior_logits, -jnp.inf)) - clean), -1))) / 2
+    assert abs(moved - expected) < 0.2 * expected, (moved, expected)
