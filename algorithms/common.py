@@ -378,10 +378,14 @@ def sgd_step(loss: Callable, tx: optax.GradientTransformation, variables, opt_st
     new_collections))``, taken only when ``ready`` (else nothing changes).
 
     ``variables`` holds ``params`` and any other collections (BatchNorm statistics);
-    returns ``(variables, opt_state, aux)``.
+    returns ``(variables, opt_state, aux)``. Without a step, ``aux``'s floats are NaN:
+    a loss of a batch that trained nothing (drawn from a buffer still filling, empty
+    slots included) is not a point of the learning curve.
     """
     params, stats = networks.split_params(variables)
     grads, (aux, new_stats) = jax.grad(loss, has_aux=True)(params, stats, *args)
     updates, new_opt = tx.update(grads, opt_state, params)
     new_vars = {"params": optax.apply_updates(params, updates), **stats, **new_stats}
+    aux = jax.tree.map(lambda x: jnp.where(ready, x, jnp.nan)
+                       if jnp.issubdtype(x.dtype, jnp.floating) else x, aux)
     return keep_if(ready, new_vars, variables), keep_if(ready, new_opt, opt_state), aux

@@ -65,9 +65,11 @@ def _finite_leaves(variables):
 
 def non_finite(variables, metrics: Mapping[str, float] = {}) -> list[str]:  # noqa: B006
     """What holds NaN or infinity: each loss of ``metrics`` (``loss``, ``*_loss``) that
-    does, and the network's ``variables`` (naming up to three leaves, ``params.a.b``)."""
+    does, and the network's ``variables`` (naming up to three leaves, ``params.a.b``).
+    An iteration that took no step (``trained`` 0) logs NaN losses: they are not read."""
+    stepped = metrics.get("trained", 1) != 0
     bad = [f"{k} is {v}" for k, v in metrics.items()
-           if (k == "loss" or k.endswith("_loss")) and isinstance(v, float)
+           if stepped and (k == "loss" or k.endswith("_loss")) and isinstance(v, float)
            and not math.isfinite(v)]
     flags = jax.device_get(_finite_leaves(variables))
     if not all(flags):

@@ -13,7 +13,7 @@ from algorithms import common
 from gomoku_jax import config as cfglib
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
-from gomoku_jax import symmetry
+from gomoku_jax import symmetry, training
 
 CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "az_9x9_cpu.json"
 
@@ -305,6 +305,11 @@ def test_training_waits_for_min_buffer(smoke_config):
     state = learner.init()
     new, metrics = learner.iteration(state)
     assert not bool(metrics["trained"])
+    # no step, so no point of the learning curve (it used to log the losses of a batch
+    # drawn from empty slots: policy loss 0, explained variance 1)
+    for name in ("loss", "policy_loss", "value_loss", "entropy", "explained_variance"):
+        assert np.isnan(float(metrics[name])), name
+    assert not training.non_finite(new.variables, {k: float(v) for k, v in metrics.items()})
     fresh = learner.init()
     for a, b in zip(jax.tree.leaves(fresh.variables), jax.tree.leaves(new.variables)):
         np.testing.assert_array_equal(a, b)
