@@ -748,7 +748,9 @@ def policy_value(output: mctx.PolicyOutput, target: jax.Array) -> jax.Array:
 def select_action(output: mctx.PolicyOutput, key: jax.Array, temperature) -> jax.Array:
     """The move to play per game: ``[B]`` int32.
 
-    ``temperature == 0``: the most visited root action (ties to the lowest index), or
+    ``temperature == 0``: the most visited root action (among equally visited ones the
+    highest Q-value, then the lowest index: a few-simulation search often ties, and the
+    lowest index alone would lean to the board's top-left corner), or
     for a Gumbel search its chosen action (``output.action``: the best of the last
     sequential-halving round). ``temperature > 0``: a sample from ``visits ** (1/T)``,
     computed as ``exp((log N - log max N) / T)`` so small ``T`` neither overflows nor
@@ -763,7 +765,9 @@ def select_action(output: mctx.PolicyOutput, key: jax.Array, temperature) -> jax
     if _is_gumbel(output):
         greedy = output.action.astype(jnp.int32)
     else:
-        greedy = ops.argmax(visits, axis=-1)
+        top = jnp.max(visits, axis=-1, keepdims=True)
+        q = tree.qvalues(jnp.full(visits.shape[:1], tree.ROOT_INDEX))
+        greedy = ops.argmax(jnp.where((visits == top) & (visits > 0), q, -jnp.inf), axis=-1)
     if _is_concrete_number(temperature) and temperature == 0:
         return greedy
     t = jnp.asarray(temperature, jnp.float32)

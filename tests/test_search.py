@@ -324,6 +324,24 @@ def test_select_action_greedy_and_sampled(searched, puzzles):
         search.select_action(out, key, -1.0)
 
 
+def test_greedy_breaks_a_visit_tie_by_q_value(searched):
+    config, out = searched
+    if config.algorithm != "puct":
+        pytest.skip("a Gumbel search chooses its own action")
+    tree = out.search_tree
+    # two equally visited root moves, the later one (in index order) of higher value
+    visits = tree.children_visits.at[:, 0, 2].set(500).at[:, 0, 7].set(500)
+    rewards = tree.children_rewards.at[:, 0, 2].set(-0.5).at[:, 0, 7].set(0.5)
+    discounts = tree.children_discounts.at[:, 0, jnp.array([2, 7])].set(0.0)
+    legal = tree.root_invalid_actions.at[:, jnp.array([2, 7])].set(False)
+    tied = out.replace(search_tree=tree.replace(
+        children_visits=visits, children_rewards=rewards, children_discounts=discounts,
+        root_invalid_actions=legal))
+    q = np.asarray(tied.search_tree.qvalues(jnp.zeros(8, jnp.int32)))
+    assert (q[:, 7] > q[:, 2]).all()  # the move's value to the player at the root
+    np.testing.assert_array_equal(search.select_action(tied, jax.random.key(0), 0), [7] * 8)
+
+
 def test_one_game_policy_under_vmap_keeps_games_apart(puzzles):
     # Each game's move depends on its own key and state only: permuting the batch
     # permutes the answers (one compiled function, so this costs no second compile).
