@@ -257,7 +257,11 @@ def resolve_paths(patterns) -> list[str]:
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else (
             [pattern] if os.path.isfile(pattern) else [])
-        found += [m for m in matches if m not in found]
+        seen = {os.path.realpath(f) for f in found}
+        for match in matches:  # a file named two ways (relative and absolute) is read once
+            if os.path.realpath(match) not in seen:
+                seen.add(os.path.realpath(match))
+                found.append(match)
     return found
 
 
@@ -347,6 +351,11 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
     n_val = min(n_val, len(games) - 1)
     val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
     train, train_summary = _to_dataset([games[i] for i in train_idx], env, data)
+    if data.imitate and train_summary["policy_targets"] == 0:
+        players = sorted({name for g in games for name in (g.black, g.white)})
+        raise ValueError(f"data.imitate: {list(data.imitate)} played no move of the training "
+                         f"games, so there is no policy target; their players are "
+                         f"{players[:10]}{' ...' if len(players) > 10 else ''}")
     val, val_summary = _to_dataset([games[i] for i in val_idx], env, data)
     if train.size == 0:
         raise ValueError("data: no training position is left (every position is in an opening?)")
@@ -623,8 +632,9 @@ class Learner(SearchPlayer, ShardedLearner):
 
     def _finish_impl(self, variables, opt_state, key, iteration, parts, active, val: Dataset):
         aux = jax.tree.map(lambda *x: jnp.concatenate(x), *parts)
-        on = active.reshape(-1).astype(jnp.float32)
-        metrics = jax.tree.map(lambda x: jnp.sum(x * on) / jnp.sum(on), aux)
+        on = active.reshape(-1)
+        # where, not a product: a padding step's aux is NaN (sgd_step), and NaN * 0 is NaN
+        metrics = jax.tree.map(lambda x: jnp.sum(jnp.where(on, x, 0.0)) / jnp.sum(on), aux)
         if val.size:
             metrics.update(self._validate(variables, val))
         metrics["moves"] = jnp.sum(active, dtype=jnp.int32) * self.config.train.batch_size

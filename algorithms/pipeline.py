@@ -336,6 +336,7 @@ class Pipeline(SearchPlayer):
         variables = start
         totals = {"master_games": 0, "master_wins": 0, "master_losses": 0, "master_draws": 0}
         metrics: dict = {}
+        summed = {"stage_iterations": 0, "moves": 0}  # over the rounds, as the seconds are
         for r in range(m.rounds):
             rdir = directory / f"round_{r:03d}"
             rdir.mkdir(parents=True, exist_ok=True)
@@ -353,9 +354,11 @@ class Pipeline(SearchPlayer):
             else:
                 metrics = self._train(learner, rdir / "train", variables)
                 (rdir / "done.json").write_text(json.dumps(metrics, indent=2) + "\n")
+            for key in summed:
+                summed[key] += int(metrics.get(key, 0))
             variables = _read_variables(rdir / "train" / "final.gjx")
         (directory / "final.gjx").write_bytes((rdir / "train" / "final.gjx").read_bytes())
-        return dict(metrics, **totals, master_score=(totals["master_wins"] + 0.5 * totals[
+        return dict(metrics, **summed, **totals, master_score=(totals["master_wins"] + 0.5 * totals[
             "master_draws"]) / max(totals["master_games"], 1))
 
     def _play_master_games(self, path: Path, variables, master, round_index: int) -> None:

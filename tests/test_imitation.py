@@ -3,6 +3,7 @@ devices, resume and export."""
 
 import csv
 import json
+import os
 import pathlib
 
 import jax
@@ -84,6 +85,16 @@ def test_targets_values_from_the_side_to_move_splits_and_imitated_players(tmp_pa
     assert int(train.last_action[1]) == A and int(train.last_action[0]) == -1
     # only bot-a (black in both games) is imitated; the other positions train the value
     np.testing.assert_array_equal(np.asarray(train.policy_weight), player == 0)
+    # a name that played no move would train the value alone, with policy losses of 0
+    nobody = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config([path])), {"data.imitate": ["Alice"]}))
+    with pytest.raises(ValueError, match=r"data.imitate: \['Alice'\] played no move of the "
+                                         r"training games.*their players are \['bot-a', "):
+        im.load_dataset(nobody)
+    # one file named two ways is read once
+    twice = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config([path])), {"data.paths": [str(path), os.path.relpath(path)]}))
+    assert im.load_dataset(twice)[2]["train"]["games"] == 2
 
 
 def test_malformed_records_are_reported_with_file_and_line_and_skipped(tmp_path, one_move_file):

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+from algorithms import alphazero as az
 from algorithms import imitation as im
 from algorithms import pipeline as pl
 from gomoku_jax import cli, exported
@@ -135,3 +136,29 @@ def test_a_seed_is_refused_when_a_stage_would_pass_the_largest_seed():
     with pytest.raises(cfglib.ConfigError, match=rf"config.seed must be at most {top} here: the "
                                                  r"stages train with seeds up to seed \+ "):
         cfglib.load_file(pl.PipelineConfig, path, overrides={"seed": top + 1})
+
+
+def test_the_master_stage_adds_up_its_rounds(tmp_path, monkeypatch):
+    # Three rounds of 5 iterations and 1,000 moves each are 15 and 3,000 (the stage's row
+    # used to carry the last round's alone, beside the seconds of all three).
+    cfg = pl.PipelineConfig(game=az.GameSettings(size=5, k=3),
+                            network=az.NetworkSettings("duelnet", {"channels": [4, 4, 4]}),
+                            master=pl.MasterStage(agent="random", rounds=3))
+    pipeline = pl.Pipeline(cfg)
+
+    def train(self, learner, directory, start):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "final.gjx").write_text("params")
+        return {"stage_iterations": 5, "moves": 1000, "policy_loss": 1.0}
+
+    monkeypatch.setattr(pl.Pipeline, "_play_master_games",
+                        lambda self, path, variables, master, r: path.write_text("games"))
+    monkeypatch.setattr(pl.Pipeline, "_train", train)
+    monkeypatch.setattr(pl, "_read_variables", lambda path: None)
+    monkeypatch.setattr(pl, "_learner_score",
+                        lambda path: {"games": 2, "wins": 1, "losses": 1, "draws": 0})
+    monkeypatch.setattr(pl.im, "make_learner", lambda *args, **kwargs: None)
+    metrics = pipeline._master(tmp_path, None)
+    assert (metrics["stage_iterations"], metrics["moves"], metrics["master_games"]) == (
+        15, 3000, 6)
+    assert metrics["policy_loss"] == 1.0  # the last round's losses
