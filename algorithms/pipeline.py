@@ -313,12 +313,16 @@ class Pipeline(SearchPlayer):
         metrics = {"stage_iterations": report["iterations"]}
         for name, r in report["evaluation"].items():
             metrics[f"stage_eval_{name}"] = r["score"]
-        last = _last_row(directory / "metrics.csv")
+        rows = _rows(directory / "metrics.csv")
+        # the losses of the last iteration that took an SGD step (a stage whose buffer never
+        # filled has none: its rows log NaN losses)
+        stepped = [r for r in rows if r.get("trained") not in ("False", "0", "0.0")]
+        last = stepped[-1] if stepped else {}
         for key in ("policy_loss", "value_loss", "accuracy", "val_policy_loss",
                     "val_accuracy"):
-            if key in last:
+            if last.get(key) not in ("", None):
                 metrics[key] = float(last[key])
-        metrics["moves"] = sum(int(float(r["moves"])) for r in _rows(directory / "metrics.csv"))
+        metrics["moves"] = sum(int(float(r["moves"])) for r in rows)
         return metrics
 
     def _imitation(self, directory: Path, start) -> dict:
@@ -383,11 +387,6 @@ def _rows(path: Path) -> list[dict]:
 
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
-
-
-def _last_row(path: Path) -> dict:
-    rows = _rows(path)
-    return {k: v for k, v in rows[-1].items() if v not in ("", None)} if rows else {}
 
 
 def _learner_score(path: Path) -> dict:
