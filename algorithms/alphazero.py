@@ -266,7 +266,8 @@ class EvalSettings:
     opponent's score picks the best model; ``patience`` evaluations without a better
     score stop training (seed 002), and so does a first-opponent score of at least
     ``stop_score`` (train until a strength is reached: the time it took is the sum of
-    ``metrics.csv``'s ``seconds``); ``final_games`` per opponent at the end."""
+    ``metrics.csv``'s ``seconds``); ``final_games`` per opponent at the end. Both counts
+    are even: the agent plays each colour in half the games."""
 
     every: int = 0
     opponents: tuple[str, ...] = ("random",)
@@ -281,6 +282,11 @@ class EvalSettings:
         check_int("eval", "every", self.every, 0)
         check_int("eval", "games", self.games, 2)
         check_int("eval", "final_games", self.final_games, 0)
+        for name in ("games", "final_games"):  # colours alternate: each side as often
+            if getattr(self, name) % 2:
+                raise ValueError(f"eval.{name} must be even, so that the agent plays black "
+                                 f"and white as often (colours alternate), got "
+                                 f"{getattr(self, name)}")
         check_int("eval", "simulations", self.simulations)
         check_int("eval", "opening_stones", self.opening_stones, 0)
         if self.patience is not None:

@@ -202,7 +202,7 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
 
 # The periodic evaluations' game count in `_run_with_scripted_scores`: it tells them apart
 # from the final evaluation (``final_games``), which is played.
-SCRIPTED_GAMES = 3
+SCRIPTED_GAMES = 4
 
 
 def _run_with_scripted_scores(learner, workdir, monkeypatch, scores, **settings):
@@ -289,6 +289,9 @@ def test_training_stops_once_an_evaluation_reaches_the_stop_score(
 @pytest.mark.parametrize("settings, message", [
     ({"every": 0, "stop_score": 0.9}, "eval.stop_score (0.9) needs periodic evaluations"),
     ({"every": 5, "stop_score": 1.5}, "eval.stop_score must be in [0.0, 1.0], got 1.5"),
+    ({"games": 5}, "eval.games must be even, so that the agent plays black and white as "
+                   "often (colours alternate), got 5"),
+    ({"final_games": 25}, "eval.final_games must be even"),
 ])
 def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, message):
     with pytest.raises(ValueError, match=re.escape(message)):
