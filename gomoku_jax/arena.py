@@ -286,14 +286,14 @@ def _check_games(name: str, games) -> None:
         raise ValueError(f"{name} must be a positive integer, got {games!r}")
 
 
-def _check_seed(seed) -> int:
-    """``seed`` as an int (NumPy integers too), ValueError unless it is one from 0 to
-    `config.SEED_MAX`."""
+def check_match_seed(seed, name: str = "seed") -> int:
+    """``seed`` as an int (NumPy integers too), ValueError (naming ``name``) unless it is
+    one from 0 to `config.SEED_MAX`: the seed of a match, round robin or ladder."""
     seed = int(seed) if isinstance(seed, np.integer) else seed
     if isinstance(seed, jax.Array):  # its repr spans lines
-        raise ValueError(f"seed must be an integer from 0 to {SEED_MAX}, got a JAX array of "
-                         f"{seed.dtype}: the arena makes its keys from an int seed")
-    check_seed("", "seed", seed)
+        raise ValueError(f"{name} must be an integer from 0 to {SEED_MAX}, got a JAX array "
+                         f"of {seed.dtype}: the arena makes its keys from an int seed")
+    check_seed("", name, seed)
     return seed
 
 
@@ -301,7 +301,7 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
                opening_stones: int = 0, progress: bool = False) -> MatchResult:
     """Play ``games`` games between two agents (``agent_a`` black in even games). An agent
     built for another game (`agents.check_env`) is refused."""
-    return _play_match(env, agent_a, agent_b, games, _check_seed(seed), opening_stones,
+    return _play_match(env, agent_a, agent_b, games, check_match_seed(seed), opening_stones,
                        progress)
 
 
@@ -538,7 +538,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     for k, agent in enumerate(agents):
         check_agent(f"agents[{k}]", agent)
     _check_games("games_per_pair", games_per_pair)
-    seed = _check_seed(seed)
+    seed = check_match_seed(seed)
     names = [a.name for a in agents]
     check_entrants(names)
     for agent in agents:  # before any game, not at its first pairing
@@ -635,7 +635,7 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     check_game(env)
     check_agent("agent", agent)
     check_ladder(start, step, games, pass_wins, max_simulations)
-    seed = _check_seed(seed)
+    seed = check_match_seed(seed)
     check_opening_stones(env, opening_stones)
     if make_opponent is None:
         from algorithms.pure_mcts import pure_mcts_agent

@@ -221,10 +221,8 @@ def check_key(key, what: str) -> None:
     if dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (
             dtype == jnp.uint32 and np.shape(key)[-1:] == (2,))):
         return
-    shown = (f"{type(key).__name__} {key!r}" if dtype is None
-             else f"an array of shape {np.shape(key)} and dtype {dtype}")
     raise ValueError(f"{what} must be a JAX random key (jax.random.key(seed)), got "
-                     f"{shown[:80]}")
+                     f"{_described(key)}")
 
 
 def sample_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
@@ -375,7 +373,7 @@ class Gomoku:
         if np.shape(action) != () or dtype is None or not np.issubdtype(dtype, np.integer):
             raise ValueError(
                 f"Gomoku.step: the action is one integer, the cell row * {self.size} + col, "
-                f"for one game (vmap over a batch); got {_describe_action(action)}"
+                f"for one game (vmap over a batch); got {_described(action)}"
                 + (" (use Gomoku.play(state, row, col) for coordinates)"
                    if np.shape(action) == (2,) else ""))
         action = jnp.asarray(action, jnp.int32)
@@ -487,10 +485,12 @@ def _dtype_of(value):
         return None
 
 
-def _describe_action(action) -> str:
-    if isinstance(action, (int, float, str, bytes, tuple, list)):
-        return f"{type(action).__name__} {action!r}"[:80]
-    return f"an array of shape {np.shape(action)} and dtype {_dtype_of(action)}"
+def _described(value) -> str:
+    """``value`` in words for an error: a Python value's type and repr (cut to 80
+    characters), or an array's (or tracer's) shape and dtype."""
+    if not hasattr(value, "dtype"):
+        return f"{type(value).__name__} {value!r}"[:80]
+    return f"an array of shape {np.shape(value)} and dtype {value.dtype}"
 
 
 def describe_result(state: State) -> str:

@@ -287,10 +287,7 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
     if max_simulations < start:
         raise ValueError(f"ladder: max_simulations must be at least start={start} (or no "
                          f"level is played), got {max_simulations}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not (
-            0 <= seed <= config_lib.SEED_MAX):
-        raise ValueError(f"ladder: seed must be an integer from 0 to {config_lib.SEED_MAX}, "
-                         f"got {seed!r}")
+    arena.check_match_seed(seed, "ladder: seed")
     if isinstance(opening_stones, bool) or not isinstance(opening_stones, numbers.Integral) or (
             opening_stones < 0):  # its bound, 2(k-1), is checked on each run's game
         raise ValueError(f"ladder: opening_stones must be a non-negative integer, got "
