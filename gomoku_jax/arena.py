@@ -34,7 +34,7 @@ import numpy as np
 from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent, check_env
-from gomoku_jax.config import SEED_MAX, check_seed
+from gomoku_jax.config import SEED_MAX, check_count, check_seed
 from gomoku_jax.game import Gomoku, State, check_key
 
 
@@ -280,12 +280,6 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
     return moves, state.winner, illegal
 
 
-def _check_games(name: str, games) -> None:
-    """ValueError (naming the argument ``name``) unless ``games`` is a positive integer."""
-    if isinstance(games, bool) or not isinstance(games, (int, np.integer)) or games < 1:
-        raise ValueError(f"{name} must be a positive integer, got {games!r}")
-
-
 def check_match_seed(seed, name: str = "seed") -> int:
     """``seed`` as an int (NumPy integers too), ValueError (naming ``name``) unless it is
     one from 0 to `config.SEED_MAX`: the seed of a match, round robin or ladder."""
@@ -311,7 +305,7 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
     check_game(env)
     check_agent("agent_a", agent_a)
     check_agent("agent_b", agent_b)
-    _check_games("games", games)
+    check_count("games", games)
     for agent in (agent_a, agent_b):
         check_env(agent, env)
     if agent_a.name == agent_b.name:
@@ -537,7 +531,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
         raise TypeError(f"agents must be a list of Agents, got {_described(agents)}") from None
     for k, agent in enumerate(agents):
         check_agent(f"agents[{k}]", agent)
-    _check_games("games_per_pair", games_per_pair)
+    check_count("games_per_pair", games_per_pair)
     seed = check_match_seed(seed)
     names = [a.name for a in agents]
     check_entrants(names)

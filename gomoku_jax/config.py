@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import pathlib
 import re
 import sys
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "algorithm_of",
     "apply_overrides",
+    "check_count",
     "check_int",
     "check_number",
     "DuplicateKeyError",
@@ -173,6 +175,17 @@ def check_int(owner: str, name: str, value, minimum: int | None = 1,
         else:
             bound = "" if minimum is None else f" >= {minimum}"
         raise ValueError(f"{label} must be an integer{bound}, got {value!r}")
+
+
+def check_count(name: str, value, minimum: int = 1) -> int:
+    """``value`` as an int when it is a Python or NumPy integer (not a bool) of at least
+    ``minimum`` (1 or 0), else a ValueError naming ``name``: a count given to a function
+    (games, a batch, a capacity), where `check_int` is a config's."""
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral) and (
+            value >= minimum):
+        return int(value)
+    what = "a positive" if minimum == 1 else "a non-negative"
+    raise ValueError(f"{name} must be {what} integer, got {value!r}")
 
 
 def check_seed(owner: str, name: str, value) -> None:

@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax.config import check_count
+
 __all__ = ["ENCODINGS", "ObservationSpec", "gaussian_bias", "num_planes", "observe",
            "observe_position"]
 
@@ -78,8 +80,7 @@ def num_planes(spec: ObservationSpec) -> int:
 
 def gaussian_bias(size: int, sigma: float) -> np.ndarray:
     """Seed 001's positional bias: ``[size, size]`` 2-D Gaussian density at the centre."""
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"gaussian_bias: size must be a positive integer, got {size!r}")
+    check_count("gaussian_bias: size", size)
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.integer, np.floating)) \
             or not 0 < sigma < math.inf:
         raise ValueError(f"gaussian_bias: sigma must be a positive number of cells, got "

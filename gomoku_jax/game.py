@@ -35,6 +35,7 @@ import numpy as np
 from flax import struct
 
 from gomoku_jax import features as _features
+from gomoku_jax.config import check_count
 
 __all__ = [
     "BLACK",
@@ -551,10 +552,7 @@ def random_games(
     ``record=True``, the moves ``[B, N*N]`` int32 padded with -1 (else None).
     """
     check_key(key, "random_games: key")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-            batch_size < 1):
-        raise ValueError(f"random_games: batch_size must be a positive integer, got "
-                         f"{batch_size!r}")
+    check_count("random_games: batch_size", batch_size)
     if not isinstance(record, (bool, np.bool_)):
         raise ValueError(f"random_games: record must be True or False, got {record!r}")
     nn = env.num_actions

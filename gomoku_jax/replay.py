@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from gomoku_jax.config import check_count
 from gomoku_jax.game import check_key
 
 __all__ = ["ReplayBuffer", "init", "add", "sample"]
@@ -44,7 +45,7 @@ class ReplayBuffer:
 
 def init(example: Any, capacity: int) -> ReplayBuffer:
     """An empty buffer of ``capacity`` items shaped like ``example`` (one item, no item axis)."""
-    capacity = _count("replay capacity", capacity)
+    capacity = check_count("replay capacity", capacity)
     leaves = jax.tree.leaves(example)
     if not leaves or not all(isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int, float))
                              for x in leaves):
@@ -95,18 +96,10 @@ def sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> Any:
 
     An empty buffer gives copies of slot 0 (zeros); callers gate on ``buffer.size``.
     """
-    batch_size = _count("batch_size", batch_size, low=0)
+    batch_size = check_count("batch_size", batch_size, 0)
     check_key(key, "sample: key")
     index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(buffer.size, 1))
     return jax.tree.map(lambda store: store[index], buffer.data)
-
-
-def _count(name: str, value: Any, low: int = 1) -> int:
-    """``value`` as an int (a Python or NumPy integer, not a bool) of at least ``low``."""
-    if not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= low:
-        return int(value)
-    what = "a positive" if low == 1 else "a non-negative"
-    raise ValueError(f"{name} must be {what} integer, got {value!r}")
 
 
 def _paths(tree: Any) -> list[str]:
