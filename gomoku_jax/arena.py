@@ -553,15 +553,23 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
 def heatmap(report: dict, path, title: str | None = None):
     """Draw a round robin's win-rate matrix as a picture (PNG, SVG or PDF by suffix) at
     ``path``; returns ``path``."""
+    check_picture_path(path)
+    heatmap_figure(report, title).savefig(path, dpi=120)
+    return path
+
+
+def check_picture_path(path, name: str = "path") -> None:
+    """ValueError (naming ``name``) unless a file path ``path`` ends in the suffix of a
+    picture format matplotlib writes (``.png``, ``.svg``, ``.pdf``...): matplotlib would
+    otherwise add one, writing another file than the one named. Other objects (open
+    files) are left to matplotlib."""
     from matplotlib.backend_bases import FigureCanvasBase
 
     if isinstance(path, (str, os.PathLike)):
         suffix = os.path.splitext(os.fspath(path))[1][1:].lower()
         if suffix not in FigureCanvasBase.get_supported_filetypes():
-            raise ValueError(f"path must end in a picture format's suffix (.png, .svg, .pdf, "
-                             f"...), got {os.fspath(path)!r}")
-    heatmap_figure(report, title).savefig(path, dpi=120)
-    return path
+            raise ValueError(f"{name} must end in a picture format's suffix (.png, .svg, "
+                             f".pdf, ...), got {os.fspath(path)!r}")
 
 
 def _check_report(report) -> None:

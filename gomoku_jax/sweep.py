@@ -405,9 +405,10 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, pat
             raise ValueError(f"plot_sweep: metric {metric!r} is not numeric: the run "
                              f"{key}={_cell(row['value'])} has {reprlib.repr(row[metric])}"
                              ) from None
-    if path is not None and not pathlib.Path(path).suffix:
-        raise ValueError(f"plot_sweep: path must end in the image type to write (.png, .svg, "
-                         f".pdf...), got {str(path)!r}")
+    if path is not None:
+        from gomoku_jax import arena
+
+        arena.check_picture_path(path, "plot_sweep: path")
     ladders = [row for row in rows if row.get("ladder")]
     fig = Figure(figsize=(10 if ladders else 5.5, 4))
     axes = fig.subplots(1, 2 if ladders else 1, squeeze=False)

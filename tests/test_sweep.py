@@ -317,6 +317,8 @@ def test_bad_rows_columns_metrics_and_paths_are_named(tmp_path):
         with pytest.raises(ValueError, match=f"plot_sweep: metric '{metric}' is not numeric: "
                                              f"the run seed=1 has {cell}"):
             sweep.plot_sweep(rows, metric=metric)
-    with pytest.raises(ValueError, match="path must end in the image type to write"):
-        sweep.plot_sweep(rows, path=tmp_path / "plot")
+    for name in ("plot", "plot.txt"):
+        with pytest.raises(ValueError, match=r"plot_sweep: path must end in a picture "
+                                             rf"format's suffix .*, got '.*{name}'"):
+            sweep.plot_sweep(rows, path=tmp_path / name)
     assert not any(tmp_path.iterdir())
