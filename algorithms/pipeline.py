@@ -93,7 +93,9 @@ class SelfPlayStage:
 @dataclasses.dataclass(frozen=True)
 class MasterStage:
     """Stage 3 (see the module docstring): ``rounds`` x (``games`` against ``agent``,
-    then imitation training on all the games so far with ``train``)."""
+    then imitation training on all the games so far with ``train``).
+    ``validation_fraction``: share of those games held out, drawn afresh each round (with
+    the round's seed), so a round can validate on games an earlier round trained on."""
 
     agent: str = "gomokubot-4"
     rounds: int = 4
