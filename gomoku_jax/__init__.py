@@ -6,7 +6,9 @@ The public surface is re-exported here; submodules hold the rest:
 `ops` (an argmax without ``jnp.argmax``'s slow CPU lowering), `io` (checkpoints and params
 files), `exported` (portable agents), `config` (experiment configs), `training` (the
 training driver), `tree_search` (linear-time batched search and tree reuse), `play` (the
-browser board) and `sweep` (ablation sweeps over any config key; imports the learners).
+browser board), `compiled` (keeping a process that compiles many programs under Linux's
+limit on memory mappings) and `sweep` (ablation sweeps over any config key; imports the
+learners).
 """
 
 __version__ = "0.1.0"
@@ -14,6 +16,7 @@ __version__ = "0.1.0"
 from gomoku_jax import (
     agents,
     arena,
+    compiled,
     config,
     exported,
     features,

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax import compiled
 from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent, check_env
@@ -310,6 +311,7 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
         check_env(agent, env)
     if agent_a.name == agent_b.name:
         raise ValueError(f"the two agents need different names, both are {agent_a.name!r}")
+    compiled.release_if_crowded()  # each pairing may compile programs of its own
     key = jax.random.key(seed)
     openings = [opening_moves(env, jax.random.fold_in(key, 10_000 + g // 2), opening_stones)
                 for g in range(games)]

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
-from gomoku_jax import arena, exported, ratings
+from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
 from gomoku_jax.config import from_dict, to_dict
 
@@ -581,6 +581,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             gio.write_atomic(path, text)
 
     progress = progress and lead
+    compiled.release_if_crowded()  # a notebook's earlier runs may hold many programs
     restored, prog = restore(learner, workdir)
     if restored is not None:
         done = _finished_report(workdir, int(restored.iteration), stop_at,

@@ -10,7 +10,6 @@ other is still writing gets a warning and compiles the program itself.
 """
 
 import atexit
-import gc
 import os
 import shutil
 import tempfile
@@ -37,35 +36,15 @@ import pytest  # noqa: E402
 jax.config.update("jax_numpy_rank_promotion", "allow")
 
 
-# Every program XLA compiles for a CPU is loaded as machine code in memory mappings of its
-# own, about three per kernel (80 or so for a small jitted function), and they stay while
-# JAX's caches hold the program. A worker process runs about 600 tests and keeps 50,000
-# mappings or more by the end, near Linux's limit per process (`vm.max_map_count`, 65,530
-# by default); past it, loading the next program fails inside LLVM and aborts the worker.
-# So before each test, a worker past half the limit drops JAX's in-memory caches: what a
-# later test needs again is loaded from the session's compilation cache.
-def _map_limit() -> int | None:
-    try:
-        with open("/proc/sys/vm/max_map_count") as f:
-            return int(f.read())
-    except (OSError, ValueError):  # not Linux
-        return None
-
-
-_MAP_LIMIT = _map_limit()
-
-
-def memory_maps() -> int:
-    """How many memory mappings this process has (Linux)."""
-    with open("/proc/self/maps", "rb") as f:
-        return f.read().count(b"\n")
-
-
+# A worker process runs about 600 tests and held 52,000 memory mappings of compiled
+# programs by the end of the suite, near Linux's limit (see `gomoku_jax.compiled`), past
+# which it aborts. So before each test, a worker past half the limit drops JAX's in-memory
+# caches: what a later test needs again is loaded from the session's compilation cache.
 @pytest.fixture(autouse=True)
 def _release_compiled_programs():
-    if _MAP_LIMIT is not None and memory_maps() > _MAP_LIMIT // 2:
-        jax.clear_caches()
-        gc.collect()
+    from gomoku_jax import compiled
+
+    compiled.release_if_crowded()
     yield
 
 

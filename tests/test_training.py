@@ -642,6 +642,21 @@ def test_the_same_command_on_a_finished_run_changes_nothing(learner, uninterrupt
     assert json.loads((again / "report.json").read_text())["iterations"] == report["iterations"]
 
 
+def test_a_run_in_a_crowded_process_releases_its_compiled_programs(learner, uninterrupted,
+                                                                  tmp_path, monkeypatch):
+    # each run of a notebook's sweep compiles programs of its own; a process near Linux's
+    # limit on memory mappings drops JAX's caches before the next run (gomoku_jax.compiled)
+    from gomoku_jax import compiled
+
+    straight, report = uninterrupted
+    shutil.copytree(straight, tmp_path / "again")
+    probe = jax.jit(lambda x: x * 3 + 1)
+    probe(1.0)
+    monkeypatch.setattr(compiled, "map_limit", lambda: 2)  # every process is crowded now
+    assert training.run(learner, tmp_path / "again", progress=False) == report
+    assert probe._cache_size() == (0 if compiled.memory_maps() is not None else 1)
+
+
 def test_a_run_stopped_by_iterations_or_by_an_evaluation_is_finished_as_asked(
         learner, tmp_path, monkeypatch):
     def no_games(*args, **kwargs):
