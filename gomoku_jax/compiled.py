@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import gc
 import numbers
+import warnings
 
 import jax
 
-__all__ = ["map_limit", "memory_maps", "release_if_crowded"]
+__all__ = ["ReleaseWarning", "map_limit", "memory_maps", "release_if_crowded"]
 
 
 def map_limit() -> int | None:
@@ -47,11 +48,16 @@ def memory_maps() -> int | None:
         return None
 
 
-def release_if_crowded(limit: int | None = None) -> bool:
+class ReleaseWarning(UserWarning):
+    """`release_if_crowded` dropped JAX's in-memory caches: programs compile again."""
+
+
+def release_if_crowded(limit: int | None = None, *, warn: bool = True) -> bool:
     """Drop JAX's in-memory caches of compiled programs (`jax.clear_caches`) if this
     process holds more than half of ``limit`` memory mappings (default: `map_limit`).
-    Returns whether it did. Jitted functions stay usable: their next call compiles again.
-    Nothing happens where the counts are unknown."""
+    Returns whether it did, and says so with a `ReleaseWarning` unless ``warn`` is False
+    (the next calls of the programs compile them again, which can take minutes). Jitted
+    functions stay usable. Nothing happens where the counts are unknown."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(
             limit, numbers.Integral) or limit < 1):
         raise ValueError(f"limit must be a positive integer (memory mappings) or None, "
@@ -62,4 +68,9 @@ def release_if_crowded(limit: int | None = None) -> bool:
         return False
     jax.clear_caches()
     gc.collect()  # programs held only by reference cycles go now, not at some later time
+    if warn:
+        warnings.warn(f"this process held {count:,} memory mappings, over half of the "
+                      f"{limit:,} a process may have, most of them compiled programs' "
+                      f"(gomoku_jax.compiled); dropped JAX's in-memory caches, so programs "
+                      f"called again compile again", ReleaseWarning, stacklevel=2)
     return True

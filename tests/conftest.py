@@ -44,7 +44,7 @@ jax.config.update("jax_numpy_rank_promotion", "allow")
 def _release_compiled_programs():
     from gomoku_jax import compiled
 
-    compiled.release_if_crowded()
+    compiled.release_if_crowded(warn=False)
     yield
 
 
