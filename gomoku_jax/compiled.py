@@ -7,9 +7,10 @@ function, about 4,000 for one training run of the smoke variant of the CPU defau
 in-memory caches hold the program, and the learners' shared programs, the agents' and the
 searches' caches keep theirs for reuse. Linux limits the mappings of one process
 (``vm.max_map_count``, 65,530 by default), and a process past it does not get a Python
-error: it aborts inside LLVM when it loads its next program. A notebook that sweeps a
-setting which shapes the program compiles new programs for every value; sixteen smoke
-runs of the default reach the limit.
+error: it crashes inside LLVM when it loads its next program ("LLVM compilation error:
+Cannot allocate memory", then SIGSEGV or SIGABRT; seen at 65,355 mappings). A notebook
+that sweeps a setting which shapes the program compiles new programs for every value;
+about sixteen smoke runs of the default would reach the limit.
 
 `release_if_crowded` drops JAX's in-memory caches once the process holds more than half
 the limit. Programs needed again are compiled again, or loaded from JAX's persistent

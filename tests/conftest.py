@@ -38,7 +38,7 @@ jax.config.update("jax_numpy_rank_promotion", "allow")
 
 # A worker process runs about 600 tests and held 52,000 memory mappings of compiled
 # programs by the end of the suite, near Linux's limit (see `gomoku_jax.compiled`), past
-# which it aborts. So before each test, a worker past half the limit drops JAX's in-memory
+# which it crashes. So before each test, a worker past half the limit drops JAX's in-memory
 # caches: what a later test needs again is loaded from the session's compilation cache.
 @pytest.fixture(autouse=True)
 def _release_compiled_programs():
