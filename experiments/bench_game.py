@@ -28,6 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.common import add_out_argument, device_description, fill_unset, publish
+from gomoku_jax.config import seed_argument
 from gomoku_jax.game import Gomoku, random_games
 from gomoku_jax.reference import NumpyGomoku
 
@@ -140,7 +141,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--numpy-seconds", type=float, default=None,
                         help="seconds of NumPy reference games per board size (default 3; "
                              "--quick: 0.5)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_argument, default=0)
     add_out_argument(parser, "runs/bench_game.json")
     parser.add_argument("--quick", action="store_true",
                         help="a few seconds: 9x9, batch 256, one timed call (options given "

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from algorithms import pure_mcts
 from experiments.common import add_out_argument, device_description, fill_unset, publish
+from gomoku_jax.config import seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
 
@@ -141,7 +142,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--numpy-simulations", type=int, default=None,
                         help="simulations a move for the slower NumPy reference (default 200; "
                              "--quick: 50)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_argument, default=0,
+                        help="random seed (default 0)")
     add_out_argument(parser, "experiments/results/bench_mcts_cpu.json")
     parser.add_argument("--quick", action="store_true",
                         help="a few seconds: smaller search, batch and reference (options given "

@@ -55,7 +55,6 @@ def play_game(env, black, white, seed: int, index: int, opening_stones: int):
     (``forfeit`` set when an agent played an illegal move or raised)."""
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     from gomoku_jax import arena
 
@@ -75,13 +74,12 @@ def play_game(env, black, white, seed: int, index: int, opening_stones: int):
             forfeit = f"{agent.name} raised {type(err).__name__}: {err}"
             break
         ply += 1
-        legal = (not isinstance(action, bool) and isinstance(action, int)
-                 and 0 <= action < env.num_actions
-                 and bool(np.asarray(state.legal_action_mask)[action]))
-        if not legal:
-            forfeit = f"{agent.name} played {action!r}, an illegal action"
+        reason = arena.illegal_reason(env, state, action)  # as a match judges it
+        if reason is not None:
+            forfeit = f"{agent.name} {reason}"
             break
-        moves.append(int(action))
+        action = int(action)  # a NumPy integer too
+        moves.append(action)
         state = env._jit_step(state, jnp.int32(action))
     winner = 1 - int(state.current_player) if forfeit else int(state.winner)
     return arena.GameRecord(black.name, white.name, tuple(moves), len(opening), winner, forfeit)
@@ -166,10 +164,13 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
     ``pool``'s (a `WorkerPool` of the same players; ``workers`` is then ignored).
     Returns them as arena `GameRecord`s in game order (``forfeit`` set for the games
     an agent lost by an illegal move)."""
-    for name, value, low in (("games", games, 1), ("workers", workers, 1), ("seed", seed, 0),
+    from gomoku_jax.config import check_seed
+
+    for name, value, low in (("games", games, 1), ("workers", workers, 1),
                              ("opening_stones", opening_stones, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer of at least {low}, got {value!r}")
+    check_seed("", "seed", seed)  # from 0 to SEED_MAX, as --seed
     import jax
     from tqdm import tqdm
 

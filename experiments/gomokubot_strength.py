@@ -25,6 +25,7 @@ import time
 from experiments.common import device_description, publish
 from gomoku_jax import agents, arena
 from gomoku_jax.cli import nonempty_path
+from gomoku_jax.config import seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
 
@@ -92,11 +93,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--games", type=int, default=100)
     parser.add_argument("--mcts-simulations", type=int, default=2000)
     parser.add_argument("--timing-games", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_argument, default=0)
     parser.add_argument("--opponents", default="heuristic,pure-mcts",
                         help="comma-separated subset of heuristic,pure-mcts (quick checks)")
     parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
+    if args.timing_games < 1:  # else refused only after the 9x9 matches
+        parser.error(f"--timing-games must be a positive integer, got {args.timing_games}")
     report = run(args.games, args.mcts_simulations, args.timing_games, args.seed,
                  tuple(x.strip() for x in args.opponents.split(",") if x.strip()))
     return publish(report, json.dumps(report, indent=2), args.json)

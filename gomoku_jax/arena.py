@@ -200,7 +200,11 @@ def opening_moves(env: Gomoku, key: jax.Array, stones: int) -> list[int]:
     return [int(a) for a in rng.choice(cells, size=stones, replace=False)]
 
 
-def _illegal_reason(env: Gomoku, state: State, action) -> str | None:
+def illegal_reason(env: Gomoku, state: State, action) -> str | None:
+    """Why ``action``, an agent's answer in ``state``, loses the game (None: it is a
+    legal move). An action is a Python or NumPy integer (not a bool) on an empty cell;
+    the text follows the agent's name in a forfeit (``"a played action 81, off the 9x9
+    board"``)."""
     n = env.size
     if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
         return f"returned {action!r}, not an action index"
@@ -232,7 +236,7 @@ def _play_one(env: Gomoku, black: Agent, white: Agent, opening: Sequence[int], k
         except Exception as err:  # an agent's crash costs it the game, not the match
             action, reason = None, f"raised {type(err).__name__}: {err}"
         else:
-            reason = _illegal_reason(env, state, action)
+            reason = illegal_reason(env, state, action)
         seconds[agent.name] += time.perf_counter() - start
         decisions[agent.name] += 1
         ply += 1
@@ -619,14 +623,19 @@ def heatmap_figure(report: dict, title: str | None = None):
 
 
 def check_ladder(start: int, step: int, games: int, pass_wins: int,
-                 max_simulations: int) -> None:
-    """ValueError naming the first of `ladder`'s settings that is wrong."""
-    for name, value in (("start", start), ("step", step), ("games", games),
-                        ("pass_wins", pass_wins), ("max_simulations", max_simulations)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"ladder: {name} must be a positive integer, got {value!r}")
+                 max_simulations: int) -> tuple[int, int, int, int, int]:
+    """`ladder`'s settings as Python ints (NumPy integers are converted, so that its
+    result writes as JSON), or a ValueError naming the first that is wrong."""
+    start, step, games, pass_wins, max_simulations = (
+        check_count(f"ladder: {name}", value) for name, value in (
+            ("start", start), ("step", step), ("games", games), ("pass_wins", pass_wins),
+            ("max_simulations", max_simulations)))
     if pass_wins > games:
         raise ValueError(f"ladder: pass_wins must be from 1 to games={games}, got {pass_wins}")
+    if max_simulations < start:
+        raise ValueError(f"ladder: max_simulations must be at least start={start} (or no "
+                         f"level is played), got {max_simulations}")
+    return start, step, games, pass_wins, max_simulations
 
 
 def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: int = 10,
@@ -638,7 +647,8 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     last one cleared (0 if none)."""
     check_game(env)
     check_agent("agent", agent)
-    check_ladder(start, step, games, pass_wins, max_simulations)
+    start, step, games, pass_wins, max_simulations = check_ladder(
+        start, step, games, pass_wins, max_simulations)
     seed = check_match_seed(seed)
     check_opening_stones(env, opening_stones)
     if make_opponent is None:

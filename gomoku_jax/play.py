@@ -81,7 +81,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import agents as agents_lib
-from gomoku_jax.config import clip, loads
+from gomoku_jax import arena
+from gomoku_jax.config import check_seed, clip, loads
 from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
@@ -346,7 +347,8 @@ class PlayApp:
       budget: simulations for a search agent (None: the agent's own).
       colour: the human's colour, ``"black"`` or ``"white"`` (white: the agent opens).
       size, k, rule: the game; None takes an exported agent's game, else 15, 5, freestyle.
-      seed: seeds the agents' randomness (each move folds in the game and move number).
+      seed: seeds the agents' randomness, from 0 to `config.SEED_MAX` (each move folds
+        in the game and move number).
       budget_name: what the caller calls ``budget`` in the errors about it (e.g.
         ``"--simulations"``; None: the API's budget field).
     """
@@ -354,8 +356,7 @@ class PlayApp:
     def __init__(self, agent: str = "heuristic", budget: int | None = None,
                  colour: str = "black", size: int | None = None, k: int | None = None,
                  rule: str | None = None, seed: int = 0, budget_name: str | None = None):
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
+        check_seed("", "seed", seed)
         self._lock = threading.Lock()
         # (game, agent, budget) -> (player, the agent's own budget), least recently used first
         self._players: collections.OrderedDict[tuple, tuple[_Player, int | None]] = (
@@ -599,8 +600,9 @@ class PlayApp:
             if self._version != version:
                 raise PlayError("the game changed while the agent was thinking", status=409)
             n = player.env.size
-            legal = isinstance(action, int) and 0 <= action < n * n and bool(
-                state.legal_action_mask[action])
+            # Judged as the arena judges a move: any integer (a NumPy one too) on an empty cell.
+            legal = arena.illegal_reason(player.env, state, action) is None
+            action = int(action) if legal else action
             # The engine's rule: an illegal answer (-1 here) loses the game at once.
             new = _step(player.env)(state, jnp.int32(action if legal else -1))
             self._states.append(new)

@@ -465,3 +465,33 @@ def test_heatmap_refuses_what_is_not_a_report_or_a_picture_path(tmp_path):
             arena.heatmap(report, tmp_path / name)
     assert list(tmp_path.iterdir()) == []
     assert arena.heatmap(report, tmp_path / "h.svg") == tmp_path / "h.svg"
+
+
+# ---------------------------------------------------------------- ladder settings
+def test_ladder_takes_numpy_settings_as_ints_and_its_result_writes_as_json():
+    import json
+
+    strong = agents.heuristic_agent(ENV)
+    result = arena.ladder(ENV, strong, start=np.int64(100), step=np.int32(100),
+                          games=np.int64(2), pass_wins=np.int64(1),
+                          max_simulations=np.int64(200),
+                          make_opponent=lambda s: agents.random_agent(f"r{s}"))
+    assert json.loads(json.dumps(result)) == result
+    assert [lvl["simulations"] for lvl in result["levels"]] == [100, 200]
+    for value in (result["games_per_level"], result["pass_wins"], result["cleared"],
+                  *(lvl["simulations"] for lvl in result["levels"])):
+        assert type(value) is int
+
+
+def test_ladder_refuses_a_max_simulations_below_start():
+    heuristic = agents.heuristic_agent(ENV)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(arena, "_play_match", lambda *a, **k: pytest.fail("a match was played"))
+        with pytest.raises(ValueError, match=re.escape(
+                "ladder: max_simulations must be at least start=5 (or no level is played), "
+                "got 2")):
+            arena.ladder(ENV, heuristic, start=5, max_simulations=2,
+                         make_opponent=lambda s: pytest.fail("an opponent was made"))
+        with pytest.raises(ValueError, match="ladder: step must be a positive integer, got "
+                                             "True"):
+            arena.ladder(ENV, heuristic, step=True)

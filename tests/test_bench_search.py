@@ -156,3 +156,31 @@ def test_an_output_file_that_is_a_directory_is_refused_before_any_work(module, t
         main(["--out", str(tmp_path)])
     assert exit_info.value.code == 2
     assert f"{tmp_path} is a directory; give the file to write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["bench_game", "bench_mcts", "gomokubot_strength"])
+@pytest.mark.parametrize("seed", ["-1", str(2**32), str(2**63), "seven"])
+def test_a_seed_out_of_range_is_refused_before_any_work(module, seed, monkeypatch, capsys):
+    import importlib
+
+    script = importlib.import_module(f"experiments.{module}")
+    monkeypatch.setattr(script, "run", lambda *a, **kw: pytest.fail("the work was started"))
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--seed", seed])
+    assert exit_info.value.code == 2
+    assert (f"argument --seed: must be an integer from 0 to 4294967295, got {seed!r}"
+            in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("games", ["0", "-2"])
+def test_gomokubot_strength_refuses_no_timing_games_before_the_matches(games, monkeypatch,
+                                                                       capsys):
+    from experiments import gomokubot_strength
+
+    monkeypatch.setattr(gomokubot_strength, "run",
+                        lambda *a, **kw: pytest.fail("the matches were started"))
+    with pytest.raises(SystemExit) as exit_info:
+        gomokubot_strength.main(["--timing-games", games])
+    assert exit_info.value.code == 2
+    assert (f"--timing-games must be a positive integer, got {games}"
+            in capsys.readouterr().err)

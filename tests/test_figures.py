@@ -123,3 +123,12 @@ def test_a_run_without_periodic_evaluations_still_shows_its_final_one():
     assert figures.evaluation_points(metrics, report) == {
         "heuristic": [(3, 0.975)], "pure-mcts-1000": [(3, 1.0)]}
     assert figures.evaluation_points(metrics, {"iterations": 3}) == {}
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**63)])
+def test_a_seed_out_of_range_is_refused_before_anything_is_drawn(seed, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:  # the run folder is empty: no curves to draw
+        figures.main(["--run", str(tmp_path), "--seed", seed])
+    assert exit_info.value.code == 2
+    assert (f"argument --seed: must be an integer from 0 to 4294967295, got {seed!r}"
+            in capsys.readouterr().err)

@@ -17,6 +17,7 @@ import pytest
 from gomoku_jax import exported, networks
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
+from gomoku_jax.agents import Agent
 from gomoku_jax.game import Gomoku
 from gomoku_jax.play import PlayApp, PlayError, _win_line, make_server
 
@@ -821,3 +822,52 @@ def test_the_page_reached_through_another_port_is_served(served):
             assert _raw(client.base, "GET", "/api/state", headers)[0] == 200
             status, body = _raw(client.base, "POST", "/api/undo", headers, b"{}")
             assert status in (200, 400), body  # answered (nothing to undo is a 400)
+
+
+# ------------------------------------------------------------ agents' answers, seeds
+class _FirstEmpty(Agent):
+    """Subclasses `Agent` itself (nothing turns its answer into an int): the first empty
+    cell, as ``kind`` makes it (a NumPy integer, a bool, a float)."""
+
+    def __init__(self, kind):
+        self.name, self.kind = f"first-empty-{kind.__name__}", kind
+
+    def act(self, state, key, deadline=None):
+        return self.kind(int(np.flatnonzero(np.asarray(state.board).reshape(-1) == 0)[0]))
+
+
+@pytest.fixture
+def first_empty(registries):
+    from gomoku_jax import agents
+
+    kinds = {k.__name__: k for k in (np.int64, np.int32, bool, float)}
+    agents.register_agent("first-empty-", lambda spec, env: _FirstEmpty(
+        kinds[spec.removeprefix("first-empty-")]))
+
+
+@pytest.mark.parametrize("kind", ["int64", "int32"])
+def test_an_agent_answering_a_numpy_integer_plays_it(first_empty, kind):
+    app = PlayApp(f"first-empty-{kind}", size=7, k=4, colour="white", seed=0)
+    state = app.reply()
+    assert not state["over"] and state["moves"] == [[0, 0]] and state["turn"] == "human"
+    app.move({"row": 3, "col": 3})
+    state = app.reply()
+    assert state["moves"] == [[0, 0], [3, 3], [0, 1]] and not state["over"]
+    assert all(type(x) is int for move in state["moves"] for x in move)
+    json.dumps(state)  # what the API sends
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_an_agent_answering_a_bool_or_a_float_loses_at_once(first_empty, kind):
+    app = PlayApp(f"first-empty-{kind}", size=7, k=4, colour="white", seed=0)
+    state = app.reply()
+    assert state["over"] and state["moves"] == [None] and state["winner"] == "white"
+    assert state["result"] == "white wins (the opponent played an illegal move)"
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64, 1.5, True])
+def test_a_seed_out_of_range_is_refused(seed):
+    with pytest.raises(ValueError, match=re.escape(
+            f"seed must be an integer from 0 to 4294967295, got {seed!r}")):
+        PlayApp("random", size=7, k=4, seed=seed)
+    assert PlayApp("random", size=7, k=4, seed=2**32 - 1).snapshot()["move_count"] == 0

@@ -11,7 +11,7 @@ import pytest
 
 from experiments import generate_records
 from gomoku_jax import cli, records
-from gomoku_jax.agents import PythonAgent
+from gomoku_jax.agents import Agent, PythonAgent
 from gomoku_jax.arena import GameRecord
 from gomoku_jax.game import Gomoku
 from gomoku_jax.records import Game, RecordError
@@ -524,9 +524,47 @@ def test_a_forfeited_game_is_marked_and_cannot_be_written():
     env = Gomoku(5, 4)
     record = generate_records.play_game(env, _Stubborn(), _Stubborn(), 0, 0, 0)
     assert record.moves == (0,) and record.winner == 0
-    assert record.forfeit == "stubborn played 0, an illegal action"
+    assert record.forfeit == "stubborn played (0, 0), an occupied cell"
     with pytest.raises(RecordError, match="lost by an illegal move"):
         records.validate_games([record], env)
+
+
+class _FirstEmpty(Agent):
+    """Subclasses `Agent` itself (no `PythonAgent` to turn its answer into an int):
+    the first empty cell, as ``kind`` makes it (a NumPy integer, a bool, a float)."""
+
+    def __init__(self, kind):
+        self.name, self.kind = f"first-{kind.__name__}", kind
+
+    def act(self, state, key, deadline=None):
+        return self.kind(int(np.flatnonzero(np.asarray(state.board).reshape(-1) == 0)[0]))
+
+
+def test_an_action_given_as_a_numpy_integer_is_played():
+    env = Gomoku(5, 4)
+    for kind in (np.int64, np.int32, np.uint8):
+        record = generate_records.play_game(env, _FirstEmpty(kind), _FirstEmpty(kind), 0, 0, 0)
+        assert record.forfeit is None and record.winner in (0, 1, -1)
+        assert record.moves[:3] == (0, 1, 2) and all(type(m) is int for m in record.moves)
+        records.validate_games([record], env)  # a game that can be written
+
+
+@pytest.mark.parametrize("kind, answer", [(bool, "False"), (float, "0.0")])
+def test_a_bool_or_a_float_action_forfeits_the_game(kind, answer):
+    record = generate_records.play_game(Gomoku(5, 4), _FirstEmpty(kind), _FirstEmpty(int),
+                                        0, 0, 0)
+    assert (record.moves, record.winner) == ((), 1)
+    assert record.forfeit == f"first-{kind.__name__} returned {answer}, not an action index"
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64, 1.5, True])
+def test_generate_refuses_a_seed_out_of_range_before_any_game(seed, monkeypatch):
+    monkeypatch.setattr(generate_records, "_make",
+                        lambda *a: pytest.fail("the agents were built"))
+    with pytest.raises(ValueError, match=re.escape(
+            f"seed must be an integer from 0 to 4294967295, got {seed!r}")):
+        generate_records.generate(5, 4, "freestyle", 1, "random", "random", seed=seed,
+                                  progress=False)
 
 
 def test_the_generator_plays_on_the_exported_agents_board_unless_told(tmp_path, monkeypatch):
