@@ -56,6 +56,7 @@ from gomoku_jax.game import (
 __all__ = [
     "agents",
     "arena",
+    "compiled",
     "config",
     "exported",
     "io",

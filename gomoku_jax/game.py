@@ -331,7 +331,8 @@ class Gomoku:
                     "white stones: pass to_move"
                 )
             to_move = BLACK if blacks == whites else WHITE
-        if isinstance(to_move, bool) or to_move not in (BLACK, WHITE):
+        if isinstance(to_move, bool) or not isinstance(to_move, (int, np.integer)) or (
+                to_move not in (BLACK, WHITE)):
             raise ValueError(f"to_move must be 0 (black) or 1 (white), got {to_move!r}")
         if isinstance(last_action, bool) or not isinstance(last_action, (int, np.integer)) or (
                 not -1 <= last_action < n * n):

@@ -389,6 +389,14 @@ class _UnparsableMetadataNote(logging.Filter):
 _UNPARSABLE_METADATA_NOTE = _UnparsableMetadataNote()
 
 
+def _step_argument(step) -> int:
+    """``step`` of `Checkpointer.save` / `Checkpointer.restore` as an int: a Python or
+    NumPy integer >= 0 (not a bool, whose ``True`` would pass for step 1)."""
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise ValueError(f"step must be a non-negative int, got {step!r}")
+    return int(step)
+
+
 class Checkpointer:
     """Checkpoints of one run in ``directory`` (orbax), guarded by the run's config.
 
@@ -508,9 +516,7 @@ class Checkpointer:
         ``step`` is not after the latest step, or if the directory already holds
         checkpoints of a different config.
         """
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-            raise ValueError(f"step must be a non-negative int, got {step!r}")
-        step = int(step)
+        step = _step_argument(step)
         steps = self.steps()
         if steps and step <= steps[-1]:
             raise CheckpointError(
@@ -564,8 +570,11 @@ class Checkpointer:
         are used) or ``jax.ShapeDtypeStruct`` leaves, e.g. from ``jax.eval_shape``.
         Raises CheckpointError when there is no such checkpoint, the stored config
         differs, the structure, a leaf's shape or dtype differs, or the files are
-        damaged.
+        damaged; a ``step`` that is not a non-negative int (a bool, a float) is a
+        ValueError, as in `save`.
         """
+        if step is not None:
+            step = _step_argument(step)
         steps = self.steps()
         if not steps:
             raise CheckpointError(f"no checkpoint in {self.directory}")

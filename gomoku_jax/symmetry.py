@@ -119,7 +119,9 @@ def transform_action(action, t, size: int):
 
     Consistent with `transform_board`: the stone at ``action`` on a board is at
     ``transform_action(action, t, size)`` on ``transform_board(board, t)``. Negative
-    actions (no move) stay as they are.
+    actions (no move) stay as they are. An action is a Python or NumPy integer (not a
+    bool) or an integer array; all but traced values (inside ``jit``) are checked to be
+    on the board.
     """
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not (
             MIN_SIZE <= size <= MAX_SIZE):
@@ -127,14 +129,18 @@ def transform_action(action, t, size: int):
                          f"{MAX_SIZE}, got {size!r}")
     dest = _destinations(int(size))
     static = _is_static(t)
-    if isinstance(action, (tuple, list)) or (
-            hasattr(action, "dtype") and not jnp.issubdtype(action.dtype, jnp.integer)):
+    scalar = isinstance(action, (int, np.integer)) and not isinstance(action, bool)
+    if not scalar and not (hasattr(action, "dtype")
+                           and jnp.issubdtype(action.dtype, jnp.integer)):
         raise ValueError(f"transform_action: action is an action index (row * {size} + col) "
                          f"or an integer array of them, got {action!r}")
-    if isinstance(action, (int, np.integer)) and not isinstance(action, bool) and static:
-        if action >= size * size:
-            raise ValueError(f"transform_action: action {action} is off the {size}x{size} "
+    if not isinstance(action, jax.core.Tracer):  # a traced action cannot be checked
+        values = np.asarray(action)
+        if (values >= size * size).any():
+            off = int(values[values >= size * size].flat[0])
+            raise ValueError(f"transform_action: action {off} is off the {size}x{size} "
                              f"board (0 to {size * size - 1}, or negative for no move)")
+    if scalar and static:
         return int(dest[t, action]) if action >= 0 else int(action)
     action = jnp.asarray(action)
     moved = jnp.asarray(dest)[t, jnp.maximum(action, 0)]

@@ -109,6 +109,18 @@ IGNORES_KEY = "ignores_key"
 _COPIES = 2
 
 
+def _check_integer(name: str, value, low: int, allow_none: bool = False) -> int | None:
+    """``value`` as an int when it is a Python or NumPy integer (not a bool) >= ``low``
+    (or None with ``allow_none``), else a ValueError naming ``name``. Checked while
+    tracing, before any work."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        none = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be an integer >= {low}{none}, got {value!r}")
+    return int(value)
+
+
 # -------------------------------------------------------------------- memory
 def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
                         embedding_bytes: int) -> int:
@@ -124,8 +136,7 @@ def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
     for name, value, low in (("batch", batch, 1), ("num_simulations", num_simulations, 1),
                              ("num_actions", num_actions, 1),
                              ("embedding_bytes", embedding_bytes, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        _check_integer(name, value, low)
     per_node = NODE_BYTES + EDGE_BYTES * int(num_actions) + int(embedding_bytes)
     return int(batch) * ((int(num_simulations) + 1) * per_node + 8 * int(num_actions))
 
@@ -462,22 +473,17 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     ``tree``). ``max_depth`` None means ``capacity - 1``. ``memory_limit``: bytes for
     `check_search_memory` (default: the device's free memory).
     """
-    if isinstance(num_simulations, bool) or not isinstance(num_simulations, (int, np.integer)) or (
-        num_simulations < 1
-    ):
-        raise ValueError(f"num_simulations must be an integer >= 1, got {num_simulations!r}")
+    num_simulations = _check_integer("num_simulations", num_simulations, 1)
+    max_depth = _check_integer("max_depth", max_depth, 1, allow_none=True)
     batch, num_actions = _batch_size(root)
     if invalid_actions is None:
         invalid_actions = jnp.zeros_like(root.prior_logits)
     if tree is None:
         capacity = num_simulations + 1 if capacity is None else capacity
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or (
-            capacity < 2
-        ):
-            raise ValueError(f"capacity must be an integer >= 2, got {capacity!r}")
-        check_search_memory(batch, int(capacity) - 1, num_actions,
+        capacity = _check_integer("capacity", capacity, 2)
+        check_search_memory(batch, capacity - 1, num_actions,
                             _embedding_bytes(root.embedding), memory_limit)
-        tree = _empty_tree(root, int(capacity), invalid_actions, extra_data)
+        tree = _empty_tree(root, capacity, invalid_actions, extra_data)
     else:
         _check_tree(tree, root)
     capacity = tree.node_visits.shape[-1]
@@ -594,6 +600,8 @@ def gumbel_selection(num_simulations: int, *, max_num_considered_actions: int = 
                      qtransform: Callable = mctx.qtransform_completed_by_mix_value):
     """``(root_fn, interior_fn)`` of `gumbel_muzero_policy`: sequential halving over the
     Gumbel top-k at the root, the deterministic selection below (mctx's)."""
+    max_num_considered_actions = _check_integer("max_num_considered_actions",
+                                                max_num_considered_actions, 1)
     root = functools.partial(
         gumbel_muzero_root_action_selection, num_simulations=num_simulations,
         max_num_considered_actions=max_num_considered_actions, qtransform=qtransform)
@@ -618,6 +626,7 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
     the noisy ``root.prior_logits``), ``capacity`` and ``memory_limit`` (see `search`).
     """
+    max_depth = _check_integer("max_depth", max_depth, 1, allow_none=True)
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
     probs = jax.nn.softmax(root.prior_logits)
     batch, num_actions = probs.shape
@@ -658,6 +667,9 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
             "gumbel_muzero_policy: tree must be None (sequential halving at a Gumbel root "
             "starts from zero visits); reuse trees with muzero_policy"
         )
+    max_depth = _check_integer("max_depth", max_depth, 1, allow_none=True)
+    max_num_considered_actions = _check_integer("max_num_considered_actions",
+                                                max_num_considered_actions, 1)
     root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(

@@ -1,6 +1,7 @@
 """The game engine: settings, rules by hand, illegal moves, jit/vmap, and the NumPy reference."""
 
 import itertools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -553,3 +554,16 @@ def test_typed_and_raw_keys_are_both_keys():
         final, moves = random_games(env, key, 2, record=True)
         assert final.board.shape == (2, 5, 5) and moves.shape == (2, 25)
     game.check_key(jax.random.split(jax.random.key(0), 4), "keys")  # a batch of keys
+
+
+@pytest.mark.parametrize("bad", [1.0, 0.0, np.float32(1), np.True_, np.array(1.0), np.array(1),
+                                 jnp.int32(1), "1", True, 2, -1])
+def test_from_board_to_move_is_exactly_the_integer_0_or_1(bad):
+    env = Gomoku(5, 4)
+    board = _board(5, {(0, 0): 1, (0, 1): 2})
+    with pytest.raises(ValueError, match=re.escape(
+            f"to_move must be 0 (black) or 1 (white), got {bad!r}")):
+        env.from_board(board, to_move=bad)
+    for good in (0, 1, np.int64(1), np.int8(0)):
+        state = env.from_board(board, to_move=good)
+        assert int(state.current_player) == good

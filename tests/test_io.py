@@ -718,3 +718,15 @@ def test_a_fresh_python_with_only_gomoku_jax_loads_a_file_and_plays(tmp_path):
     assert game == "gomoku-5x5-k4-freestyle"
     assert 0 <= int(action) < 25 and int(action) != 12 and legal == "True"
     assert project == "[]"  # no training or experiment code was imported
+
+
+@pytest.mark.parametrize("bad", [True, 1.0, np.float32(1.0), -1, "1", np.True_])
+def test_restore_refuses_a_step_that_is_not_a_non_negative_int(tmp_path, bad):
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    files = sorted(p.relative_to(tmp_path) for p in (tmp_path / "run").rglob("*"))
+    with pytest.raises(ValueError, match=re.escape(f"step must be a non-negative int, got {bad!r}")):
+        ck.restore(jax.eval_shape(lambda: _state(0)), step=bad)
+    # The healthy checkpoint is left as it was and still restores, by a NumPy step too.
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "run").rglob("*")) == files
+    _assert_state_equal(ck.restore(_state(0), step=np.int64(1)), _state(1))

@@ -1,6 +1,7 @@
 """The 8 dihedral transforms: round trips, consistency, canonical forms, rule invariance."""
 
 import itertools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -153,3 +154,30 @@ def test_integer_arguments_of_every_kind_still_work():
     board = np.arange(25).reshape(5, 5)
     assert np.array_equal(sym.transform_board(board, jnp.int32(5)),
                           sym.transform_board(board, 5))
+
+
+@pytest.mark.parametrize("action", [True, False, np.True_, 3.0, 2.5, np.float64(3), "3",
+                                    jnp.array(True), None])
+def test_an_action_that_is_not_an_integer_is_refused(action):
+    with pytest.raises(ValueError, match=re.escape(
+            "transform_action: action is an action index (row * 9 + col) or an integer "
+            f"array of them, got {action!r}")):
+        sym.transform_action(action, 1, 9)
+
+
+@pytest.mark.parametrize("action, off", [(jnp.array(81), 81), (np.array(200), 200),
+                                         (jnp.array([3, -1, 90]), 90),
+                                         (np.array([[0], [81]], np.int8), 81)])
+def test_a_concrete_array_action_off_the_board_is_refused_like_an_int(action, off):
+    with pytest.raises(ValueError, match=f"action {off} is off the 9x9 board"):
+        sym.transform_action(action, 1, 9)
+    with pytest.raises(ValueError, match=f"action {off} is off the 9x9 board"):
+        sym.transform_action(action, jnp.int32(1), 9)  # a transform array too
+    # Inside jit the action is traced and cannot be checked; it is still mapped.
+    assert jax.jit(sym.transform_action, static_argnums=2)(action, 1, 9).shape == action.shape
+
+
+def test_an_int_action_off_the_board_is_refused_with_a_transform_array():
+    with pytest.raises(ValueError, match="action 81 is off the 9x9 board"):
+        sym.transform_action(81, jnp.int32(1), 9)
+    assert int(sym.transform_action(np.array(80), 0, 9)) == 80

@@ -625,3 +625,44 @@ def test_reuse_subtree_keeps_each_game_on_its_device(reuse):
     for a, b in zip(jax.tree.leaves(keep(tree, actions)),
                     jax.tree.leaves(ts.reuse_subtree(tree, actions))):
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------ argument checks
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, 2.0, np.float32(3)])
+def test_a_max_depth_that_is_not_a_positive_integer_is_refused(bad):
+    params, root, recurrent_fn, invalid = toy_problem(0, 2, 5)
+    root_fn, interior_fn = ts.puct_selection()
+    message = re.escape(f"max_depth must be an integer >= 1 or None, got {bad!r}")
+    for policy in (
+        lambda r: ts.search(params, jax.random.PRNGKey(0), root=r, recurrent_fn=recurrent_fn,
+                            root_action_selection_fn=root_fn,
+                            interior_action_selection_fn=interior_fn, num_simulations=4,
+                            max_depth=bad),
+        lambda r: ts.muzero_policy(params, jax.random.PRNGKey(0), r, recurrent_fn, 4,
+                                   invalid_actions=invalid, max_depth=bad),
+        lambda r: ts.gumbel_muzero_policy(params, jax.random.PRNGKey(0), r, recurrent_fn, 4,
+                                          invalid_actions=invalid, max_depth=bad),
+    ):
+        with pytest.raises(ValueError, match=message):
+            jax.eval_shape(policy, root)  # refused while tracing
+
+
+@pytest.mark.parametrize("bad", [0, -2, True, 3.0, None])
+def test_a_max_num_considered_actions_that_is_not_a_positive_integer_is_refused(bad):
+    params, root, recurrent_fn, invalid = toy_problem(0, 2, 5)
+    message = re.escape(f"max_num_considered_actions must be an integer >= 1, got {bad!r}")
+    with pytest.raises(ValueError, match=message):
+        ts.gumbel_selection(4, max_num_considered_actions=bad)
+    with pytest.raises(ValueError, match=message):
+        jax.eval_shape(lambda r: ts.gumbel_muzero_policy(
+            params, jax.random.PRNGKey(0), r, recurrent_fn, 4, invalid_actions=invalid,
+            max_num_considered_actions=bad), root)
+
+
+def test_numpy_integer_depth_and_considered_actions_are_taken_as_ints():
+    params, root, recurrent_fn, invalid = toy_problem(0, 2, 5)
+    shapes = [jax.eval_shape(lambda r: ts.gumbel_muzero_policy(
+        params, jax.random.PRNGKey(0), r, recurrent_fn, 4, invalid_actions=invalid,
+        max_depth=depth, max_num_considered_actions=considered), root).action.shape
+        for depth, considered in ((None, 4), (np.int64(2), np.int32(4)))]
+    assert shapes == [(2,), (2,)]
