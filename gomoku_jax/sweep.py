@@ -284,9 +284,6 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
     from gomoku_jax import arena
 
     arena.check_ladder(start, step, games, pass_wins, max_simulations)
-    if max_simulations < start:
-        raise ValueError(f"ladder: max_simulations must be at least start={start} (or no "
-                         f"level is played), got {max_simulations}")
     arena.check_match_seed(seed, "ladder: seed")
     if isinstance(opening_stones, bool) or not isinstance(opening_stones, numbers.Integral) or (
             opening_stones < 0):  # its bound, 2(k-1), is checked on each run's game

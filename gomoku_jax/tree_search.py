@@ -626,7 +626,6 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
     the noisy ``root.prior_logits``), ``capacity`` and ``memory_limit`` (see `search`).
     """
-    max_depth = _check_integer("max_depth", max_depth, 1, allow_none=True)
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
     probs = jax.nn.softmax(root.prior_logits)
     batch, num_actions = probs.shape
@@ -667,9 +666,6 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
             "gumbel_muzero_policy: tree must be None (sequential halving at a Gumbel root "
             "starts from zero visits); reuse trees with muzero_policy"
         )
-    max_depth = _check_integer("max_depth", max_depth, 1, allow_none=True)
-    max_num_considered_actions = _check_integer("max_num_considered_actions",
-                                                max_num_considered_actions, 1)
     root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(
