@@ -60,6 +60,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from gomoku_jax import tactics
+from gomoku_jax.config import check_int, plain_fields
 from gomoku_jax.agents import PythonAgent, whole_number
 from gomoku_jax.game import DIRECTIONS, Gomoku, State
 
@@ -125,13 +126,14 @@ class ThreatSettings:
     probe_nodes: int = 1_500
 
     def __post_init__(self):
+        plain_fields(self)
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name == "defend":
                 if not isinstance(v, bool):
                     raise ValueError(f"ThreatSettings.defend must be a bool, got {v!r}")
-            elif isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ValueError(f"ThreatSettings.{f.name} must be an integer >= 0, got {v!r}")
+            else:
+                check_int("ThreatSettings", f.name, v, 0)
 
 
 class _Timeout(Exception):
@@ -768,13 +770,9 @@ class _HeuristicSearch(PythonAgent):
         threats: ThreatSettings | None = None,
         shape_bonus: tuple[float, float, float, float] | None = None,
     ):
-        for label, value, low in (("depth", depth, 1), ("window", window, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{type(self).__name__}: {label} must be an integer >= {low}, got {value!r}")
-        if top_n is not None and (
-            isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)) or top_n < 1
-        ):
-            raise ValueError(f"{type(self).__name__}: top_n must be a positive integer or None, got {top_n!r}")
+        depth = check_int(type(self).__name__, "depth", depth)
+        window = check_int(type(self).__name__, "window", window)
+        top_n = check_int(type(self).__name__, "top_n", top_n, allow_none=True)
         self.env = env
         self.depth, self.window = int(depth), int(window)
         self.top_n = None if top_n is None else int(top_n)

@@ -35,6 +35,7 @@ board symmetries drawn at random (in expectation the same as storing the 8 copie
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import jax
@@ -47,7 +48,7 @@ from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_o
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, training
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_number, check_seed
+from gomoku_jax.config import check_int, check_number, check_seed, plain_fields
 from gomoku_jax.game import Gomoku, State
 
 __all__ = [
@@ -77,6 +78,7 @@ class GameSettings:
     positional_bias: float | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         self.env()  # validates
 
     def env(self) -> Gomoku:
@@ -91,8 +93,11 @@ class NetworkSettings:
     name: str = "resnet"
     options: dict = dataclasses.field(default_factory=dict)
 
-    def __hash__(self):
-        return hash((self.name, tuple(sorted(self.options.items()))))
+    def __post_init__(self):
+        plain_fields(self)
+
+    def __hash__(self):  # the options may hold lists (a ConvNet's channels)
+        return hash((self.name, json.dumps(self.options, sort_keys=True, default=repr)))
 
     def module(self, board_size: int):
         return networks.make_network(self.name, board_size=board_size, **self.options)
@@ -169,6 +174,7 @@ class SelfPlaySettings:
     opponent_final: str | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         check_int("selfplay", "batch", self.batch)
         check_int("selfplay", "steps", self.steps)
         check_number("selfplay", "temperature", self.temperature, 0.0, 100.0)
@@ -236,6 +242,7 @@ class TrainSettings:
     unroll: bool = False
 
     def __post_init__(self):
+        plain_fields(self)
         for name in ("iterations", "batch_size", "buffer_capacity", "min_buffer"):
             check_int("train", name, getattr(self, name))
         check_number("train", "epochs", self.epochs, 0.0, 1e4, low_open=True)
@@ -279,6 +286,7 @@ class EvalSettings:
     stop_score: float | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         check_int("eval", "every", self.every, 0)
         check_int("eval", "games", self.games, 2)
         check_int("eval", "final_games", self.final_games, 0)
@@ -316,6 +324,7 @@ class AlphaZeroConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
+        plain_fields(self)
         check_run(self, "policy-value", "AlphaZero")
         pc = self.selfplay.playout_cap
         if pc is not None and self.selfplay.fast_simulations >= self.search.num_simulations:

@@ -94,7 +94,7 @@ from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step, s
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, tactics
 from gomoku_jax.agents import JaxAgent
-from gomoku_jax.config import check_int, check_number
+from gomoku_jax.config import check_int, check_number, plain_fields
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -182,6 +182,7 @@ class Phase:
                      self.heuristic_top_k))
 
     def __post_init__(self):
+        plain_fields(self)
         known = ", ".join(OPPONENTS)
         if isinstance(self.opponent, dict):
             if not self.opponent:
@@ -224,6 +225,7 @@ class ActingSettings:
     decay_unit: str = "episode"
 
     def __post_init__(self):
+        plain_fields(self)
         check_int("acting", "batch", self.batch)
         check_int("acting", "steps", self.steps)
         check_number("acting", "epsilon_start", self.epsilon_start, 0.0, 1.0)
@@ -253,6 +255,7 @@ class CurriculumSettings:
     heuristic_top_k: int = 3
 
     def __post_init__(self):
+        plain_fields(self)
         if not self.phases or not all(isinstance(p, Phase) for p in self.phases):
             raise ValueError(f"curriculum.phases must be a non-empty list of phases, "
                              f"got {self.phases!r}")
@@ -284,6 +287,7 @@ class RewardSettings:
         return hash((self.shaping, tuple(sorted(self.weights.items())), self.form))
 
     def __post_init__(self):
+        plain_fields(self)
         if self.shaping not in REWARD_TABLES:
             raise ValueError(f"rewards.shaping must be one of {', '.join(REWARD_TABLES)}, "
                              f"got {self.shaping!r}")
@@ -326,6 +330,7 @@ class DQNTrainSettings:
     unroll: bool = False
 
     def __post_init__(self):
+        plain_fields(self)
         for name in ("iterations", "updates", "batch_size", "buffer_capacity", "min_buffer",
                      "n_step", "target_period"):
             check_int("train", name, getattr(self, name))
@@ -357,6 +362,7 @@ class DQNConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
+        plain_fields(self)
         check_run(self, "q", "DQN")
 
 

@@ -77,7 +77,7 @@ from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, ch
 from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
 from gomoku_jax import features, networks, ops, records, symmetry
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_number, check_seed
+from gomoku_jax.config import check_int, check_number, check_seed, plain_fields
 from gomoku_jax.game import Gomoku
 
 __all__ = [
@@ -114,6 +114,7 @@ class GenerateSettings:
     out: str | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         check_int("data.generate", "games", self.games)
         check_int("data.generate", "opening_stones", self.opening_stones, 0)
         check_int("data.generate", "workers", self.workers)
@@ -143,6 +144,7 @@ class DataSettings:
     generate: GenerateSettings | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         if not self.paths or not all(isinstance(p, str) and p for p in self.paths):
             raise ValueError(f"data.paths must be a non-empty list of records files or glob "
                              f"patterns, got {self.paths!r}")
@@ -190,6 +192,7 @@ class ImitationTrainSettings:
     unroll: int = 8
 
     def __post_init__(self):
+        plain_fields(self)
         for name in ("iterations", "batch_size", "validation_batch"):
             check_int("train", name, getattr(self, name))
         check_int("train", "unroll", self.unroll, 0)
@@ -224,6 +227,7 @@ class ImitationConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
+        plain_fields(self)
         check_run(self, "policy-value", "imitation")
 
     def play_search(self, simulations: int | None = None,

@@ -52,7 +52,7 @@ from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, networks, records, training
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import SEED_MAX, check_int, check_seed
+from gomoku_jax.config import SEED_MAX, check_int, check_seed, plain_fields
 
 __all__ = [
     "ImitationStage",
@@ -109,6 +109,7 @@ class MasterStage:
     eval: az.EvalSettings = az.EvalSettings()
 
     def __post_init__(self):
+        plain_fields(self)
         check_int("master", "rounds", self.rounds)
         check_int("master", "games", self.games)
         check_int("master", "opening_stones", self.opening_stones, 0)
@@ -141,6 +142,7 @@ class PipelineConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self):
+        plain_fields(self)
         check_seed("config", "seed", self.seed)
         # the stages train with seed + 1 (self-play) and seed + 2 + r (master round r)
         top = SEED_MAX - 2 - (self.master.rounds - 1)

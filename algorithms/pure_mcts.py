@@ -60,6 +60,7 @@ import numpy as np
 from flax import struct
 
 from gomoku_jax import symmetry, tactics
+from gomoku_jax.config import check_int, plain_fields
 from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import DIRECTIONS, EMPTY, Gomoku, State, legal_action_of_rank
 
@@ -98,8 +99,7 @@ def memory_bytes(batch: int, simulations: int, num_actions: int) -> int:
     for a batch of 8, ~1390 for one game)."""
     for name, value in (("batch", batch), ("simulations", simulations),
                         ("num_actions", num_actions)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_int("", name, value)
     return int(batch) * (int(simulations) + 1) * (NODE_BYTES + CELL_BYTES * int(num_actions))
 
 
@@ -129,6 +129,7 @@ class MCTSConfig:
     transpositions: bool = False
 
     def __post_init__(self):
+        plain_fields(self)
         check_simulations(self.simulations)
         if not (isinstance(self.exploration, (int, float)) and self.exploration >= 0):
             raise ValueError(f"MCTSConfig.exploration must be a number >= 0, got {self.exploration!r}")

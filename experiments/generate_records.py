@@ -164,12 +164,11 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
     ``pool``'s (a `WorkerPool` of the same players; ``workers`` is then ignored).
     Returns them as arena `GameRecord`s in game order (``forfeit`` set for the games
     an agent lost by an illegal move)."""
-    from gomoku_jax.config import check_seed
+    from gomoku_jax.config import check_int, check_seed
 
-    for name, value, low in (("games", games, 1), ("workers", workers, 1),
-                             ("opening_stones", opening_stones, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an integer of at least {low}, got {value!r}")
+    games = check_int("", "games", games)
+    workers = check_int("", "workers", workers)
+    opening_stones = check_int("", "opening_stones", opening_stones, 0)
     check_seed("", "seed", seed)  # from 0 to SEED_MAX, as --seed
     import jax
     from tqdm import tqdm

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import ops, tactics
-from gomoku_jax.config import check_number, clip
+from gomoku_jax.config import check_int, check_number, clip
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -244,8 +244,7 @@ def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
     light randomisation among the ``top_k`` most central empty cells. With
     ``block_probability`` p < 1 it answers a threat only with probability p (a weaker
     sparring partner: the opponent's threats sometimes win)."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"heuristic_agent: top_k must be a positive integer, got {top_k!r}")
+    top_k = check_int("heuristic_agent", "top_k", top_k)
     check_number("heuristic_agent", "block_probability", block_probability, 0.0, 1.0)
     return JaxAgent(name, static_partial(_heuristic_policy, env, top_k,
                                             block_probability=float(block_probability)),

@@ -27,6 +27,8 @@ import types
 import typing
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 __all__ = [
     "ConfigError",
     "algorithm_of",
@@ -39,6 +41,7 @@ __all__ = [
     "loads",
     "load_file",
     "parse_override",
+    "plain_fields",
     "read_json",
     "to_dict",
 ]
@@ -162,11 +165,14 @@ SEED_MAX = 2**32 - 1
 
 
 def check_int(owner: str, name: str, value, minimum: int | None = 1,
-              maximum: int | None = None) -> None:
-    """For a config's ``__post_init__``: ``value`` is an integer >= ``minimum`` (any
-    integer when ``minimum`` is None) and <= ``maximum`` (when given). The error names
-    ``owner.name`` (``name`` alone when ``owner`` is empty)."""
-    if isinstance(value, bool) or not isinstance(value, int) or (
+              maximum: int | None = None, *, allow_none: bool = False) -> int | None:
+    """``value`` as an int when it is a Python or NumPy integer (not a bool) >= ``minimum``
+    (any integer when ``minimum`` is None) and <= ``maximum`` (when given); None when it
+    is None and ``allow_none``. Else a ValueError naming ``owner.name`` (``name`` alone
+    when ``owner`` is empty). A config's ``__post_init__`` checks its fields with it."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (
             minimum is not None and value < minimum) or (
             maximum is not None and value > maximum):
         label = f"{owner}.{name}" if owner else name
@@ -174,7 +180,34 @@ def check_int(owner: str, name: str, value, minimum: int | None = 1,
             bound = f" from {minimum} to {maximum}" if minimum is not None else f" <= {maximum}"
         else:
             bound = "" if minimum is None else f" >= {minimum}"
-        raise ValueError(f"{label} must be an integer{bound}, got {value!r}")
+        none = " or None" if allow_none else ""
+        raise ValueError(f"{label} must be an integer{bound}{none}, got {value!r}")
+    return int(value)
+
+
+def plain_fields(config) -> None:
+    """Replace NumPy scalars among a frozen dataclass's fields (and in its tuple, list
+    and dict fields) with the Python numbers and bools they hold, in place. A config's ``__post_init__``
+    calls it first, so a config built from NumPy values (``np.int64(8)``, ``np.float32``,
+    ``np.True_``, as a notebook's ``np.arange`` gives them) checks, compares, hashes and
+    writes to ``config.json`` as one built from Python values."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        plain = _plain_scalars(value)
+        if plain is not value:
+            object.__setattr__(config, field.name, plain)
+
+
+def _plain_scalars(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if type(value) in (tuple, list):
+        items = [_plain_scalars(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+    if type(value) is dict:
+        items = {key: _plain_scalars(item) for key, item in value.items()}
+        return value if all(items[key] is item for key, item in value.items()) else items
+    return value
 
 
 def check_count(name: str, value, minimum: int = 1) -> int:
@@ -208,15 +241,17 @@ def seed_argument(text: str) -> int:
 
 
 def check_number(owner: str, name: str, value, low: float, high: float,
-                 low_open: bool = False) -> None:
-    """For a config's ``__post_init__``: ``value`` is a finite number in
-    ``[low, high]`` (``(low, high]`` with ``low_open``)."""
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+                 low_open: bool = False) -> float:
+    """``value`` as a float when it is a finite Python or NumPy number (not a bool) in
+    ``[low, high]`` (``(low, high]`` with ``low_open``), else a ValueError naming
+    ``owner.name``. A config's ``__post_init__`` checks its fields with it."""
+    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real)
           and math.isfinite(value) and (value > low if low_open else value >= low)
           and value <= high)
     if not ok:
         bound = "(" if low_open else "["
         raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
+    return float(value)
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -277,6 +312,7 @@ def _type_name(tp) -> str:
 
 def _convert(tp, value, path: str):
     """Check and convert one JSON value to the annotated type ``tp``."""
+    value = _plain_scalars(value)  # a NumPy number given as an override
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)

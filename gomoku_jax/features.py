@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gomoku_jax.config import check_count
+from gomoku_jax.config import check_count, plain_fields
 
 __all__ = ["ENCODINGS", "ObservationSpec", "gaussian_bias", "num_planes", "observe",
            "observe_position"]
@@ -57,6 +57,7 @@ class ObservationSpec:
     rule: str = "freestyle"
 
     def __post_init__(self):
+        plain_fields(self)
         if self.encoding not in ENCODINGS:
             raise ValueError(
                 f"observation encoding must be one of {', '.join(ENCODINGS)}, "

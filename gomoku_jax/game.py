@@ -35,7 +35,7 @@ import numpy as np
 from flax import struct
 
 from gomoku_jax import features as _features
-from gomoku_jax.config import check_count
+from gomoku_jax.config import check_count, check_int, plain_fields
 
 __all__ = [
     "BLACK",
@@ -73,15 +73,6 @@ class IllegalMoveError(ValueError):
     """A move that the rules forbid: off the board, on an occupied cell, or after the end."""
 
 
-def _check_int(owner: str, name: str, value, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(
-            f"{owner}.{name} must be an integer from {low} to {high}, got {value!r}"
-        )
-    if not low <= value <= high:
-        raise ValueError(f"{owner}.{name} must be from {low} to {high}, got {value}")
-
-
 @dataclasses.dataclass(frozen=True)
 class GameConfig:
     """Static settings of a k-in-a-row game on a square board.
@@ -97,15 +88,13 @@ class GameConfig:
     rule: str = "freestyle"
 
     def __post_init__(self):
-        _check_int("GameConfig", "size", self.size, MIN_SIZE, MAX_SIZE)
-        _check_int("GameConfig", "k", self.k, 3, self.size)
+        plain_fields(self)
+        check_int("GameConfig", "size", self.size, MIN_SIZE, MAX_SIZE)
+        check_int("GameConfig", "k", self.k, 3, self.size)
         if self.rule not in RULES:
             raise ValueError(
                 f"GameConfig.rule must be one of {', '.join(RULES)}, got {self.rule!r}"
             )
-        # Normalise numpy integers so that equal configs hash equally.
-        object.__setattr__(self, "size", int(self.size))
-        object.__setattr__(self, "k", int(self.k))
 
     @property
     def num_actions(self) -> int:
@@ -251,11 +240,10 @@ class Gomoku:
     positional_bias: float | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         GameConfig(self.size, self.k, self.rule)  # validates
         spec = _features.ObservationSpec(self.observation, self.positional_bias, int(self.k),
                                          self.rule)
-        object.__setattr__(self, "size", int(self.size))
-        object.__setattr__(self, "k", int(self.k))
         object.__setattr__(self, "_spec", spec)
 
     @classmethod

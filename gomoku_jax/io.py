@@ -392,9 +392,7 @@ _UNPARSABLE_METADATA_NOTE = _UnparsableMetadataNote()
 def _step_argument(step) -> int:
     """``step`` of `Checkpointer.save` / `Checkpointer.restore` as an int: a Python or
     NumPy integer >= 0 (not a bool, whose ``True`` would pass for step 1)."""
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise ValueError(f"step must be a non-negative int, got {step!r}")
-    return int(step)
+    return config_lib.check_count("step", step, 0)
 
 
 class Checkpointer:
@@ -428,10 +426,7 @@ class Checkpointer:
 
         if not isinstance(config, Mapping):
             raise ValueError(f"config must be a mapping, got {type(config).__name__}: {config!r}")
-        if max_to_keep is not None and (
-            isinstance(max_to_keep, bool) or not isinstance(max_to_keep, int) or max_to_keep < 1
-        ):
-            raise ValueError(f"max_to_keep must be a positive int or None, got {max_to_keep!r}")
+        max_to_keep = config_lib.check_int("", "max_to_keep", max_to_keep, allow_none=True)
         self._ocp = ocp
         # orbax needs an absolute path; a relative one is taken from the working directory
         self.directory = epath.Path(os.path.abspath(os.fspath(directory)))

@@ -82,7 +82,7 @@ import numpy as np
 
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena
-from gomoku_jax.config import check_seed, clip, loads
+from gomoku_jax.config import check_int, check_seed, clip, loads
 from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
@@ -927,8 +927,7 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
     read it from ``server.server_address[1]``); call ``serve_forever()`` to run it. It
     answers only requests addressed to ``host`` or a loopback name (at any port: a tunnel
     may forward another) that no other web page sent (see the module docstring)."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
+    port = check_int("", "port", port, 0, 65535)
     handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
     server_class = http.server.ThreadingHTTPServer
     bare = host.strip().strip("[]")

@@ -62,6 +62,7 @@ import mctx
 import numpy as np
 
 from gomoku_jax import ops, tactics, tree_search
+from gomoku_jax.config import check_int, plain_fields
 from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import Gomoku, State
 
@@ -127,17 +128,7 @@ def _check_float(owner, name: str, low: float, high: float = float("inf"),
 
 
 def _check_int(owner, name: str, low: int, allow_none: bool = False) -> None:
-    value = getattr(owner, name)
-    if allow_none and value is None:
-        return
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or (
-        value < low
-    ):
-        none = " or None" if allow_none else ""
-        raise ValueError(
-            f"{type(owner).__name__}.{name} must be an integer >= {low}{none}, got {value!r}"
-        )
-    object.__setattr__(owner, name, int(value))
+    check_int(type(owner).__name__, name, getattr(owner, name), low, allow_none=allow_none)
 
 
 def _from_dict(cls, data: dict):
@@ -229,6 +220,7 @@ class SearchConfig:
     reuse_capacity: int | None = None
 
     def __post_init__(self):
+        plain_fields(self)
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
                 f"SearchConfig.algorithm must be one of {', '.join(ALGORITHMS)}, "
@@ -294,6 +286,7 @@ class TacticalPrior:
     enabled: bool = True
 
     def __post_init__(self):
+        plain_fields(self)
         _check_float(self, "open_three_probability", 0.0, 1.0)
         _check_float(self, "forced_mass", 0.0, 1.0, low_open=True)
         if not isinstance(self.enabled, (bool, np.bool_)):

@@ -72,6 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from gomoku_jax.config import check_int
 from gomoku_jax.game import DIRECTIONS, EMPTY, RULES, is_winning_run
 
 __all__ = [
@@ -142,8 +143,7 @@ class Fours(NamedTuple):
 
 # ----------------------------------------------------------------------- helpers
 def _check(k: int, rule: str = "freestyle") -> None:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 3:
-        raise ValueError(f"k must be an integer >= 3, got {k!r}")
+    check_int("", "k", k, 3)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
 

@@ -68,6 +68,7 @@ import numpy as np
 from mctx._src import seq_halving
 
 from gomoku_jax import ops
+from gomoku_jax.config import check_int
 
 __all__ = [
     "NODE_BYTES",
@@ -109,18 +110,6 @@ IGNORES_KEY = "ignores_key"
 _COPIES = 2
 
 
-def _check_integer(name: str, value, low: int, allow_none: bool = False) -> int | None:
-    """``value`` as an int when it is a Python or NumPy integer (not a bool) >= ``low``
-    (or None with ``allow_none``), else a ValueError naming ``name``. Checked while
-    tracing, before any work."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        none = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an integer >= {low}{none}, got {value!r}")
-    return int(value)
-
-
 # -------------------------------------------------------------------- memory
 def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
                         embedding_bytes: int) -> int:
@@ -136,7 +125,7 @@ def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
     for name, value, low in (("batch", batch, 1), ("num_simulations", num_simulations, 1),
                              ("num_actions", num_actions, 1),
                              ("embedding_bytes", embedding_bytes, 0)):
-        _check_integer(name, value, low)
+        check_int("", name, value, low)
     per_node = NODE_BYTES + EDGE_BYTES * int(num_actions) + int(embedding_bytes)
     return int(batch) * ((int(num_simulations) + 1) * per_node + 8 * int(num_actions))
 
@@ -473,14 +462,14 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     ``tree``). ``max_depth`` None means ``capacity - 1``. ``memory_limit``: bytes for
     `check_search_memory` (default: the device's free memory).
     """
-    num_simulations = _check_integer("num_simulations", num_simulations, 1)
-    max_depth = _check_integer("max_depth", max_depth, 1, allow_none=True)
+    num_simulations = check_int("", "num_simulations", num_simulations, 1)
+    max_depth = check_int("", "max_depth", max_depth, 1, allow_none=True)
     batch, num_actions = _batch_size(root)
     if invalid_actions is None:
         invalid_actions = jnp.zeros_like(root.prior_logits)
     if tree is None:
         capacity = num_simulations + 1 if capacity is None else capacity
-        capacity = _check_integer("capacity", capacity, 2)
+        capacity = check_int("", "capacity", capacity, 2)
         check_search_memory(batch, capacity - 1, num_actions,
                             _embedding_bytes(root.embedding), memory_limit)
         tree = _empty_tree(root, capacity, invalid_actions, extra_data)
@@ -600,7 +589,7 @@ def gumbel_selection(num_simulations: int, *, max_num_considered_actions: int = 
                      qtransform: Callable = mctx.qtransform_completed_by_mix_value):
     """``(root_fn, interior_fn)`` of `gumbel_muzero_policy`: sequential halving over the
     Gumbel top-k at the root, the deterministic selection below (mctx's)."""
-    max_num_considered_actions = _check_integer("max_num_considered_actions",
+    max_num_considered_actions = check_int("", "max_num_considered_actions",
                                                 max_num_considered_actions, 1)
     root = functools.partial(
         gumbel_muzero_root_action_selection, num_simulations=num_simulations,
@@ -711,12 +700,7 @@ def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) 
     """
     batch, capacity = tree.node_visits.shape
     num_actions = tree.num_actions
-    if max_nodes is not None and (
-        isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer))
-        or not 1 <= max_nodes <= capacity
-    ):
-        raise ValueError(f"max_nodes must be an integer in [1, {capacity}] or None, "
-                         f"got {max_nodes!r}")
+    check_int("", "max_nodes", max_nodes, 1, capacity, allow_none=True)
     action = jnp.asarray(action, jnp.int32)
     if action.shape != (batch,):
         raise ValueError(f"action must have shape ({batch},), got {action.shape}")

@@ -344,7 +344,7 @@ def test_self_play_finishes_with_legal_moves(env9):
 def test_settings_are_checked(env9):
     with pytest.raises(ValueError, match="depth must be an integer >= 1, got 0"):
         NegamaxAgent(env9, 0)
-    with pytest.raises(ValueError, match="top_n must be a positive integer or None, got 0"):
+    with pytest.raises(ValueError, match="top_n must be an integer >= 1 or None, got 0"):
         GomokuBotAgent(env9, top_n=0)
     with pytest.raises(ValueError, match=r"unknown pattern weights \['six'\]; known: five"):
         NegamaxAgent(env9, 2, weights={"six": 1.0})

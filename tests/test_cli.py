@@ -34,8 +34,8 @@ def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, text", [
-    (["random-game", "--size", "25"], "GameConfig.size must be from 3 to 19, got 25"),
-    (["random-game", "--size", "9", "--k", "12"], "GameConfig.k must be from 3 to 9, got 12"),
+    (["random-game", "--size", "25"], "GameConfig.size must be an integer from 3 to 19, got 25"),
+    (["random-game", "--size", "9", "--k", "12"], "GameConfig.k must be an integer from 3 to 9, got 12"),
 ])
 def test_bad_settings_give_one_clear_line(argv, text, capsys):
     assert cli.main(argv) == 2
@@ -161,7 +161,7 @@ def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
 
 def test_bench_refuses_bad_options(capsys):
     assert cli.main(["bench", "game", "--sizes", "2"]) == 2
-    assert "GameConfig.size must be from 3 to 19, got 2" in capsys.readouterr().err
+    assert "GameConfig.size must be an integer from 3 to 19, got 2" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "game", "--repeats", "0"])
     assert exit_.value.code == 2
@@ -247,9 +247,9 @@ def test_a_bad_board_setting_names_where_it_came_from(tmp_path, capsys):
     config = tmp_path / "t.json"
     config.write_text('{"agents": ["random", "heuristic"], "game": {"size": 9, "k": 12}}')
     for argv, text in ((["--agents", "random", "heuristic", "--size", "25"],
-                        "GameConfig.size must be from 3 to 19, got 25 (from --size)"),
+                        "GameConfig.size must be an integer from 3 to 19, got 25 (from --size)"),
                        (["--config", str(config)],
-                        f"GameConfig.k must be from 3 to 9, got 12 (from tournament config "
+                        f"GameConfig.k must be an integer from 3 to 9, got 12 (from tournament config "
                         f"{config})"),
                        (["--config", str(config), "--k", "4", "--size", "2"],
                         "got 2 (from --size)")):

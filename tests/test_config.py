@@ -1,10 +1,17 @@
 import dataclasses
 import json
+import pathlib
+import typing
 
+import jax
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from algorithms import LEARNERS, learner_entry
 from gomoku_jax import config as cfglib
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "configs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,3 +284,115 @@ def test_seeds_are_kept_to_32_bits_everywhere_they_are_given():
     for text in ("-1", "99999999999999999999", "1.5", "x"):
         with pytest.raises(argparse.ArgumentTypeError, match=rf"from 0 to {cfglib.SEED_MAX}"):
             cfglib.seed_argument(text)
+
+
+def _numpy_leaves(value):
+    """``value`` (a config's `to_dict`) with every number and bool as a NumPy scalar."""
+    if isinstance(value, dict):
+        return {key: _numpy_leaves(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numpy_leaves(item) for item in value]
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int64(value)
+    if isinstance(value, float):
+        return np.float64(value)
+    return value
+
+
+def _built_directly(cls, data):
+    """``cls`` built by calling the dataclasses themselves (not `from_dict`), innermost
+    first, so every config's own ``__post_init__`` meets the NumPy values."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in data:
+            continue
+        value, kind = data[field.name], hints[field.name]
+        kinds = [kind, *typing.get_args(kind)]
+        inner = next((k for k in kinds if dataclasses.is_dataclass(k)), None)
+        if inner is not None and isinstance(value, dict):
+            value = _built_directly(inner, value)
+        elif isinstance(value, list):  # a tuple field, maybe of configs (DQN's phases)
+            items = next((k for k in typing.get_args(kind) if dataclasses.is_dataclass(k)),
+                         None)
+            value = tuple(_built_directly(items, v) if items is not None and isinstance(v, dict)
+                          else v for v in value)
+        kwargs[field.name] = value
+    return cls(**kwargs)
+
+
+@pytest.mark.parametrize("algorithm", sorted(LEARNERS))
+def test_a_config_built_from_numpy_values_is_the_one_built_from_python_values(algorithm):
+    cls, _ = learner_entry(algorithm)
+    for path in sorted(CONFIGS.glob("*.json")):
+        data = cfglib.read_json(path)
+        if cfglib.algorithm_of(path) != algorithm or "smoke" not in data.get("variants", {}):
+            continue  # not a training config (a tournament's, say)
+        config, _ = cfglib.load_file(cls, path)
+        plain = cfglib.to_dict(config)
+        numpy = _numpy_leaves(plain)
+        assert "np.int64(" in repr(numpy) and "np.float64(" in repr(numpy)  # really NumPy
+        for built in (cfglib.from_dict(cls, numpy), _built_directly(cls, numpy)):
+            assert built == config, path.name
+            assert hash(built) == hash(config), path.name
+            assert json.dumps(cfglib.to_dict(built)) == json.dumps(plain), path.name
+
+
+def test_numpy_settings_are_stored_as_python_values_and_still_checked():
+    from algorithms.alphazero import SelfPlaySettings
+    from gomoku_jax.search import SearchConfig
+
+    settings_ = SelfPlaySettings(batch=np.int32(8), temperature=np.float32(0.5),
+                                 opponent="heuristic", opponent_greedy=np.True_)
+    assert (settings_.batch, settings_.temperature, settings_.opponent_greedy) == (8, 0.5, True)
+    assert [type(v) for v in (settings_.batch, settings_.temperature,
+                              settings_.opponent_greedy)] == [int, float, bool]
+    assert SearchConfig(num_simulations=np.uint8(8)).num_simulations == 8
+    with pytest.raises(ValueError, match=r"selfplay.batch must be an integer >= 1, got 0"):
+        SelfPlaySettings(batch=np.int64(0))
+    with pytest.raises(ValueError, match=r"selfplay.temperature must be in \[0.0, 100.0\], "
+                                         r"got nan"):
+        SelfPlaySettings(temperature=np.float32("nan"))
+    with pytest.raises(ValueError, match=r"selfplay.batch must be an integer >= 1, got 8.0"):
+        SelfPlaySettings(batch=np.float64(8.0))
+    # an override given from Python as a NumPy number reads as the number
+    path = CONFIGS / "az_9x9_cpu.json"
+    from algorithms.alphazero import AlphaZeroConfig
+    config, _ = cfglib.load_file(AlphaZeroConfig, path, {"selfplay.batch": np.int64(12),
+                                                         "train.learning_rate": np.float32(0.25)})
+    assert (config.selfplay.batch, config.train.learning_rate) == (12, 0.25)
+
+
+def test_check_int_takes_numpy_integers_as_ints_and_refuses_bools_and_floats():
+    assert cfglib.check_int("", "n", np.int16(5)) == 5
+    assert type(cfglib.check_int("", "n", np.uint64(5))) is int
+    assert cfglib.check_int("", "n", None, allow_none=True) is None
+    for bad in (True, np.True_, 5.0, np.float32(5), "5", None):
+        with pytest.raises(ValueError, match=r"^n must be an integer >= 1, got "):
+            cfglib.check_int("", "n", bad)
+    with pytest.raises(ValueError, match=r"^n must be an integer from 1 to 3 or None, got np.int8\(4\)$"):
+        cfglib.check_int("", "n", np.int8(4), 1, 3, allow_none=True)
+
+
+def test_check_number_takes_numpy_numbers_as_floats_and_refuses_bools():
+    assert cfglib.check_number("o", "x", np.float32(0.5), 0.0, 1.0) == 0.5
+    assert type(cfglib.check_number("o", "x", np.int64(1), 0.0, 1.0)) is float
+    for bad in (True, np.True_, np.float32("inf"), "0.5", np.float64(1.5)):
+        with pytest.raises(ValueError, match=r"^o.x must be in \[0.0, 1.0\], got "):
+            cfglib.check_number("o", "x", bad, 0.0, 1.0)
+
+
+def test_functions_taking_counts_take_numpy_integers(tmp_path):
+    from gomoku_jax import agents, io
+    from gomoku_jax.game import Gomoku
+
+    env = Gomoku(5, 4)
+    agent = agents.heuristic_agent(env, top_k=np.int64(2), block_probability=np.float32(0.5))
+    assert agent.act(env.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1)) in range(25)
+    with pytest.raises(ValueError, match=r"heuristic_agent.top_k must be an integer >= 1"):
+        agents.heuristic_agent(env, top_k=np.int64(0))
+    with pytest.raises(ValueError, match=r"max_to_keep must be an integer >= 1 or None"):
+        io.Checkpointer(tmp_path / "run", config={"a": 1}, max_to_keep=True)
+    assert not (tmp_path / "run").exists()

@@ -422,10 +422,10 @@ def test_checkpointer_bad_arguments(tmp_path):
     assert nested.config == {"net": {"depth": 2}}
     with pytest.raises(ValueError, match="config must be a mapping"):
         Checkpointer(tmp_path / "a", config=[1, 2])
-    with pytest.raises(ValueError, match="max_to_keep must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match="max_to_keep must be an integer >= 1 or None, got 0"):
         Checkpointer(tmp_path / "a", config={}, max_to_keep=0)
     ck = Checkpointer(tmp_path / "a", config={})
-    with pytest.raises(ValueError, match="step must be a non-negative int, got -1"):
+    with pytest.raises(ValueError, match="step must be a non-negative integer, got -1"):
         ck.save(-1, {"x": np.zeros(2)})
     with pytest.raises(ValueError, match=r"state leaf 'x\.name' must be an array"):
         ck.save(0, {"x": {"name": "text"}})
@@ -725,7 +725,7 @@ def test_restore_refuses_a_step_that_is_not_a_non_negative_int(tmp_path, bad):
     ck = _ckpt(tmp_path)
     ck.save(1, _state(1))
     files = sorted(p.relative_to(tmp_path) for p in (tmp_path / "run").rglob("*"))
-    with pytest.raises(ValueError, match=re.escape(f"step must be a non-negative int, got {bad!r}")):
+    with pytest.raises(ValueError, match=re.escape(f"step must be a non-negative integer, got {bad!r}")):
         ck.restore(jax.eval_shape(lambda: _state(0)), step=bad)
     # The healthy checkpoint is left as it was and still restores, by a NumPy step too.
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "run").rglob("*")) == files
