@@ -42,6 +42,7 @@ __all__ = [
     "load_file",
     "parse_override",
     "plain_fields",
+    "plain_scalars",
     "read_json",
     "to_dict",
 ]
@@ -193,19 +194,25 @@ def plain_fields(config) -> None:
     writes to ``config.json`` as one built from Python values."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        plain = _plain_scalars(value)
+        plain = plain_scalars(value)
         if plain is not value:
             object.__setattr__(config, field.name, plain)
 
 
-def _plain_scalars(value):
+def plain_scalars(value):
+    """``value`` with its NumPy scalars, and those in its tuples, lists and dicts, as
+    Python numbers and bools (see `plain_fields`)."""
+    if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+        # float32 (JAX's default) at the shortest decimal that reads back as the same
+        # float32: np.float32(0.001) is 0.001, not 0.0010000000474974513
+        return float(str(value))
     if isinstance(value, np.generic):
         return value.item()
     if type(value) in (tuple, list):
-        items = [_plain_scalars(item) for item in value]
+        items = [plain_scalars(item) for item in value]
         return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
     if type(value) is dict:
-        items = {key: _plain_scalars(item) for key, item in value.items()}
+        items = {key: plain_scalars(item) for key, item in value.items()}
         return value if all(items[key] is item for key, item in value.items()) else items
     return value
 
@@ -312,7 +319,7 @@ def _type_name(tp) -> str:
 
 def _convert(tp, value, path: str):
     """Check and convert one JSON value to the annotated type ``tp``."""
-    value = _plain_scalars(value)  # a NumPy number given as an override
+    value = plain_scalars(value)  # a NumPy number given as an override
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)

@@ -67,10 +67,16 @@ def _slug(value: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` with NumPy scalars and arrays (``np.logspace(...)``'s items) as Python
-    numbers and lists, in lists and dicts too, as a config and a folder name read them."""
-    if isinstance(value, (np.generic, np.ndarray)):
-        return value.tolist()
+    """``value`` with NumPy and JAX scalars and arrays (``np.logspace(...)``'s items) as
+    Python numbers and lists, in lists and dicts too, as a config and a folder name read
+    them; a float32 as the shortest decimal that is the same float32 (see
+    `config.plain_fields`)."""
+    if isinstance(value, np.ndarray) or (hasattr(value, "__jax_array__") or type(
+            value).__module__.startswith("jax")) and hasattr(value, "__array__"):
+        value = np.asarray(value)
+        return [_plain(item) for item in value] if value.ndim else _plain(value[()])
+    if isinstance(value, np.generic):
+        return config_lib.plain_scalars(value)
     if isinstance(value, Mapping):
         return {name: _plain(item) for name, item in value.items()}
     if isinstance(value, (list, tuple)):

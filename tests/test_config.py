@@ -361,8 +361,8 @@ def test_numpy_settings_are_stored_as_python_values_and_still_checked():
     path = CONFIGS / "az_9x9_cpu.json"
     from algorithms.alphazero import AlphaZeroConfig
     config, _ = cfglib.load_file(AlphaZeroConfig, path, {"selfplay.batch": np.int64(12),
-                                                         "train.learning_rate": np.float32(0.25)})
-    assert (config.selfplay.batch, config.train.learning_rate) == (12, 0.25)
+                                                         "train.learning_rate": np.float32(0.003)})
+    assert (config.selfplay.batch, config.train.learning_rate) == (12, 0.003)  # float32's
 
 
 def test_check_int_takes_numpy_integers_as_ints_and_refuses_bools_and_floats():

@@ -237,6 +237,18 @@ def test_numpy_values_are_taken_as_python_values(tmp_path, fake_training):
     assert rows[0]["value"] is False
 
 
+def test_float32_values_keep_their_shortest_decimal(tmp_path, fake_training):
+    import jax.numpy as jnp
+    import numpy as np
+
+    for values in (np.logspace(-3, -2, 2, dtype=np.float32), jnp.array([0.001, 0.01])):
+        rows = sweep.sweep(CONFIG, "train.learning_rate", values, iterations=1,
+                           workdir=tmp_path / type(values).__name__, variant="smoke")
+        assert [r["value"] for r in rows] == [0.001, 0.01]  # not 0.0010000000474974513
+        assert fake_training[-2:] == ["00_train.learning_rate=0.001",
+                                      "01_train.learning_rate=0.01"]
+
+
 def test_repeated_values_and_a_single_override_string_are_refused(tmp_path, fake_training):
     with pytest.raises(ValueError, match="values must differ \\(each trains its own run\\), "
                                          "but 'train.learning_rate' gets 0.01 more than once"):
