@@ -116,8 +116,9 @@ class NetworkSettings:
         except (TypeError, ValueError) as error:
             hint = ""
             if str(error).startswith("unknown option"):  # e.g. another network's, merged
-                hint = ("; overrides merge into the config's network.options, so give a new "
-                        "network whole: --set 'network={\"name\": ..., \"options\": {...}}'")
+                hint = ("; a dotted override (network.name=..., network.options.x=...) keeps "
+                        "the config's other options, so give another network's options whole: "
+                        "--set 'network.options={...}', which replaces them")
             raise ValueError(f"network: {error}{hint}") from None
 
 

@@ -433,6 +433,8 @@ def make(spec: str, env: Gomoku) -> Agent:
                 if not blocks.isascii():  # float() also reads other scripts' digits
                     raise ValueError(blocks)
                 probability = float(blocks)
+                if not 0.0 <= probability <= 1.0:  # NaN too
+                    raise ValueError(blocks)
             except ValueError:
                 raise ValueError(f"{spec!r}: the block probability after '@' must be a number "
                                  f"in [0, 1], got {blocks!r}") from None

@@ -559,7 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--seed", type=config_lib.seed_argument, default=None,
                       help="random seed (config or 0)")
     tour.add_argument("--out", type=nonempty_path, default=None,
-                      help="folder for the JSON and Markdown report")
+                      help="folder for the reports: tournament.json, tournament.md and "
+                           "heatmap.png (the score of each pairing)")
     tour.add_argument("--force", action="store_true",
                       help="replace the reports already in --out (refused without it)")
     play = sub.add_parser("play", help="play against an agent in the browser (a local page)")

@@ -527,14 +527,19 @@ class Engine:
         self._settle(game.size, "BOARD")
         new = _Game(game.size)
         order = []
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             if not line:
                 continue
-            x, y, field = _parse_ints(line, 3, "BOARD line")
-            action = new.empty_cell(x, y, "BOARD line")
-            if field not in (_OWN, _OPP, _DEAD):
-                raise _ProtocolError(f"BOARD line {clip(line)!r}: field must be 1 (own), "
-                                     f"2 (opponent) or 3 (dead stone), got {field}")
+            try:
+                x, y, field = _parse_ints(line, 3, "BOARD line")
+                action = new.empty_cell(x, y, "BOARD line")
+                if field not in (_OWN, _OPP, _DEAD):
+                    raise _ProtocolError(f"BOARD line {clip(line)!r}: field must be 1 (own), "
+                                         f"2 (opponent) or 3 (dead stone), got {field}")
+            except _ProtocolError as error:  # one answer for the block: say what became of it
+                raise _ProtocolError(f"{error} (line {number} of {len(lines)}); the whole "
+                                     "BOARD block is refused and the position is unchanged"
+                                     ) from None
             new.cells.reshape(-1)[action] = field
             if field != _DEAD:
                 order.append(action)

@@ -202,7 +202,10 @@ def test_make_builds_a_weakened_heuristic_by_name():
     assert half == {(2, 6)}  # the killer blocks the four whatever the heuristic's coin says
     assert _acts(agents.make("heuristic-1@0", ENV), ENV.init(), seeds=range(5)) == {(4, 4)}
     for bad, message in (("heuristic@half", "after '@' must be a number"),
-                         ("heuristic@1.5", r"block_probability must be in \[0.0, 1.0\]"),
+                         # the agent's own name, not heuristic_agent's argument
+                         ("heuristic@1.5", r"^'heuristic@1.5': the block probability after "
+                                           r"'@' must be a number in \[0, 1\], got '1.5'$"),
+                         ("heuristic@nan", "after '@' must be a number in"),
                          ("heuristic-x@0.5", "unknown agent"),
                          ("heuristic-\u00b2", "unknown agent"),  # a superscript 2
                          ("pure-mcts-\u00b2", "unknown agent"),  # int() refused it

@@ -562,9 +562,10 @@ def test_opponent_metrics_count_the_learners_results(opponent_learner):
      "selfplay.opponent_final 'gomokubot' is not a compiled"),
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_final": "heuristic@2"},
      "selfplay.opponent_final: "),
-    # the new network's options merge into the old one's: say how to replace them all
-    ({"network.name": "cnn"}, r"network: unknown option '\w+' for network 'cnn'.*give a new "
-                              r"network whole: --set 'network="),
+    # a dotted override keeps the old network's options: say how to replace them all
+    ({"network.name": "cnn"}, r"network: unknown option '\w+' for network 'cnn'.*give another "
+                              r"network's options whole: --set 'network.options=\{...\}', "
+                              r"which replaces them"),
 ])
 def test_bad_opponents_and_networks_are_named(smoke_config, override, message):
     with pytest.raises(cfglib.ConfigError, match=message):

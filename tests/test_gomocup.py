@@ -200,7 +200,10 @@ def test_errors_leave_the_state_unchanged():
     # A bad BOARD changes nothing, whatever line is wrong.
     for lines in (["1,1,1", "1,1,2"], ["1,1,4"], ["1,1"], ["x,1,1"], ["9,9,1"]):
         assert say(engine, "BOARD", *lines) == []
-        assert one(engine, "DONE").startswith("ERROR BOARD line"), lines
+        reply = one(engine, "DONE")
+        assert reply.startswith("ERROR BOARD line"), lines
+        assert reply.endswith(f"(line {len(lines)} of {len(lines)}); the whole BOARD block is "
+                              "refused and the position is unchanged"), reply
         assert (engine.board == before).all()
     # A command inside a BOARD block ends it: the block's ERROR, then the command's reply.
     assert say(engine, "BOARD", "1,1,2", "ABOUT")[0].startswith("ERROR BOARD not ended by DONE")
@@ -441,7 +444,7 @@ def test_cli_rejects_unknown_agents(capsys):
 
 @pytest.mark.parametrize("name, why", [
     ("pure-mcts-0", "simulations must be a positive integer"),
-    ("heuristic@2", "block_probability must be in [0.0, 1.0]"),
+    ("heuristic@2", "'heuristic@2': the block probability after '@' must be a number in [0, 1]"),
     ("minimax", "plays no Gomocup board (sizes 5 to 19, five in a row): on 15x15 'minimax' "
                 "solves boards up to 4x4"),
     ("{folder}", "is a folder, not an exported agent"),
