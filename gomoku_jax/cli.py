@@ -258,8 +258,9 @@ def _train(args: argparse.Namespace) -> int:
     # a learner with its own driver (algorithms.pipeline: stages in subdirectories) runs itself
     run = getattr(learner, "run", None) or (lambda *a, **k: training.run(learner, *a, **k))
     workdir = Path(args.workdir).resolve()  # orbax refuses relative checkpoint paths
-    try:
-        report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
+    try:  # SIGTERM (kill, timeout) stops it as Ctrl-C does, said the same way
+        with training.sigterm_as_interrupt():
+            report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
     except KeyboardInterrupt:
         steps = [p for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()]
         kept = (f"the checkpoints in {args.workdir}/checkpoints are kept: run the same "

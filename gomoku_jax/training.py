@@ -21,11 +21,14 @@ and ``variables``. The driver adds what lives on the host:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 import pathlib
+import signal
+import threading
 import time
 import warnings
 from typing import Callable, Mapping
@@ -37,10 +40,10 @@ import numpy as np
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
-from gomoku_jax.config import from_dict, to_dict
+from gomoku_jax.config import check_int, from_dict, to_dict
 
 __all__ = ["DIVERGED", "RunLog", "RunWarning", "TrainingDiverged", "evaluate", "non_finite",
-           "restore", "run"]
+           "restore", "run", "sigterm_as_interrupt"]
 
 
 class TrainingDiverged(FloatingPointError):
@@ -142,7 +145,10 @@ class RunLog:
             cut_off = not text.endswith(("\n", "\r"))
             if rows and cut_off and None in rows[-1][1].values():
                 rows.pop()  # a last append cut short: its values are missing
-        except (UnicodeDecodeError, csv.Error) as error:
+        except UnicodeDecodeError as error:  # named by its line, as other damage is
+            raise ValueError(f"{self.path} line {_line_of(error)}: {_not_utf8(error)}; "
+                             f"{advice}") from None
+        except csv.Error as error:
             raise ValueError(f"{self.path} cannot be read ({error}); {advice}") from None
         kept = []
         for number, row in rows:
@@ -191,6 +197,22 @@ class RunLog:
     def close(self):
         if self.writer is not None:
             self.writer.close()
+
+
+def _line_of(error: UnicodeDecodeError) -> int:
+    """The line (from 1) of the bytes ``error`` could not decode: the line ends (``\\n``,
+    ``\\r\\n`` or ``\\r``, as the csv reader counts them) before them, plus one."""
+    before = bytes(error.object[:error.start])
+    return before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
+
+
+def _not_utf8(error: UnicodeDecodeError) -> str:
+    """What ``error`` found, by byte rather than position: ``byte 0xff is not UTF-8 text
+    (invalid start byte)``."""
+    bad = bytes(error.object[error.start:error.end])
+    shown = " ".join(f"0x{b:02x}" for b in bad[:4]) + (" ..." if len(bad) > 4 else "")
+    return (f"byte {shown} is" if len(bad) == 1 else f"bytes {shown} are") + (
+        f" not UTF-8 text ({error.reason})")
 
 
 def _plain(v):
@@ -561,7 +583,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     """Train ``learner`` in ``workdir`` (resuming from its checkpoints) and evaluate.
 
     ``iterations`` stops early (for tests; the config's ``train.iterations`` is the
-    plan the learning-rate schedule follows). Returns the final report.
+    plan the learning-rate schedule follows): an integer from 1 to ``train.iterations``
+    or None, else a ValueError before anything is written. Returns the final report.
+    A line (printed with or without ``progress``) says when the run resumes, from which
+    iteration and to which, or has nothing left to train.
 
     Several processes (``jax.distributed``, the learner's devices spanning them) all
     call it with the same arguments; they train and evaluate in step, and only the first
@@ -571,7 +596,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     config = learner.config
     total = config.train.iterations
-    stop_at = total if iterations is None else min(iterations, total)
+    # as the command line's --iterations and sweep's iterations: a stop of 0 "finished" an
+    # untrained run with no checkpoint to resume, one past the schedule trained all of it
+    iterations = check_int("", "iterations", iterations, allow_none=True)
+    check_iterations(config, iterations, "iterations", "in the learner's config")
+    stop_at = total if iterations is None else iterations
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     lead = jax.process_index() == 0  # the process that writes files
@@ -581,6 +610,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             gio.write_atomic(path, text)
 
     progress = progress and lead
+
+    def notice(text):  # where the run stands: printed with or without a progress bar
+        if lead:
+            tqdm.write(text)
+
     compiled.release_if_crowded()  # a notebook's earlier runs may hold many programs
     restored, prog = restore(learner, workdir)
     if restored is not None:
@@ -595,9 +629,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             elif not finished:
                 done = None
         if done is not None:  # nothing left to train: the run's own report, not a new one
-            if progress:
-                tqdm.write(f"{workdir} is finished at iteration {int(restored.iteration)}: "
-                           "nothing to train (its files are as they were)")
+            where, more = _standing(int(restored.iteration), stop_at, total,
+                                    bool(prog["stopped"]))
+            notice(f"{workdir} {where}: nothing to train (its files are as they were"
+                   + (f"; {more})" if more else ")"))
             return done
     check_evaluation(learner.env, config.eval.opponents, config.eval.opening_stones,
                      load_files=True)
@@ -622,12 +657,16 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
-    if restored is not None and progress:
-        tqdm.write(f"resuming {workdir} from its checkpoint of iteration {start}")
+    if restored is not None and (start >= stop_at or bool(prog["stopped"])):
+        where, more = _standing(start, stop_at, total, bool(prog["stopped"]))
+        notice(f"{workdir} {where}: nothing to train; writing its final agent and report "
+               "from that checkpoint" + (f" ({more})" if more else ""))
+    elif restored is not None:
+        notice(f"resuming {workdir} from its checkpoint of iteration {start}, training to "
+               f"iteration {stop_at}" + ("" if stop_at == total else
+                                         f" (of train.iterations={total})"))
     log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)
     ev = config.eval
-    if ev.every:
-        (workdir / "eval").mkdir(exist_ok=True)
     env = learner.env
 
     def export(path, variables, iteration):
@@ -660,6 +699,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 agent = learner.agent(state.variables, name="learner")
                 result = evaluate(env, agent, ev.opponents, ev.games, seed=config.seed + it,
                                   opening_stones=ev.opening_stones)
+                if lead:  # made with its first file: no empty folder without evaluations
+                    (workdir / "eval").mkdir(exist_ok=True)
                 write(workdir / "eval" / f"iter_{it:06d}.json",
                       json.dumps(result, indent=2) + "\n")
                 score = result[ev.opponents[0]]["score"]
@@ -701,6 +742,41 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if lead:  # a resumed run that got past where it diverged (other code, a GPU's rounding)
         (workdir / DIVERGED).unlink(missing_ok=True)
     return report
+
+
+def _standing(iteration: int, stop_at: int, total: int, stopped: bool) -> tuple[str, str]:
+    """Where a run whose checkpoint is at ``iteration``, with nothing left to train, stands
+    (``stop_at`` the stop asked for, ``total`` its ``train.iterations``, ``stopped`` by an
+    evaluation): ``(where, more)``, ``more`` saying how to train on when the run stopped
+    where it was asked to, not at its end ("" when it is finished)."""
+    if stopped or iteration >= total:
+        return f"is finished at iteration {iteration}", ""
+    where = (f"is already at iteration {iteration}, the stop asked for" if iteration == stop_at
+             else f"is already at iteration {iteration}, past the stop asked for ({stop_at})")
+    return where, (f"its schedule goes on to train.iterations={total}: ask for a later "
+                   "stop, or none, to train on")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM (``kill``, ``timeout``, a batch system ending a job) raises
+    KeyboardInterrupt in the main thread, as Ctrl-C does, so that a training command stops
+    the same way: the driver's files closed, its message said, a non-zero exit status,
+    instead of the process ending silently (status 143). The handler it replaces is put
+    back afterwards. Outside the main thread (where Python runs no signal handlers, nor
+    installs them) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:  # None: a handler not set from Python, which cannot be put back as it was
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _host_copy(tree):

@@ -593,7 +593,13 @@ def test_a_damaged_metrics_file_is_named_before_anything_is_rewritten(tmp_path):
                                                        r"header's 3 columns"),
             ("iteration,lo\n1,0.5,8\n", r"line 2: 3 values for the header's 2 columns"),
             ("iteration,loss\n1,0.5\n2\n3,0.3\n", r"line 3: 1 value for the header's 2"),
-            (b"\xff\xfe\x00garbage", r"cannot be read \('utf-8' codec")):
+            # not UTF-8: named by its line too, not by a byte position in the file
+            (b"\xff\xfe\x00garbage", r"line 1: byte 0xff is not UTF-8 text \(invalid start "),
+            (b"iteration,loss\n1,0.5\n2,0.4\n\xff\xfe garbage\n", r"line 4: byte 0xff is not "
+                                                                r"UTF-8 text"),
+            (b"\xef\xbb\xbfiteration,loss\r\n1,0.5\r\n2,\xe9\r\n", r"line 3: byte 0xe9 is "),
+            (b"iteration,loss\r1,0.5\r2,0.4\r3,\xe2\x82", r"line 4: bytes 0xe2 0x82 are not "
+                                                        r"UTF-8 text \(unexpected end")):
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
         before = path.read_bytes()
         with pytest.raises(ValueError, match=rf"{re.escape(str(path))} {message}.*repair "):
@@ -663,21 +669,45 @@ def test_a_run_in_a_crowded_process_releases_its_compiled_programs(learner, unin
 
 
 def test_a_run_stopped_by_iterations_or_by_an_evaluation_is_finished_as_asked(
-        learner, tmp_path, monkeypatch):
+        learner, tmp_path, monkeypatch, capsys):
     def no_games(*args, **kwargs):
         pytest.fail("a finished run played an evaluation again")
 
-    # --iterations 1: the same command again changes nothing, without it the run trains on
+    # --iterations 1: the same command again changes nothing, without it the run trains on;
+    # each start says where the run stands, with or without a progress bar
     part = tmp_path / "part"
-    first = training.run(learner, part, iterations=1, progress=False)
+    total = learner.config.train.iterations
+    assert learner.config.eval.every == 2 < total == 3
+    first = training.run(learner, part, iterations=np.int64(1), progress=False)  # NumPy's too
     assert first["iterations"] == 1
+    assert not (part / "eval").exists()  # no evaluation yet: no folder (not an empty one)
+    capsys.readouterr()
     before = _digests(part)
     with monkeypatch.context() as patch:
         patch.setattr(training, "evaluate", no_games)
         assert training.run(learner, part, iterations=1, progress=False) == first
+        assert capsys.readouterr().out == (
+            f"{part} is already at iteration 1, the stop asked for: nothing to train (its "
+            "files are as they were; its schedule goes on to train.iterations=3: ask for a "
+            "later stop, or none, to train on)\n")
     assert _digests(part) == before
-    total = learner.config.train.iterations
-    assert training.run(learner, part, progress=False)["iterations"] == total > 1
+    second = training.run(learner, part, iterations=2, progress=False)
+    assert second["iterations"] == 2
+    assert capsys.readouterr().out.startswith(
+        f"resuming {part} from its checkpoint of iteration 1, training to iteration 2 (of "
+        "train.iterations=3)\n")
+    assert sorted(p.name for p in (part / "eval").iterdir()) == ["iter_000002.json"]
+    before = _digests(part)
+    with monkeypatch.context() as patch:  # a stop before the checkpoint: said, not silent
+        patch.setattr(training, "evaluate", no_games)
+        assert training.run(learner, part, iterations=1, progress=False) == second
+        assert capsys.readouterr().out.startswith(
+            f"{part} is already at iteration 2, past the stop asked for (1): nothing to train "
+            "(its files are as they were; its schedule goes on to train.iterations=3")
+    assert _digests(part) == before
+    assert training.run(learner, part, progress=False)["iterations"] == total
+    assert capsys.readouterr().out.startswith(
+        f"resuming {part} from its checkpoint of iteration 2, training to iteration 3\n")
     assert [int(r["iteration"]) for r in _rows(part)] == list(range(1, total + 1))
     # stopped by its first evaluation: the same command again evaluates nothing
     stopped = tmp_path / "stopped"
@@ -688,6 +718,64 @@ def test_a_run_stopped_by_iterations_or_by_an_evaluation_is_finished_as_asked(
     again, evaluated = _run_with_scripted_scores(learner, stopped, monkeypatch, [],
                                                  stop_score=0.5)
     assert again == report and evaluated == [] and _digests(stopped) == before
+
+
+@pytest.mark.parametrize("iterations, message", [
+    (0, "iterations must be an integer >= 1 or None, got 0"),
+    (-1, "iterations must be an integer >= 1 or None, got -1"),
+    (np.int64(0), f"iterations must be an integer >= 1 or None, got {np.int64(0)!r}"),
+    (2.5, "iterations must be an integer >= 1 or None, got 2.5"),
+    (True, "iterations must be an integer >= 1 or None, got True"),
+    ("2", "iterations must be an integer >= 1 or None, got '2'"),
+    (4, "iterations 4 is more than train.iterations=3, where the run's schedule ends"),
+])
+def test_a_stop_the_run_cannot_make_is_refused_before_anything_is_written(
+        learner, uninterrupted, tmp_path, iterations, message):
+    # as --iterations and sweep's iterations are: 0 "finished" an untrained run without a
+    # checkpoint (a folder train then refused for good), 2.5 or 4 trained all 3 iterations
+    assert learner.config.train.iterations == 3
+    fresh = tmp_path / "fresh"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        training.run(learner, fresh, iterations=iterations, progress=False)
+    assert not fresh.exists()
+    # a run with checkpoints: refused too (0 read as already finished, and said nothing)
+    straight, _ = uninterrupted
+    shutil.copytree(straight, tmp_path / "again")
+    before = _digests(tmp_path / "again")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        training.run(learner, tmp_path / "again", iterations=iterations, progress=False)
+    assert _digests(tmp_path / "again") == before
+
+
+def test_sigterm_stops_a_training_command_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
+    # kill or timeout ended it with status 143 and no word; Ctrl-C says what was kept
+    import signal
+
+    class Unhandled(Exception):
+        pass
+
+    def unhandled(signum, frame):  # in place of the default, which would end pytest
+        raise Unhandled("SIGTERM reached the handler the command started with")
+
+    def terminated(*args, **kwargs):
+        signal.raise_signal(signal.SIGTERM)  # its handler runs before this returns
+        pytest.fail("SIGTERM did not stop the run")
+
+    monkeypatch.setattr(training, "run", terminated)
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        code = cli.main(["train", "--config", str(CONFIG), "--smoke", "--workdir",
+                         str(tmp_path / "run"), "--no-progress"])
+        assert signal.getsignal(signal.SIGTERM) is unhandled  # put back after the run
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert code == 130
+    assert capsys.readouterr().err == ("\ngomoku-jax: interrupted; no checkpoint was written "
+                                       "yet: the same command starts the run afresh\n")
+    with training.sigterm_as_interrupt():  # the handler alone: SIGTERM as Ctrl-C, then not
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            signal.raise_signal(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is previous
 
 
 def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path, capsys):
