@@ -35,8 +35,7 @@ board symmetries drawn at random (in expectation the same as storing the 8 copie
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -86,6 +85,16 @@ class GameSettings:
                       positional_bias=self.positional_bias)
 
 
+def _frozen(value):
+    """``value`` hashable, equal values alike (``0 == 0.0``): lists as tuples, dicts as
+    their sorted items."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworkSettings:
     """A network from `gomoku_jax.networks` by registry name, with its options."""
@@ -97,7 +106,7 @@ class NetworkSettings:
         plain_fields(self)
 
     def __hash__(self):  # the options may hold lists (a ConvNet's channels)
-        return hash((self.name, json.dumps(self.options, sort_keys=True, default=repr)))
+        return hash((self.name, _frozen(self.options)))
 
     def module(self, board_size: int):
         return networks.make_network(self.name, board_size=board_size, **self.options)

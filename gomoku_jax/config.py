@@ -173,7 +173,7 @@ def check_int(owner: str, name: str, value, minimum: int | None = 1,
     when ``owner`` is empty). A config's ``__post_init__`` checks its fields with it."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
             minimum is not None and value < minimum) or (
             maximum is not None and value > maximum):
         label = f"{owner}.{name}" if owner else name
@@ -205,7 +205,7 @@ def plain_scalars(value):
     if isinstance(value, np.floating) and value.dtype.itemsize < 8:
         # float32 (JAX's default) at the shortest decimal that reads back as the same
         # float32: np.float32(0.001) is 0.001, not 0.0010000000474974513
-        return float(str(value))
+        return float(np.format_float_positional(value, unique=True))  # not print options
     if isinstance(value, np.generic):
         return value.item()
     if type(value) in (tuple, list):
@@ -228,9 +228,9 @@ def check_count(name: str, value, minimum: int = 1) -> int:
     raise ValueError(f"{name} must be {what} integer, got {value!r}")
 
 
-def check_seed(owner: str, name: str, value) -> None:
+def check_seed(owner: str, name: str, value) -> int:
     """`check_int` for a seed: from 0 to `SEED_MAX`."""
-    check_int(owner, name, value, 0, SEED_MAX)
+    return check_int(owner, name, value, 0, SEED_MAX)
 
 
 def seed_argument(text: str) -> int:
@@ -252,7 +252,7 @@ def check_number(owner: str, name: str, value, low: float, high: float,
     """``value`` as a float when it is a finite Python or NumPy number (not a bool) in
     ``[low, high]`` (``(low, high]`` with ``low_open``), else a ValueError naming
     ``owner.name``. A config's ``__post_init__`` checks its fields with it."""
-    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real)
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
           and math.isfinite(value) and (value > low if low_open else value >= low)
           and value <= high)
     if not ok:

@@ -128,7 +128,8 @@ def _check_float(owner, name: str, low: float, high: float = float("inf"),
 
 
 def _check_int(owner, name: str, low: int, allow_none: bool = False) -> None:
-    check_int(type(owner).__name__, name, getattr(owner, name), low, allow_none=allow_none)
+    object.__setattr__(owner, name, check_int(type(owner).__name__, name, getattr(owner, name),
+                                              low, allow_none=allow_none))
 
 
 def _from_dict(cls, data: dict):

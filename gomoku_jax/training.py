@@ -765,7 +765,8 @@ def sigterm_as_interrupt():
     instead of the process ending silently (status 143). The handler it replaces is put
     back afterwards. Outside the main thread (where Python runs no signal handlers, nor
     installs them) it changes nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN):  # ignored: it stays so
         yield
         return
 

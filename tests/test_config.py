@@ -396,3 +396,41 @@ def test_functions_taking_counts_take_numpy_integers(tmp_path):
     with pytest.raises(ValueError, match=r"max_to_keep must be an integer >= 1 or None"):
         io.Checkpointer(tmp_path / "run", config={"a": 1}, max_to_keep=True)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_float32_becomes_its_shortest_decimal_whatever_numpys_print_options():
+    before = np.get_printoptions()
+    try:
+        np.set_printoptions(legacy="1.13", precision=3)  # str() of a float32 would round
+        for value in (0.123456789, 1234567.9, 1e-30, 0.001):
+            plain = cfglib.plain_scalars(np.float32(value))
+            assert type(plain) is float and np.float32(plain) == np.float32(value)
+            assert len(repr(plain)) <= len(repr(float(np.float32(value))))
+        assert cfglib.plain_scalars(np.float32(0.001)) == 0.001
+    finally:
+        np.set_printoptions(**before)
+
+
+def test_numbers_a_config_cannot_write_are_refused():
+    import fractions
+
+    from algorithms.alphazero import TrainSettings
+
+    with pytest.raises(ValueError, match=r"train.learning_rate must be in"):
+        TrainSettings(learning_rate=fractions.Fraction(1, 100))
+    with pytest.raises(ValueError, match=r"^n must be an integer >= 1"):
+        cfglib.check_int("", "n", fractions.Fraction(2, 1))
+
+
+def test_equal_network_settings_hash_alike():
+    from algorithms.alphazero import NetworkSettings
+
+    pairs = ((NetworkSettings("resnet", {"blocks": 2, "dropout": 0}),
+              NetworkSettings("resnet", {"blocks": 2, "dropout": 0.0})),
+             (NetworkSettings("convnet", {"channels": [8, 16]}),
+              NetworkSettings("convnet", {"channels": (8, 16)})))
+    for a, b in pairs:
+        assert hash(a) == hash(b)
+    assert pairs[0][0] == pairs[0][1]
+    assert hash(NetworkSettings("resnet", {"blocks": 2})) != hash(
+        NetworkSettings("resnet", {"blocks": 3}))

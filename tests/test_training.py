@@ -776,6 +776,13 @@ def test_sigterm_stops_a_training_command_as_ctrl_c_does(tmp_path, monkeypatch, 
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
             signal.raise_signal(signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is previous
+    ignored = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a launcher may leave it
+    try:
+        with training.sigterm_as_interrupt():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # still ignored
+            signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, ignored)
 
 
 def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path, capsys):
