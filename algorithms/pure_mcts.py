@@ -392,13 +392,21 @@ def _result(config: MCTSConfig, tree: _Tree, state: State) -> SearchOutput:
     values = jnp.where(exists & (visits > 0),
                        tree.score[jnp.maximum(children, 0)] / jnp.maximum(visits, 1.0), jnp.nan)
     legal = state.legal_action_mask
-    # Most visited child; ties (and a search that expanded nothing) by the first legal move.
+    # Most visited child. Ties go to the child expanded first, as in the reports' code and
+    # `reference.NumpyPureMCTS` (the first most visited of the children in the order they
+    # were added): expansion takes untried moves in random order, so this is a random
+    # tie-break, not one that favours the first cell (a corner). A search that expanded
+    # nothing plays the first legal move.
     preference = visits + 0.5
     if config.solver:  # a proven win first; proven losses last
         proven = jnp.where(exists, tree.solved[jnp.maximum(children, 0)], 0)
         preference = jnp.where(proven == 1, 1e9, jnp.where(proven == -1, preference - 1e6, preference))
     # illegal moves below every legal one, a proven loss included (all lost: still legal)
-    action = jnp.argmax(jnp.where(legal, preference, -jnp.inf)).astype(jnp.int32)
+    preference = jnp.where(legal, preference, -jnp.inf)
+    best = preference == jnp.max(preference)
+    first_added = jnp.argmin(jnp.where(best & exists, children, jnp.iinfo(jnp.int32).max))
+    action = jnp.where(jnp.any(best & exists), first_added,
+                       jnp.argmax(best)).astype(jnp.int32)
     return SearchOutput(action=action, visits=visits, values=values)
 
 

@@ -92,7 +92,23 @@ def test_plain_uct_still_plays_legal_moves_and_counts_every_simulation():
         visits = np.asarray(out.visits)
         assert visits.sum() == 200  # every simulation passes through one root child
         assert (visits[~np.asarray(state.legal_action_mask)] == 0).all()
-        assert int(out.action) == int(np.argmax(np.where(np.asarray(state.legal_action_mask), visits + 0.5, -1)))
+        assert visits[int(out.action)] == visits.max()  # a most visited child
+
+
+def test_ties_go_to_the_child_expanded_first_not_to_the_first_cell():
+    # One simulation per legal move: every root child is expanded once, in random order,
+    # and all tie at one visit. The reports' code (and the NumPy reference) keep the first
+    # most visited in the order the children were added; the first cell would be a corner.
+    plain = pm.MCTSConfig(simulations=79, solver=False, decisive_expansion=False)
+    state = ENV.play_moves([(4, 4), (4, 5)])
+    search = jax.jit(lambda key: pm.search(ENV, plain, key, state))
+    actions = []
+    for seed in range(6):
+        out = search(jax.random.key(seed))
+        visits = np.asarray(out.visits)
+        assert (visits[np.asarray(state.legal_action_mask)] == 1).all()
+        actions.append(int(out.action))
+    assert len(set(actions)) >= 4, actions  # the cell order would give 0 every time
 
 
 def test_same_key_same_move_and_batch_equals_single():
