@@ -694,7 +694,9 @@ class EngineAgent(PythonAgent):
 
     The process starts at once and is sent ``INFO rule`` (0, or 1 for the standard
     rule) and then ``START n``, whose ``OK`` is awaited at the first move. Each move
-    sends the whole position with ``BOARD`` (``BEGIN`` on the empty board), preceded by
+    sends the whole position with ``BOARD`` (``BEGIN`` on the empty board, after
+    ``RESTART``, its ``OK`` awaited, when the engine has had a position since ``START``,
+    so that each new game starts on an empty board), preceded by
     ``INFO timeout_turn`` from the deadline (else ``turn_ms``), and reads the ``x,y``
     answer; ``MESSAGE``, ``DEBUG`` and ``SUGGEST`` lines are skipped. An
     ``ERROR`` answer, an unexpected line, no answer in time or a dead process raises
@@ -731,6 +733,7 @@ class EngineAgent(PythonAgent):
         self._lines: queue.Queue | None = None
         self._reader: threading.Thread | None = None
         self._started = False  # START answered OK by the current process
+        self._blank = True  # no position sent since START or RESTART
         self._last_returncode: int | None = None
         self._spawn()  # start now: engines load while other things happen
 
@@ -799,6 +802,17 @@ class EngineAgent(PythonAgent):
                 self._kill()
                 raise EngineError(f"{self.name}: answered {answer!r} to START {self.env.size}")
             self._started = True
+            self._blank = True  # its board is empty until it gets a position
+
+    def _restart(self) -> None:
+        """``RESTART`` (a new game on the same board), its ``OK`` awaited: ``BEGIN`` is
+        only for an empty board, and the engine still holds the last game's."""
+        self._send("RESTART")
+        answer = self._reply(time.perf_counter() + self.start_timeout_s, "RESTART")
+        if answer.upper() != "OK":
+            self._kill()
+            raise EngineError(f"{self.name}: answered {answer!r} to RESTART")
+        self._blank = True
 
     # ------------------------------------------------------------------- play
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
@@ -808,10 +822,12 @@ class EngineAgent(PythonAgent):
         if board.shape != (n, n):
             raise ValueError(f"{self.name}: expected one {n}x{n} game, got a board {board.shape}")
         self._ensure_started()
+        stones = [int(a) for a in np.flatnonzero(board.reshape(-1))]
+        if not stones and not self._blank:  # a new game, after one it played
+            self._restart()
         now = time.perf_counter()
         turn_ms = self.turn_ms if deadline is None else max(int((deadline - now) * 1000), 1)
         me = int(state.current_player) + 1
-        stones = [int(a) for a in np.flatnonzero(board.reshape(-1))]
         last = int(state.last_action)
         if last in stones:  # the last move goes last: some engines read the order
             stones.remove(last)
@@ -825,6 +841,7 @@ class EngineAgent(PythonAgent):
         else:
             lines.append("BEGIN")
             asked = "BEGIN"
+        self._blank = False  # BOARD and BEGIN both leave it a position
         self._send(*lines)
         answer = self._reply(now + turn_ms / 1000 + self.grace_s, asked)
         try:

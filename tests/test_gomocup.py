@@ -565,6 +565,45 @@ def test_match_between_two_engines_in_the_arena():
     assert a.returncode == 0 and b.returncode == 0
 
 
+def test_an_engine_opens_every_game_it_plays_black_from_an_empty_board():
+    # BEGIN is for an empty board: before each new game the engine is sent RESTART, or
+    # pbrain (holding the last game) refuses BEGIN and every later game is a forfeit
+    env = Gomoku(9, 5)
+    with gomocup.EngineAgent(PBRAIN + ["heuristic"], env, name="pbrain-heuristic",
+                             stderr=subprocess.DEVNULL) as brain:
+        result = arena.play_match(env, brain, agents.random_agent(), games=3, seed=0)
+    assert [r.forfeit for r in result.records] == [None, None, None]
+    assert [r.black for r in result.records].count("pbrain-heuristic") == 2
+    assert all(len(r.moves) >= 9 for r in result.records)  # games played out, not forfeited
+
+
+def test_engine_agent_restarts_the_engine_before_a_new_game():
+    env = Gomoku(7, 5)
+    cmd = fake_engine("""
+        if w == 'START': out('OK'); held = False
+        elif w == 'RESTART': out('OK' if held else 'ERROR nothing to restart'); held = False
+        elif w == 'BEGIN': out('ERROR BEGIN on a non-empty board' if held else '3,3'); held = True
+        elif w == 'DONE': out('1,1'); held = True
+        elif w == 'END': sys.exit(0)
+    """)
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        assert agent.act(env.init(), None) == 3 * 7 + 3  # fresh from START: no RESTART
+        assert agent.act(env.play(env.init(), 3, 3), None) == 1 * 7 + 1
+        assert agent.act(env.init(), None) == 3 * 7 + 3  # RESTART, then BEGIN
+        assert agent.act(env.init(), None) == 3 * 7 + 3  # and again
+    assert agent.returncode == 0
+    refusing = fake_engine("""
+        if w == 'START': out('OK')
+        elif w == 'RESTART': out('ERROR no')
+        elif w in ('BEGIN', 'DONE'): out('3,3')
+        elif w == 'END': sys.exit(0)
+    """)
+    with gomocup.EngineAgent(refusing, env, name="fake") as agent:
+        agent.act(env.init(), None)
+        with pytest.raises(gomocup.EngineError, match="answered 'ERROR no' to RESTART"):
+            agent.act(env.init(), None)
+
+
 # ------------------------------------------------------ external engines that misbehave
 
 
