@@ -237,7 +237,7 @@ def _heuristic_policy(env: Gomoku, top_k: int, params, key, state: State,
     return jnp.where(forced >= 0, forced, action).astype(jnp.int32)
 
 
-def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
+def heuristic_agent(env: Gomoku, top_k: int = 3, name: str | None = None,
                     block_probability: float = 1.0) -> JaxAgent:
     """Seed 000's rule-based baseline (section 5), jittable: take a win, block a four
     (the opponent's immediate win), block an open three, else play near the centre with
@@ -245,7 +245,11 @@ def heuristic_agent(env: Gomoku, top_k: int = 3, name: str = "heuristic",
     ``block_probability`` p < 1 it answers a threat only with probability p (a weaker
     sparring partner: the opponent's threats sometimes win)."""
     top_k = check_int("heuristic_agent", "top_k", top_k)
-    check_number("heuristic_agent", "block_probability", block_probability, 0.0, 1.0)
+    block_probability = check_number("heuristic_agent", "block_probability", block_probability,
+                                      0.0, 1.0)
+    if name is None:  # the name `make` reads back: heuristic, heuristic-5, heuristic@0.5
+        name = ("heuristic" + ("" if top_k == 3 else f"-{top_k}")
+                + ("" if block_probability == 1.0 else f"@{block_probability!r}"))
     return JaxAgent(name, static_partial(_heuristic_policy, env, top_k,
                                             block_probability=float(block_probability)),
                     env=env)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gomoku_jax import agents
+from gomoku_jax import agents, arena
 from gomoku_jax.game import Gomoku, random_games
 
 ENV = Gomoku(9, 5)
@@ -449,3 +449,18 @@ def test_a_file_or_folder_that_is_not_an_exported_agent_is_named_and_never_read(
     assert not (tmp_path / "ran").exists()
     with pytest.raises(ValueError, match="unknown agent 'nothing.pkl'"):
         agents.make("nothing.pkl", ENV)  # no such file: an unknown name
+
+
+def test_a_heuristic_built_in_python_is_named_as_make_names_it():
+    # two heuristics of different strength in one match need different names
+    for kwargs, name in ((dict(), "heuristic"), (dict(top_k=5), "heuristic-5"),
+                         (dict(block_probability=0.5), "heuristic@0.5"),
+                         (dict(top_k=1, block_probability=0.25), "heuristic-1@0.25"),
+                         (dict(block_probability=0.5, name="weak"), "weak")):
+        agent = agents.heuristic_agent(ENV, **kwargs)
+        assert agent.name == name
+        if "name" not in kwargs:
+            assert agents.make(name, ENV).name == name
+    match = arena.play_match(ENV, agents.heuristic_agent(ENV),
+                             agents.heuristic_agent(ENV, block_probability=0.5), 2, seed=0)
+    assert {r.black for r in match.records} == {"heuristic", "heuristic@0.5"}
