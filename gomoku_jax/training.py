@@ -601,9 +601,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     iterations = check_int("", "iterations", iterations, allow_none=True)
     check_iterations(config, iterations, "iterations", "in the learner's config")
     stop_at = total if iterations is None else iterations
-    workdir = pathlib.Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    lead = jax.process_index() == 0  # the process that writes files
+    workdir = pathlib.Path(workdir)  # made once the run is known to start (no empty
+    lead = jax.process_index() == 0   # folder left by a setting refused below)  # the process that writes files
 
     def write(path, text):  # whole or not at all: other processes may read it
         if lead:
@@ -649,8 +648,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             "to resume from the checkpoint before it, or train again in a new --workdir")
     fingerprint = getattr(learner, "data_fingerprint", None)
     to_train = restored is None or int(restored.iteration) < stop_at
-    if callable(fingerprint) and to_train:  # a learner that trains on files (imitation's)
-        _check_data(workdir, fingerprint(), restored is not None, write)
+    data = fingerprint() if callable(fingerprint) and to_train else None  # files it trains on
+    workdir.mkdir(parents=True, exist_ok=True)
+    if data is not None:  # a learner that trains on files (imitation's)
+        _check_data(workdir, data, restored is not None, write)
     ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
                             upgrade=_upgrade(learner), cleanup=True)
     write(workdir / "config.json",
