@@ -319,7 +319,6 @@ def _type_name(tp) -> str:
 
 def _convert(tp, value, path: str):
     """Check and convert one JSON value to the annotated type ``tp``."""
-    value = plain_scalars(value)  # a NumPy number given as an override
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -387,7 +386,8 @@ def from_dict(cls, data: Mapping[str, Any], path: str = ""):
             raise ConfigError(
                 f"unknown config key {dotted!r}; valid keys here: {', '.join(sorted(fields))}"
             )
-        kwargs[key] = _convert(hints[key], value, dotted)
+        # a NumPy number given as an override (its lists and dicts too) as Python's
+        kwargs[key] = _convert(hints[key], plain_scalars(value), dotted)
     try:
         return cls(**kwargs)
     except ConfigError:

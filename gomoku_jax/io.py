@@ -389,12 +389,6 @@ class _UnparsableMetadataNote(logging.Filter):
 _UNPARSABLE_METADATA_NOTE = _UnparsableMetadataNote()
 
 
-def _step_argument(step) -> int:
-    """``step`` of `Checkpointer.save` / `Checkpointer.restore` as an int: a Python or
-    NumPy integer >= 0 (not a bool, whose ``True`` would pass for step 1)."""
-    return config_lib.check_count("step", step, 0)
-
-
 class Checkpointer:
     """Checkpoints of one run in ``directory`` (orbax), guarded by the run's config.
 
@@ -511,7 +505,7 @@ class Checkpointer:
         ``step`` is not after the latest step, or if the directory already holds
         checkpoints of a different config.
         """
-        step = _step_argument(step)
+        step = config_lib.check_count("step", step, 0)  # a bool's True is no step 1
         steps = self.steps()
         if steps and step <= steps[-1]:
             raise CheckpointError(
@@ -569,7 +563,7 @@ class Checkpointer:
         ValueError, as in `save`.
         """
         if step is not None:
-            step = _step_argument(step)
+            step = config_lib.check_count("step", step, 0)
         steps = self.steps()
         if not steps:
             raise CheckpointError(f"no checkpoint in {self.directory}")

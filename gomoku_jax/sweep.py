@@ -36,6 +36,7 @@ import re
 import reprlib
 from typing import Any, Callable, Mapping, Sequence
 
+import jax
 import numpy as np
 
 from gomoku_jax import config as config_lib
@@ -71,8 +72,7 @@ def _plain(value: Any) -> Any:
     Python numbers and lists, in lists and dicts too, as a config and a folder name read
     them; a float32 as the shortest decimal that is the same float32 (see
     `config.plain_fields`)."""
-    if isinstance(value, np.ndarray) or (hasattr(value, "__jax_array__") or type(
-            value).__module__.startswith("jax")) and hasattr(value, "__array__"):
+    if isinstance(value, (np.ndarray, jax.Array)):
         value = np.asarray(value)
         return [_plain(item) for item in value] if value.ndim else _plain(value[()])
     if isinstance(value, np.generic):

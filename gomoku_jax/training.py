@@ -601,8 +601,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     iterations = check_int("", "iterations", iterations, allow_none=True)
     check_iterations(config, iterations, "iterations", "in the learner's config")
     stop_at = total if iterations is None else iterations
-    workdir = pathlib.Path(workdir)  # made once the run is known to start (no empty
-    lead = jax.process_index() == 0   # folder left by a setting refused below)  # the process that writes files
+    # made once the run is known to start: a setting refused below leaves no empty folder
+    workdir = pathlib.Path(workdir)
+    lead = jax.process_index() == 0  # the process that writes files
 
     def write(path, text):  # whole or not at all: other processes may read it
         if lead:
@@ -616,9 +617,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
 
     compiled.release_if_crowded()  # a notebook's earlier runs may hold many programs
     restored, prog = restore(learner, workdir)
+    # the checkpoint's run stopped by an evaluation (eval.stop_score, eval.patience)
+    was_stopped = bool(prog["stopped"])
     if restored is not None:
-        done = _finished_report(workdir, int(restored.iteration), stop_at,
-                                bool(prog["stopped"]))
+        done = _finished_report(workdir, int(restored.iteration), stop_at, was_stopped)
         if jax.process_count() > 1:  # every process takes process 0's path
             from jax.experimental import multihost_utils
 
@@ -628,8 +630,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             elif not finished:
                 done = None
         if done is not None:  # nothing left to train: the run's own report, not a new one
-            where, more = _standing(int(restored.iteration), stop_at, total,
-                                    bool(prog["stopped"]))
+            where, more = _standing(int(restored.iteration), stop_at, total, was_stopped)
             notice(f"{workdir} {where}: nothing to train (its files are as they were"
                    + (f"; {more})" if more else ")"))
             return done
@@ -658,8 +659,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
-    if restored is not None and (start >= stop_at or bool(prog["stopped"])):
-        where, more = _standing(start, stop_at, total, bool(prog["stopped"]))
+    if restored is not None and (start >= stop_at or was_stopped):
+        where, more = _standing(start, stop_at, total, was_stopped)
         notice(f"{workdir} {where}: nothing to train; writing its final agent and report "
                "from that checkpoint" + (f" ({more})" if more else ""))
     elif restored is not None:
