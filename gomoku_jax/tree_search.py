@@ -58,6 +58,7 @@ allocated, that two copies of the tree fit the device (`check_search_memory`) an
 from __future__ import annotations
 
 import functools
+import math
 import os
 from typing import Any, Callable
 
@@ -65,7 +66,6 @@ import jax
 import jax.numpy as jnp
 import mctx
 import numpy as np
-from mctx._src import seq_halving
 
 from gomoku_jax import ops
 from gomoku_jax.config import check_int
@@ -77,6 +77,7 @@ __all__ = [
     "available_bytes",
     "check_search_memory",
     "check_tree_memory",
+    "considered_visits_table",
     "gumbel_muzero_interior_action_selection",
     "gumbel_muzero_policy",
     "gumbel_muzero_root_action_selection",
@@ -542,6 +543,45 @@ def muzero_action_selection(rng_key, tree: Tree, node_index, depth, *, pb_c_init
     return _masked_argmax(score, tree.root_invalid_actions * (depth == 0))
 
 
+@functools.lru_cache(maxsize=64)
+def considered_visits_table(max_num_considered_actions: int, num_simulations: int
+                            ) -> np.ndarray:
+    """Sequential Halving's schedule (Gumbel MuZero, Danihelka et al. 2022), as mctx
+    plays it: row ``m`` (0 to ``max_num_considered_actions``) holds, for each simulation
+    index, the visit count an action must have to be chosen at the root when ``m``
+    actions are considered. With one action or none the count is the index itself.
+    Otherwise the budget is spread over ``ceil(log2 m)`` phases: a phase gives each of
+    the ``c`` actions still in play ``max(1, n // (phases * c))`` more visits, one round
+    at a time, and then keeps the better half (never fewer than 2). Int32, shape
+    ``(max_num_considered_actions + 1, num_simulations)``; read-only."""
+    table = np.empty((max_num_considered_actions + 1, num_simulations), np.int32)
+    for m in range(max_num_considered_actions + 1):
+        if m <= 1:
+            table[m] = np.arange(num_simulations)
+            continue
+        phases = math.ceil(math.log2(m))
+        row: list[int] = []
+        visits, in_play = 0, m
+        while len(row) < num_simulations:
+            for _ in range(max(1, num_simulations // (phases * in_play))):
+                row += [visits] * in_play
+                visits += 1
+            in_play = max(2, in_play // 2)
+        table[m] = row[:num_simulations]
+    table.flags.writeable = False
+    return table
+
+
+def _halving_score(considered, gumbel, logits, completed_q, visits):
+    """The root's Sequential Halving score: ``gumbel + logits + completed Q`` (logits
+    shifted so their largest is 0, the sum floored at -1e9 so a child stays choosable
+    when it is the only one considered), and -inf for a child whose visit count is not
+    ``considered``."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    score = jnp.maximum(-1e9, gumbel + logits + completed_q)
+    return score + jnp.where(visits == considered, 0.0, -jnp.inf)
+
+
 def gumbel_muzero_root_action_selection(rng_key, tree: Tree, node_index, *,
                                         num_simulations, max_num_considered_actions,
                                         qtransform: Callable = (
@@ -553,13 +593,11 @@ def gumbel_muzero_root_action_selection(rng_key, tree: Tree, node_index, *,
     del rng_key
     visits = tree.children_visits[node_index]
     completed = qtransform(tree, node_index)
-    table = jnp.array(seq_halving.get_table_of_considered_visits(
-        max_num_considered_actions, num_simulations))
+    table = jnp.asarray(considered_visits_table(max_num_considered_actions, num_simulations))
     valid = jnp.sum(1 - tree.root_invalid_actions, axis=-1).astype(jnp.int32)
     considered = table[jnp.minimum(max_num_considered_actions, valid), jnp.sum(visits, -1)]
-    score = seq_halving.score_considered(considered, tree.extra_data.root_gumbel,
-                                         tree.children_prior_logits[node_index], completed,
-                                         visits)
+    score = _halving_score(considered, tree.extra_data.root_gumbel,
+                           tree.children_prior_logits[node_index], completed, visits)
     return _masked_argmax(score, tree.root_invalid_actions)
 
 
@@ -673,8 +711,7 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
     considered = jnp.max(visits, axis=-1, keepdims=True)
     roots = jnp.full((visits.shape[0],), _ROOT, jnp.int32)
     completed_q = jax.vmap(qtransform)(search_tree, roots)
-    scores = seq_halving.score_considered(considered, gumbel, root.prior_logits, completed_q,
-                                          visits)
+    scores = _halving_score(considered, gumbel, root.prior_logits, completed_q, visits)
     action = _masked_argmax(scores, invalid_actions)
     weights = jax.nn.softmax(_mask_invalid(root.prior_logits + completed_q, invalid_actions))
     return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=search_tree)

@@ -182,6 +182,39 @@ def test_selection_functions_equal_mctx_node_by_node():
     assert ties > 100  # exact ties among the best scores are common: the first must win
 
 
+def test_considered_visits_table_equals_mctx():
+    """Our Sequential Halving schedule is mctx's (its private ``seq_halving``, read here
+    only) for every count of considered actions up to 20 and budgets from 1 to 900,
+    including budgets smaller than the actions considered and not powers of two."""
+    from mctx._src import seq_halving
+
+    for sims in (1, 2, 3, 5, 16, 17, 50, 64, 100, 333, 800, 900):
+        for considered in (0, 1, 2, 3, 4, 7, 16, 20):
+            want = np.asarray(seq_halving.get_table_of_considered_visits(considered, sims))
+            got = ts.considered_visits_table(considered, sims)
+            assert got.dtype == np.int32 and got.shape == (considered + 1, sims)
+            np.testing.assert_array_equal(got, want, err_msg=f"{considered=} {sims=}")
+    assert not ts.considered_visits_table(4, 10).flags.writeable
+
+
+def test_halving_score_equals_mctx():
+    """The root score, on rows with -inf and huge negative logits, the only considered
+    child, and children of another visit count (-inf)."""
+    from mctx._src import seq_halving
+
+    rng = np.random.default_rng(0)
+    visits = rng.integers(0, 3, (64, 9)).astype(np.int32)
+    considered = rng.integers(0, 3, (64, 1)).astype(np.int32)
+    gumbel = rng.gumbel(size=(64, 9)).astype(np.float32)
+    logits = rng.normal(size=(64, 9)).astype(np.float32) * 3
+    logits[rng.random((64, 9)) < 0.2] = -1e30
+    q = rng.uniform(-1, 1, (64, 9)).astype(np.float32)
+    got = ts._halving_score(considered, gumbel, logits, q, visits)
+    want = seq_halving.score_considered(considered, gumbel, logits, q, visits)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert np.isneginf(np.asarray(got)).any() and np.isfinite(np.asarray(got)).any()
+
+
 @pytest.fixture(scope="module")
 def env7():
     return Gomoku(7, 4)
