@@ -51,7 +51,9 @@ One game per file: a header line ``Piskvorky 15x15, 11:11, 0`` (only the board s
 1-based ``x`` (column) and ``y`` (row) and an optional time field, so action =
 ``(y - 1) * size + (x - 1)``; the first line that is not a move ends the moves, and
 what follows (engine names, a result code, the tournament) is read leniently: the
-first two lines that are not numbers are taken as the black and white players. The
+first two lines that are not numbers are taken as the black and white players (a name
+in brackets that would otherwise read as a number or a move, ``[2]``, is read as ``2``:
+`format_psq` writes such names so). The
 moves are strict: a coordinate off the board or a repeated cell is an error naming the
 line, and so is a line that ends the moves while move lines follow it, or a garbled
 move line anywhere (it starts ``number,number`` but is not ``x,y`` or ``x,y,time_ms``
@@ -703,7 +705,8 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
         lines_of.append(number)
     for number, line in numbered[trailer_from:]:
         _check_psq_trailer_line(source, number, line)
-    names = [line.strip() for _, line in numbered[trailer_from:] if not _INTEGER.match(line)][:2]
+    names = [_psq_unname(line) for _, line in numbered[trailer_from:]
+             if not _INTEGER.match(line)][:2]
     names += ["black", "white"][len(names):]
     game = Game(env.size, env.k, env.rule, tuple(moves), None, names[0], names[1], 0, source)
     padded = np.full((1, env.num_actions), -1, np.int32)
@@ -726,10 +729,32 @@ def read_psq(path, env: Gomoku | None = None) -> Game:
     return parse_psq(text, env, source=str(path))
 
 
+def _psq_needs_brackets(name: str) -> bool:
+    """Whether a reader would not take ``name`` for a name as it stands: it is empty, or
+    reads as a number or a move (``2``, ``7,7``), or is such a name in brackets
+    (``[2]``, ``[[2]]``), which reading would unwrap."""
+    while len(name) >= 2 and name[0] == "[" and name[-1] == "]":
+        name = name[1:-1]
+    return not name or bool(_INTEGER.match(name) or _PSQ_MOVE.match(name)
+                            or _PSQ_GARBLED.match(name))
+
+
 def _psq_name(name: str) -> str:
+    """A player's name as a ``.psq`` line: whitespace runs become one space, and a name
+    that `_psq_needs_brackets` is written in brackets (``[2]``), which `_psq_unname`
+    takes off again, so every name reads back as it was written."""
     name = " ".join(str(name).split())
-    plain = not (_INTEGER.match(name) or _PSQ_MOVE.match(name) or _PSQ_GARBLED.match(name))
-    return name if name and plain else f"[{name}]"
+    return f"[{name}]" if _psq_needs_brackets(name) else name
+
+
+def _psq_unname(line: str) -> str:
+    """A player's name from its ``.psq`` line: brackets around a name that needs them
+    are taken off (``[2]`` is ``2``, ``[[2]]`` is ``[2]``); any other line, brackets and
+    all, is the name (``[bot]``)."""
+    line = line.strip()
+    if line[:1] == "[" and line[-1:] == "]" and _psq_needs_brackets(line[1:-1]):
+        return line[1:-1]
+    return line
 
 
 def format_psq(game: Game) -> str:

@@ -632,13 +632,27 @@ def test_psq_trailer_lines_still_read_leniently():
     assert (nameless.black, nameless.white) == ("0,Freestyle5_1", "white")
 
 
-@pytest.mark.parametrize("name", ["1.5,2,0", "5,5,abc", "3,4", "7", "7,"])
-def test_psq_names_that_look_like_moves_are_written_so_they_read_back(tmp_path, name):
+@pytest.mark.parametrize("name,line", [
+    ("1.5,2,0", "[1.5,2,0]"), ("5,5,abc", "[5,5,abc]"), ("3,4", "[3,4]"), ("7", "[7]"),
+    ("7,", "[7,]"), ("", "[]"), ("[7]", "[[7]]"), ("[[3,4]]", "[[[3,4]]]"),
+    ("[bot]", "[bot]"), ("[]x", "[]x"), ("a  b", "a b")])
+def test_psq_names_that_look_like_moves_are_written_so_they_read_back(tmp_path, name, line):
+    """A name a reader would take for a number or a move is written in brackets and
+    read back without them; a name already in brackets is bracketed again only when
+    reading would unwrap it. Whitespace runs become one space."""
     g = game(BLACK_WIN, 0, black=name, white="w")
     path = tmp_path / "g.psq"
     records.write_psq(path, g)
+    assert path.read_text().splitlines()[-3] == line
     back = records.read_psq(path, ENV)
-    assert back.moves == BLACK_WIN and (back.black, back.white) == (f"[{name}]", "w")
+    assert back.moves == BLACK_WIN and (back.black, back.white) == (" ".join(name.split()), "w")
+
+
+def test_psq_bracketed_names_from_elsewhere_read_as_written():
+    """Brackets a writer put around a name that needs none stay part of the name."""
+    text = "Piskvorky 5x5, 0:0, 0\n3,3,0\n[RAPFI]\n[2]\n-1\n"
+    g = records.parse_psq(text, ENV)
+    assert (g.black, g.white) == ("[RAPFI]", "2")
 
 
 DEEP = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError, not JSONDecodeError
