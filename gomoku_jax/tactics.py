@@ -379,6 +379,11 @@ def threat_moves(board, player, k: int, rule: str = "freestyle") -> jax.Array:
     three. Occupied cells are 0 in every channel. A cell with two or more in channels 1
     and 2 together makes a double threat (four-four, four-three, three-three), the shape
     a defender that blocks one threat at a time cannot answer.
+
+    The shapes scale with ``k``: for ``k = 3`` (tic-tac-toe) a "three" is k - 2 = 1
+    stone, the move itself, so channel 2 counts the directions whose best window holds
+    none of the player's stones besides the move, only empty cells (nothing a Gomoku
+    player would call a three); for ``k = 4`` it is two stones in a window of four.
     """
     _check(k, rule)
     own, _, empty = _planes(board, player)
