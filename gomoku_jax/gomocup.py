@@ -693,16 +693,41 @@ class EngineAgent(PythonAgent):
     """An external Gomocup brain, run as a subprocess, as an `Agent`.
 
     The process starts at once and is sent ``INFO rule`` (0, or 1 for the standard
-    rule) and then ``START n``, whose ``OK`` is awaited at the first move. Each move
-    sends the whole position with ``BOARD`` (``BEGIN`` on the empty board, after
-    ``RESTART``, its ``OK`` awaited, when the engine has had a position since ``START``,
-    so that each new game starts on an empty board), preceded by
-    ``INFO timeout_turn`` from the deadline (else ``turn_ms``), and reads the ``x,y``
-    answer; ``MESSAGE``, ``DEBUG`` and ``SUGGEST`` lines are skipped. An
-    ``ERROR`` answer, an unexpected line, no answer in time or a dead process raises
-    `EngineError` (the arena counts it as a forfeit with that reason); the process is
-    started again at the next move if it has gone, or if it did not answer ``START``
-    with ``OK`` (it is stopped then). Use `close` (or ``with``) to end it.
+    rule), ``START n`` and ``INFO timeout_match 0`` (no match clock: moves are timed, not
+    matches); the ``OK`` to ``START`` is awaited at the first move. ``INFO
+    timeout_turn``, from the deadline (else ``turn_ms``), goes before a move whenever it
+    differs from the value the process was last sent.
+
+    Like a tournament manager, the agent remembers the position the engine holds: the
+    last position it was sent plus its own reply (an empty board after ``START`` or
+    ``RESTART``; unknown after anything went wrong). Each move sends
+
+    * ``TURN x,y`` when the position is that one plus one opponent's stone at ``x,y``
+      (the state's last move, where it names one): the engine plays on in its own game
+      and may keep its search between moves;
+    * ``BEGIN`` on the empty board;
+    * else the whole position with ``BOARD`` ... ``DONE`` (a new game with opening
+      stones, a position that does not follow, the first move after an error).
+
+    Before ``BEGIN`` or ``BOARD``, an engine that holds a game (or may: after an error)
+    is sent ``RESTART``, its ``OK`` awaited, so that each new position starts from an
+    empty board (then a single opponent stone is a ``TURN`` again). ``BOARD`` lists the
+    stones in the order they were played, as far as the agent can know it (a `State`
+    has no move history): the moves of the game it has followed (since the first
+    position of that game it was shown, the engine's replies included) come first, in
+    order, when the position goes on from that game; the stones it did not see played
+    (opening stones, an unrelated position) follow, alternating colours, each colour's in
+    cell order, ending with the state's last move (else with a stone of the side that
+    is not to move).
+
+    The ``x,y`` answer is read; ``MESSAGE``, ``DEBUG``, ``SUGGEST`` and ``UNKNOWN``
+    lines are skipped. An ``ERROR`` answer, an unexpected line, no answer in time or a
+    dead process raises `EngineError` (the arena counts it as a forfeit with that
+    reason); the process is started again at the next move if it has gone, or if it did
+    not answer ``START`` with ``OK`` (it is stopped then). An answer on an occupied cell
+    is returned as it is, for the caller (the arena) to count as an illegal move. After
+    any of these the next move sends the whole position. Use `close` (or ``with``) to
+    end the process.
 
     Args:
       command: the brain's command line, e.g. ``["pbrain-foo.exe"]``.
@@ -710,7 +735,8 @@ class EngineAgent(PythonAgent):
       name: the agent's name (default: from the command line).
       turn_ms: ``timeout_turn`` sent when `act` gets no deadline.
       grace_s: how long past the deadline (or ``turn_ms``) to wait for an answer.
-      start_timeout_s: how long ``START`` may take (engines may load or compile).
+      start_timeout_s: how long ``START`` (and ``RESTART``) may take (engines may load
+        or compile).
       stderr: where the engine's stderr goes (``subprocess`` convention; default: ours).
     """
 
@@ -733,7 +759,12 @@ class EngineAgent(PythonAgent):
         self._lines: queue.Queue | None = None
         self._reader: threading.Thread | None = None
         self._started = False  # START answered OK by the current process
-        self._blank = True  # no position sent since START or RESTART
+        # The position the engine holds, as BOARD fields [N*N] (0 empty, 1 its own
+        # stones, 2 the opponent's); None when unknown (before START's OK, after an error).
+        self._held: np.ndarray | None = None
+        self._timeout_turn: int | None = None  # the timeout_turn the process was last sent
+        # The game followed so far: (action, colour 1 black / 2 white), in order of play.
+        self._game: list[tuple[int, int]] = []
         self._last_returncode: int | None = None
         self._spawn()  # start now: engines load while other things happen
 
@@ -748,9 +779,11 @@ class EngineAgent(PythonAgent):
                                         daemon=True, name=f"{self.name} reader")
         self._reader.start()
         self._started = False
+        self._held = None
+        self._timeout_turn = None
         rule = _RULE_EXACT if self.env.rule == "standard" else 0
         try:  # the rule first (INFO may come at any time): a brain checks it at START
-            self._send(f"INFO rule {rule}", f"START {self.env.size}")
+            self._send(f"INFO rule {rule}", f"START {self.env.size}", "INFO timeout_match 0")
         except EngineError:
             pass  # reported by the first move
 
@@ -802,19 +835,56 @@ class EngineAgent(PythonAgent):
                 self._kill()
                 raise EngineError(f"{self.name}: answered {answer!r} to START {self.env.size}")
             self._started = True
-            self._blank = True  # its board is empty until it gets a position
+            self._held = np.zeros(self.env.num_actions, np.int8)  # an empty board
 
     def _restart(self) -> None:
         """``RESTART`` (a new game on the same board), its ``OK`` awaited: ``BEGIN`` is
-        only for an empty board, and the engine still holds the last game's."""
+        only for an empty board, and ``BOARD`` is sent to an engine with no game open."""
+        self._held = None
         self._send("RESTART")
         answer = self._reply(time.perf_counter() + self.start_timeout_s, "RESTART")
         if answer.upper() != "OK":
             self._kill()
             raise EngineError(f"{self.name}: answered {answer!r} to RESTART")
-        self._blank = True
+        self._held = np.zeros(self.env.num_actions, np.int8)
 
     # ------------------------------------------------------------------- play
+    def _follow_up(self, fields: np.ndarray, last: int) -> int | None:
+        """The opponent's stone that makes ``fields`` (BOARD fields ``[N*N]``) out of the
+        position the engine holds, if exactly one does (and it is the ``last`` move,
+        unless that is -1); else None."""
+        if self._held is None:
+            return None
+        changed = np.flatnonzero(fields != self._held)
+        if len(changed) != 1:
+            return None
+        cell = int(changed[0])
+        if self._held[cell] != 0 or fields[cell] != _OPP or last not in (cell, -1):
+            return None
+        return cell
+
+    def _play_order(self, cells: np.ndarray, me: int, last: int) -> list[int]:
+        """The stones of ``cells`` (colours ``[N*N]``, ``me`` to move) in order of play:
+        the game followed so far first, if every one of its stones is still there in its
+        colour; then the others, alternating colours back from ``last`` (else from a
+        stone of the side not to move), each colour's in cell order."""
+        known = [a for a, colour in self._game if cells[a] == colour]
+        if len(known) < len(self._game):
+            known = []  # another game
+        seen = set(known)
+        rest = [int(a) for a in np.flatnonzero(cells) if int(a) not in seen]
+        final = int(cells[last]) if last in rest else 3 - me
+        by_colour = {c: [a for a in rest if cells[a] == c and a != last] for c in (1, 2)}
+        if last in rest:
+            by_colour[final].append(last)
+        backwards, colour = [], final
+        while by_colour[1] or by_colour[2]:
+            if not by_colour[colour]:
+                colour = 3 - colour
+            backwards.append(by_colour[colour].pop())
+            colour = 3 - colour
+        return known + backwards[::-1]
+
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del key  # the engine has its own randomness
         n = self.env.size
@@ -822,27 +892,30 @@ class EngineAgent(PythonAgent):
         if board.shape != (n, n):
             raise ValueError(f"{self.name}: expected one {n}x{n} game, got a board {board.shape}")
         self._ensure_started()
-        stones = [int(a) for a in np.flatnonzero(board.reshape(-1))]
-        if not stones and not self._blank:  # a new game, after one it played
-            self._restart()
-        now = time.perf_counter()
-        turn_ms = self.turn_ms if deadline is None else max(int((deadline - now) * 1000), 1)
+        cells = board.reshape(-1).astype(np.int8)
         me = int(state.current_player) + 1
         last = int(state.last_action)
-        if last in stones:  # the last move goes last: some engines read the order
-            stones.remove(last)
-            stones.append(last)
-        lines = [f"INFO timeout_turn {turn_ms}"]
-        if stones:
-            lines.append("BOARD")
-            lines += [f"{a % n},{a // n},{1 if board.flat[a] == me else 2}" for a in stones]
-            lines.append("DONE")
+        fields = np.where(cells == 0, 0, np.where(cells == me, _OWN, _OPP)).astype(np.int8)
+        order = self._play_order(cells, me, last)
+        opponent = self._follow_up(fields, last)
+        if opponent is None and (self._held is None or self._held.any()):
+            self._restart()  # a new position starts from an empty board
+            opponent = self._follow_up(fields, last)  # a lone opponent stone: TURN
+        now = time.perf_counter()
+        turn_ms = self.turn_ms if deadline is None else max(int((deadline - now) * 1000), 1)
+        lines = [] if turn_ms == self._timeout_turn else [f"INFO timeout_turn {turn_ms}"]
+        if opponent is not None:
+            asked = f"TURN {opponent % n},{opponent // n}"
+            lines.append(asked)
+        elif order:
             asked = "BOARD"
+            lines += ["BOARD", *(f"{a % n},{a // n},{fields[a]}" for a in order), "DONE"]
         else:
-            lines.append("BEGIN")
             asked = "BEGIN"
-        self._blank = False  # BOARD and BEGIN both leave it a position
+            lines.append(asked)
+        self._held = None  # the engine's position is known again once it answers a move
         self._send(*lines)
+        self._timeout_turn = turn_ms
         answer = self._reply(now + turn_ms / 1000 + self.grace_s, asked)
         try:
             x, y = _parse_ints(answer, 2, "move")
@@ -851,7 +924,12 @@ class EngineAgent(PythonAgent):
                 f"{self.name}: answered {answer!r} to {asked}, not a move x,y") from None
         if not (0 <= x < n and 0 <= y < n):
             raise EngineError(f"{self.name}: played {x},{y}, off the {n}x{n} board")
-        return y * n + x
+        action = y * n + x
+        if cells[action] == 0:  # a legal move: the engine holds this position now
+            fields[action] = _OWN
+            self._held = fields
+            self._game = [(a, int(cells[a])) for a in order] + [(action, me)]
+        return action
 
     def select(self, state: State, rng) -> int:  # pragma: no cover - act is overridden
         raise NotImplementedError
@@ -878,6 +956,7 @@ class EngineAgent(PythonAgent):
         with contextlib.suppress(Exception):
             proc.stdout.close()
         self._started = False
+        self._held = None
         self._last_returncode = proc.returncode
 
     @property

@@ -4,6 +4,7 @@ engines as arena agents."""
 import collections
 import functools
 import io
+import json
 import queue
 import random
 import re
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from gomoku_jax import agents, arena, cli, gomocup
-from gomoku_jax.agents import Agent
+from gomoku_jax.agents import Agent, PythonAgent
 from gomoku_jax.game import Gomoku
 
 MOVE = re.compile(r"(\d+),(\d+)")
@@ -583,11 +584,12 @@ def test_engine_agent_restarts_the_engine_before_a_new_game():
         if w == 'START': out('OK'); held = False
         elif w == 'RESTART': out('OK' if held else 'ERROR nothing to restart'); held = False
         elif w == 'BEGIN': out('ERROR BEGIN on a non-empty board' if held else '3,3'); held = True
-        elif w == 'DONE': out('1,1'); held = True
+        elif w in ('TURN', 'DONE'): out('1,1'); held = True
         elif w == 'END': sys.exit(0)
     """)
     with gomocup.EngineAgent(cmd, env, name="fake") as agent:
         assert agent.act(env.init(), None) == 3 * 7 + 3  # fresh from START: no RESTART
+        # its stone as the opponent's: a new game (RESTART), then TURN 3,3
         assert agent.act(env.play(env.init(), 3, 3), None) == 1 * 7 + 1
         assert agent.act(env.init(), None) == 3 * 7 + 3  # RESTART, then BEGIN
         assert agent.act(env.init(), None) == 3 * 7 + 3  # and again
@@ -622,8 +624,8 @@ def fake_engine(body: str) -> list[str]:
 def test_engine_agent_reads_moves_and_skips_messages():
     env = Gomoku(7, 5)
     cmd = fake_engine("""
-        if w == 'START': out('OK')
-        elif w in ('BEGIN', 'DONE'):
+        if w in ('START', 'RESTART'): out('OK')
+        elif w in ('BEGIN', 'TURN', 'DONE'):
             out('MESSAGE thinking'); out('DEBUG x'); out('2,5')
         elif w == 'END': sys.exit(0)
     """)
@@ -673,9 +675,9 @@ def test_engine_agent_failures_raise_clearly(body, timing, match):
 def test_engine_agent_restarts_a_dead_engine_and_arena_counts_forfeits():
     env = Gomoku(7, 5)
     cmd = fake_engine("""
-        if w == 'START': out('OK')
+        if w in ('START', 'RESTART'): out('OK')
         elif w == 'BEGIN': sys.exit(1)
-        elif w == 'DONE': out('3,3')
+        elif w in ('TURN', 'DONE'): out('3,3')
     """)
     with gomocup.EngineAgent(cmd, env, name="flaky") as agent:
         with pytest.raises(gomocup.EngineError,
@@ -685,7 +687,199 @@ def test_engine_agent_restarts_a_dead_engine_and_arena_counts_forfeits():
         assert agent.act(state, None) == 3 * 7 + 3  # a fresh process
         result = arena.play_match(env, agent, agents.make("random", env), games=1)
     record = result.records[0]
-    assert record.winner == 1 and "flaky raised EngineError" in record.forfeit
+    assert record.winner == 1 and record.forfeit.startswith(
+        "flaky raised EngineError: flaky: the engine exited (code 1) while we waited for BEGIN")
+
+
+# ---------------------------------------------- what an external engine is told, and when
+
+
+RECORDING_ENGINE = textwrap.dedent("""
+    import json, sys
+    log, script = open(sys.argv[1], 'a'), json.loads(sys.argv[2])
+    size, taken, block, asked = 0, set(), None, 0
+
+    def out(text):
+        print(text, flush=True)
+
+    def move():
+        global asked
+        asked += 1
+        if str(asked) in script:
+            out(script[str(asked)])
+            return
+        x, y = next((x, y) for y in range(size) for x in range(size) if (x, y) not in taken)
+        taken.add((x, y))
+        out(f'{x},{y}')
+
+    for line in sys.stdin:
+        log.write(line)
+        log.flush()
+        words = line.split()
+        w = words[0] if words else ''
+        if block is not None and w != 'DONE':
+            x, y, _ = w.split(',')
+            block.add((int(x), int(y)))
+        elif w == 'START':
+            size, taken = int(words[1]), set()
+            out('OK')
+        elif w == 'RESTART':
+            taken = set()
+            out('OK')
+        elif w == 'BEGIN':
+            move()
+        elif w == 'TURN':
+            x, y = words[1].split(',')
+            taken.add((int(x), int(y)))
+            move()
+        elif w == 'BOARD':
+            block = set()
+        elif w == 'DONE':
+            taken, block = block, None
+            move()
+        elif w == 'END':
+            break
+""")
+
+
+def recording_engine(tmp_path, script: dict | None = None):
+    """A fake engine (plain Python) that logs every line it is sent and plays the first
+    empty cell, row by row, of the position it holds; ``script`` maps the number of a
+    move asked for (1: the first BEGIN, TURN or BOARD) to the line answered instead.
+    Returns its command line and a function giving the lines it was sent so far."""
+    log = tmp_path / "sent.txt"
+    cmd = [sys.executable, "-c", RECORDING_ENGINE, str(log), json.dumps(script or {})]
+    return cmd, lambda: log.read_text().splitlines() if log.exists() else []
+
+
+class RandomLegal(PythonAgent):
+    """A uniformly random legal move, in Python (nothing to compile)."""
+
+    def __init__(self, env):
+        self.name, self.env = "random-legal", env
+
+    def select(self, state, rng):
+        return int(rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask))))
+
+
+ENGINE_SETUP = ["INFO rule 0", "START 7", "INFO timeout_match 0", "INFO timeout_turn 5000"]
+
+
+def _xy(action: int, n: int = 7) -> str:
+    return f"{action % n},{action // n}"
+
+
+def test_engine_agent_sends_begin_then_turns_from_an_empty_board(tmp_path):
+    env = Gomoku(7, 5)
+    cmd, sent = recording_engine(tmp_path)
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        result = arena.play_match(env, agent, RandomLegal(env), games=2, seed=0)
+    assert [r.forfeit for r in result.records] == [None, None]
+    # As a manager does: BEGIN (black) or the first TURN (white) on an empty board, then
+    # only the opponent's moves; the second game after RESTART. No BOARD at all.
+    expected = list(ENGINE_SETUP)
+    for g, record in enumerate(result.records):
+        mine = 0 if record.black == "fake" else 1
+        expected += ["RESTART"] if g else []
+        for ply in range(mine, len(record.moves), 2):
+            expected.append(f"TURN {_xy(record.moves[ply - 1])}" if ply else "BEGIN")
+    assert sent() == expected + ["END"]
+    assert [r.black for r in result.records] == ["fake", "random-legal"]
+
+
+def test_engine_agent_sends_openings_as_one_board_in_order_of_play_then_turns(tmp_path):
+    env = Gomoku(7, 5)
+    cmd, sent = recording_engine(tmp_path)
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        result = arena.play_match(env, agent, RandomLegal(env), games=2, seed=0,
+                                  opening_stones=2)
+    assert [r.forfeit for r in result.records] == [None, None]
+    expected = list(ENGINE_SETUP)
+    for g, record in enumerate(result.records):
+        mine = 0 if record.black == "fake" else 1
+        plies = [p for p in range(record.opening, len(record.moves)) if p % 2 == mine]
+        expected += ["RESTART"] if g else []  # the engine holds the last game
+        # One opening stone each (black's first): the order of play is known, and the
+        # opponent's first move, when it moved first, comes last
+        expected += ["BOARD", *(f"{_xy(a)},{1 if i % 2 == mine else 2}"
+                                for i, a in enumerate(record.moves[:plies[0]])), "DONE"]
+        expected += [f"TURN {_xy(record.moves[p - 1])}" for p in plies[1:]]
+    assert sent() == expected + ["END"]
+
+
+def test_engine_agent_sends_the_whole_game_again_after_an_error_or_another_position(tmp_path):
+    env = Gomoku(7, 5)
+    cmd, sent = recording_engine(tmp_path, {"3": "ERROR busy"})  # its third move
+
+    def play(state, action):
+        return env.play(state, *divmod(action, 7))
+
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        state = env.init()
+        assert agent.act(state, None) == 0  # BEGIN: 0,0
+        state = play(play(state, 0), 48)  # the opponent: 6,6
+        assert agent.act(state, None) == 1  # TURN 6,6: 1,0
+        state = play(play(state, 1), 40)  # the opponent: 5,5
+        with pytest.raises(gomocup.EngineError, match="fake: answered 'ERROR busy' to TURN 5,5$"):
+            agent.act(state, None)
+        # The engine's position is unknown now: RESTART, and the game so far with BOARD,
+        # in the order it was played (not in cell order: 0,0 1,0 6,6 5,5)
+        assert agent.act(state, None) == 2
+        state = play(play(state, 2), 41)
+        assert agent.act(state, None) == 3  # and TURN again
+        # A position that does not follow from the engine's: sent whole, stones of
+        # unknown order alternating colours back from the last move (black 0,6)
+        board = np.zeros((7, 7), np.int8)
+        board[3, 3] = board[6, 0] = 1
+        board[0, 6] = 2
+        other = env.from_board(board, last_action=6 * 7 + 0)
+        assert agent.act(other, None) == 0
+        assert agent.act(other, None) == 0  # asked again: it lacks the engine's reply
+        assert agent.act(play(play(other, 0), 45), None) == 1  # this one follows
+    assert sent() == ENGINE_SETUP + [
+        "BEGIN", "TURN 6,6", "TURN 5,5",
+        "RESTART", "BOARD", "0,0,1", "6,6,2", "1,0,1", "5,5,2", "DONE",
+        "TURN 6,5",
+        "RESTART", "BOARD", "3,3,2", "6,0,1", "0,6,2", "DONE",
+        "RESTART", "BOARD", "3,3,2", "6,0,1", "0,6,2", "DONE",
+        "TURN 3,6",
+        "END",
+    ]
+
+
+def test_an_occupied_cell_answered_to_turn_is_caught_and_the_position_sent_again(tmp_path):
+    env = Gomoku(7, 5)
+    cmd, sent = recording_engine(tmp_path, {"2": "0,0"})  # its second move: its first's cell
+    with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        result = arena.play_match(env, agent, RandomLegal(env), games=1, seed=0)
+        record = result.records[0]
+        assert record.forfeit == "fake played (0, 0), an occupied cell", record
+        assert record.winner == 1 and record.moves[0] == 0 and len(record.moves) == 2
+        opponent = record.moves[1]
+        state = env.play_moves([divmod(a, 7) for a in record.moves])
+        action = agent.act(state, None)  # the engine may not hold this position
+        assert arena.illegal_reason(env, state, action) is None
+    assert sent() == ENGINE_SETUP + [
+        "BEGIN", f"TURN {_xy(opponent)}",
+        "RESTART", "BOARD", "0,0,1", f"{_xy(opponent)},2", "DONE", "END"]
+
+
+@pytest.mark.parametrize("answer, timing, match", [
+    ("out('ERROR out of ideas')", SLOW, "fake: answered 'ERROR out of ideas' to TURN 3,3$"),
+    ("sys.exit(3)", SLOW, "exited \\(code 3\\) while we waited for TURN 3,3$"),
+    ("pass", QUICK, "no answer to TURN 3,3 in time"),
+    ("out('99,0')", SLOW, "played 99,0, off the 7x7 board"),
+    ("out('hello')", SLOW, "answered 'hello' to TURN 3,3, not a move"),
+])
+def test_engine_agent_failures_answering_turn_raise_clearly(answer, timing, match):
+    env = Gomoku(7, 5)
+    cmd = fake_engine(f"""
+        if w == 'START': out('OK')
+        elif w == 'TURN': {answer}
+    """)
+    with gomocup.EngineAgent(cmd, env, name="fake", **timing) as agent:
+        with pytest.raises(gomocup.EngineError, match=match):
+            agent.act(env.play(env.init(), 3, 3), None)  # a lone stone: TURN
 
 
 # ------------------------------------------------------- the rule arrives after START
@@ -831,9 +1025,13 @@ def test_engine_agent_plays_a_standard_rule_exported_brain(exported_files, monke
     # One process, whose START was answered OK, and every move asked for was answered:
     # no read ended in an error or a timeout.
     assert events[:2] == [("spawn", ""), ("START 7", "OK")], events
+    # Black in the first game, from the empty board: BEGIN, then the opponent's moves as
+    # TURNs; white in the second: RESTART, then TURNs from the first move on.
     moves = events[2:]
-    assert moves and all(asked in ("BEGIN", "BOARD") and MOVE.fullmatch(answer)
-                         for asked, answer in moves), events
+    assert all(MOVE.fullmatch(answer) if asked != "RESTART" else answer == "OK"
+               for asked, answer in moves), events
+    commands = " ".join(asked.split()[0] for asked, _ in moves)
+    assert re.fullmatch(r"BEGIN( TURN)+ RESTART( TURN)+", commands), events
     assert brain.returncode == 0
 
 
