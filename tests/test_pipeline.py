@@ -84,11 +84,12 @@ class Killed(Exception):
 
 
 def test_stages_hand_over_their_final_params_and_a_killed_run_resumes(tmp_path, monkeypatch):
-    """Stage 2 trains nothing here (its buffer never fills), so its final params are the
-    ones it started from: they must be stage 1's final params, not a fresh network."""
+    """Each stage starts from the previous stage's final params; stage 2's self-play
+    finishes games (81 moves fill a 9x9 board), so it trains: its SGD runs on params
+    and BatchNorm statistics loaded from stage 1, and its final network differs."""
     monkeypatch.chdir(tmp_path)
-    overrides = ["imitation.data.generate.games=2", "selfplay.train.min_buffer=2048",
-                 "master.rounds=1", "eval.every=0", "eval.final_games=2"]
+    overrides = ["imitation.data.generate.games=2", "master.rounds=1", "eval.every=0",
+                 "eval.final_games=2"]
     cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"], overrides=overrides)
     work = tmp_path / "run"
 
@@ -108,7 +109,13 @@ def test_stages_hand_over_their_final_params_and_a_killed_run_resumes(tmp_path, 
     s1, s2, s3 = (work / name for name in pl.STAGES)
     assert (s1 / "done.json").read_text() == stage1_done  # not run again
     assert _same(s2 / "start.gjx", s1 / "final.gjx")
-    assert _same(s2 / "final.gjx", s1 / "final.gjx")  # no SGD: still stage 1's network
+    with (s2 / "metrics.csv").open() as f:
+        stage2 = list(csv.DictReader(f))
+    assert [r["trained"] for r in stage2] == ["True", "True"]
+    assert all(np.isfinite(float(r["loss"])) for r in stage2)
+    trained = _leaves(s2 / "final.gjx")
+    assert all(np.isfinite(x).all() for x in trained)
+    assert not _same(s2 / "final.gjx", s1 / "final.gjx")  # SGD moved stage 1's network
     fresh = jax.tree.leaves(pl.make_learner(cfg).init().variables)
     assert not all(np.array_equal(x, y) for x, y in zip(fresh, _leaves(s1 / "final.gjx")))
     assert _same(s3 / "round_000" / "train" / "start.gjx", s2 / "final.gjx")
