@@ -54,8 +54,8 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
-                                device_description, fill_unset, publish, time_calls,
-                                write_report)
+                                device_description, fill_unset, publish, run_script,
+                                time_calls, write_report)
 from gomoku_jax import config as config_lib
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
@@ -393,8 +393,8 @@ def format_report(r: dict) -> str:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="gomoku-jax bench alphazero",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=None,
-                        help="board sides, k=5 (default 9 15)")
+    parser.add_argument("--sizes", type=config_lib.count_argument(5), nargs="+", default=None,
+                        help="board sides, k=5: 5 or more, for the central 5x5 (default 9 15)")
     parser.add_argument("--preset", choices=["cpu", "gpu"], default="cpu",
                         help="cpu: the CPU default config's network; gpu: resnet blocks=10 "
                              "filters=128 in bfloat16 (default cpu)")
@@ -435,8 +435,6 @@ def main(argv=None) -> dict:
     if args.max_tree_gb <= 0:
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
     for n in sizes:
-        if n < 5:
-            parser.error(f"--sizes must be at least 5 (k=5 and the central 5x5), got {n}")
         game_env(n)  # a clear error before any timing
     options = None
     if args.options is not None:
@@ -462,4 +460,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,8 +27,9 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from experiments.common import add_out_argument, device_description, fill_unset, publish
-from gomoku_jax.config import seed_argument
+from experiments.common import (add_out_argument, device_description, fill_unset, publish,
+                                run_script)
+from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku, random_games
 from gomoku_jax.reference import NumpyGomoku
 
@@ -132,11 +133,11 @@ def main(argv=None) -> dict:
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
                         help="board sides (default 9 15; --quick: 9)")
-    parser.add_argument("--batches", type=int, nargs="+", default=None,
+    parser.add_argument("--batches", type=count_argument(1), nargs="+", default=None,
                         help="batch sizes (default 256 1024 4096, plus 65536 on GPU/TPU)")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
-    parser.add_argument("--repeats", type=int, default=None,
+    parser.add_argument("--repeats", type=count_argument(1), default=None,
                         help="timed calls per batch size (default 3; --quick: 1)")
     parser.add_argument("--numpy-seconds", type=float, default=None,
                         help="seconds of NumPy reference games per board size (default 3; "
@@ -152,14 +153,13 @@ def main(argv=None) -> dict:
                                                "numpy_seconds": 3.0})
     for n in args.sizes:
         Gomoku(n, args.k, args.rule)  # a clear error before any timing
-    if args.repeats < 1 or any(b < 1 for b in args.batches or [1]) or not (
-            0 < args.numpy_seconds < float("inf")):  # (nan fails both)
-        parser.error("--repeats and --batches must be positive, --numpy-seconds a finite "
-                     "number above 0")
+    if not 0 < args.numpy_seconds < float("inf"):  # (nan fails both)
+        parser.error(f"--numpy-seconds must be a finite number above 0, got "
+                     f"{args.numpy_seconds}")
     report = run(args.sizes, tuple(args.batches) if args.batches else None, args.k, args.rule,
                  args.repeats, args.numpy_seconds, args.seed, progress=not args.no_progress)
     return publish(report, format_report(report), args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

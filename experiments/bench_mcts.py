@@ -29,8 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from algorithms import pure_mcts
-from experiments.common import add_out_argument, device_description, fill_unset, publish
-from gomoku_jax.config import seed_argument
+from experiments.common import (add_out_argument, device_description, fill_unset, publish,
+                                run_script)
+from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
 
@@ -132,14 +133,14 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="gomoku-jax bench mcts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=9, help="board side (default 9)")
     parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
-    parser.add_argument("--simulations", type=int, default=None,
+    parser.add_argument("--simulations", type=count_argument(1), default=None,
                         help="simulations a move (default 1000; --quick: 100)")
-    parser.add_argument("--batch", type=int, default=None,
+    parser.add_argument("--batch", type=count_argument(1), default=None,
                         help="games searching in lockstep (default 64; --quick: 8)")
-    parser.add_argument("--positions", type=int, default=None,
+    parser.add_argument("--positions", type=count_argument(1), default=None,
                         help="opening positions timed: the empty board and random stones "
                              "(default 4; --quick: 2)")
-    parser.add_argument("--numpy-simulations", type=int, default=None,
+    parser.add_argument("--numpy-simulations", type=count_argument(1), default=None,
                         help="simulations a move for the slower NumPy reference (default 200; "
                              "--quick: 50)")
     parser.add_argument("--seed", type=seed_argument, default=0,
@@ -152,12 +153,10 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     fill_unset(args, QUICK if args.quick else DEFAULTS)
     Gomoku(args.size, args.k)  # a clear error before any timing
-    if min(args.simulations, args.batch, args.positions, args.numpy_simulations) < 1:
-        parser.error("--simulations, --batch, --positions and --numpy-simulations must be positive")
     report = run(args.size, args.k, args.simulations, args.batch, args.positions,
                  args.numpy_simulations, args.seed, progress=not args.no_progress)
     return publish(report, format_report(report), args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

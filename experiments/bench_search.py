@@ -57,10 +57,12 @@ import numpy as np
 
 from experiments.bench_alphazero import SEARCH_OBSERVATION, choose_network, game_env, openings
 from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
-                                device_description, publish, time_calls)
+                                device_description, publish, run_script, time_calls)
 from gomoku_jax import networks, ops
 from gomoku_jax import search as search_lib
 from gomoku_jax import tree_search
+from gomoku_jax.config import count_argument
+from gomoku_jax.game import MAX_SIZE
 
 PRESETS = {
     "cpu": {"batches": (64,), "simulations": (16, 64, 200, 400, 800),
@@ -408,20 +410,21 @@ def main(argv=None) -> dict:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                         help="cpu: batch 64, uniform network; gpu: batches 256 1024, "
                              "resnet 10x128 bfloat16, 16 and 800 simulations (default cpu)")
-    parser.add_argument("--size", type=int, default=9, help="board side, k=5 (default 9)")
+    parser.add_argument("--size", type=count_argument(5, MAX_SIZE), default=9,
+                        help=f"board side from 5 to {MAX_SIZE}, k=5 (default 9)")
     add_search_bench_arguments(parser, "games searched in lockstep (default: the preset's)",
                                "simulations of ours (default: the preset's)", 5,
                                "timed calls at least, median kept (default 5)",
                                "experiments/results/bench_search_cpu.json")
-    parser.add_argument("--mctx-simulations", type=int, nargs="+", default=None,
+    parser.add_argument("--mctx-simulations", type=count_argument(1), nargs="+", default=None,
                         help="simulations of mctx (default: the preset's)")
-    parser.add_argument("--warmup", type=int, default=3,
+    parser.add_argument("--warmup", type=count_argument(0), default=3,
                         help="untimed calls after the compiling one (default 3)")
     parser.add_argument("--min-seconds", type=float, default=1.0,
                         help="time calls until they took this long together (default 1)")
     parser.add_argument("--mctx-budget-s", type=float, default=120.0,
                         help="skip an mctx run estimated to take longer, seconds (default 120)")
-    parser.add_argument("--searches-per-call", type=int, default=1,
+    parser.add_argument("--searches-per-call", type=count_argument(1), default=1,
                         help="searches one timed call runs one after the other in one "
                              "compiled loop, as self-play does (the tree is then allocated "
                              "once per call; default 1)")
@@ -435,11 +438,8 @@ def main(argv=None) -> dict:
     check_search_bench_arguments(parser, args, batches=batches, simulations=simulations,
                                  mctx_simulations=mctx_simulations,
                                  searches_per_call=[args.searches_per_call])
-    if args.warmup < 0 or not args.min_seconds >= 0:
-        parser.error(f"--warmup and --min-seconds must be >= 0, got {args.warmup} and "
-                     f"{args.min_seconds}")
-    if not 5 <= args.size <= 19:
-        parser.error(f"--size must be in 5..19, got {args.size}")
+    if not args.min_seconds >= 0:  # (nan too)
+        parser.error(f"--min-seconds must be >= 0, got {args.min_seconds}")
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
                        preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
                        args.seed, args.warmup, args.min_seconds,
@@ -456,4 +456,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -33,7 +33,7 @@ import jax
 import algorithms
 from algorithms import common
 from experiments.common import (add_out_argument, device_description, publish,
-                                repository_path)
+                                repository_path, run_script)
 from gomoku_jax import config as cfglib
 from gomoku_jax.cli import nonempty_path
 
@@ -132,4 +132,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
 from gomoku_jax.cli import output_file
-from gomoku_jax.config import seed_argument
+from gomoku_jax.config import count_argument, seed_argument
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -33,14 +34,14 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
     them once parsed."""
     from gomoku_jax import search as search_lib
 
-    parser.add_argument("--batches", type=int, nargs="+", default=None,
+    parser.add_argument("--batches", type=count_argument(1), nargs="+", default=None,
                         help=batches)
-    parser.add_argument("--simulations", type=int, nargs="+", default=None,
+    parser.add_argument("--simulations", type=count_argument(1), nargs="+", default=None,
                         help=simulations)
     parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
                         choices=search_lib.ALGORITHMS, help="default: puct gumbel")
-    parser.add_argument("--repeats", type=int, default=repeats, help=repeats_help)
-    parser.add_argument("--opening-stones", type=int, default=4,
+    parser.add_argument("--repeats", type=count_argument(1), default=repeats, help=repeats_help)
+    parser.add_argument("--opening-stones", type=count_argument(0), default=4,
                         help="random stones near the centre of the searched positions "
                              "(default 4)")
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
@@ -72,6 +73,23 @@ def check_search_bench_arguments(parser, args, **lists) -> None:
     if not 0 <= args.opening_stones <= 8:
         parser.error(f"--opening-stones must be in 0..8 (no win possible), "
                      f"got {args.opening_stones}")
+
+
+def run_script(main) -> None:
+    """An experiment script's ``__main__``: run ``main()`` and exit with its status (0
+    when it returns a report rather than a status). A ValueError or OSError (bad
+    settings, a missing or unwritable file) ends it with one line,
+    ``SCRIPT: error: ...``, and status 2, as ``gomoku-jax`` ends; Ctrl-C with status 130."""
+    script = Path(sys.argv[0]).stem or "experiment"
+    try:
+        status = main()
+    except (ValueError, OSError) as error:
+        print(f"{script}: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print(f"\n{script}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 def write_report(report: dict, json_path: Path) -> None:

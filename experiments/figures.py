@@ -219,13 +219,14 @@ def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gomoku_jax.config import seed_argument
+    from gomoku_jax.config import count_argument, seed_argument
 
     parser = argparse.ArgumentParser(prog="python -m experiments.figures", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, default=RUN, help="the recorded run's folder")
-    parser.add_argument("--games", type=int, default=20, help="games per pairing (20)")
-    parser.add_argument("--opening-stones", type=int, default=2,
+    parser.add_argument("--games", type=count_argument(1), default=20,
+                        help="games per pairing (20)")
+    parser.add_argument("--opening-stones", type=count_argument(0), default=2,
                         help="random opening stones before each pair of games (2)")
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (0)")
     parser.add_argument("--skip-tournament", action="store_true", help="only draw the curves")
@@ -239,4 +240,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from experiments.common import run_script
+
+    run_script(main)

@@ -118,10 +118,16 @@ def _init_worker(settings: dict, plugins: tuple[str, ...] = ()) -> None:
         _WORKER["error"] = f"{type(error).__name__}: {error}"
 
 
+class WorkerError(ValueError):
+    """A worker process could not build its game and agents (an agent or a ``--plugin``
+    module that imports or builds in this process but fails in a fresh one); the message
+    names the worker's error."""
+
+
 def _work(task: tuple[int, int, int]):
     if "error" in _WORKER:
-        raise RuntimeError(f"a worker process could not build its game and agents: "
-                           f"{_WORKER['error']}")
+        raise WorkerError(f"a worker process could not build its game and agents: "
+                          f"{_WORKER['error']}")
     seed, index, opening_stones = task
     env, black, white = _WORKER["game"]
     return index, play_game(env, black, white, seed, index, opening_stones)
@@ -219,7 +225,7 @@ class Interrupted(KeyboardInterrupt):
 
 def build_parser() -> argparse.ArgumentParser:
     from gomoku_jax.cli import ArgumentParser, output_file  # JAX: not in the workers' imports
-    from gomoku_jax.config import seed_argument
+    from gomoku_jax.config import count_argument, seed_argument
 
     parser = ArgumentParser(
         prog="gomoku-jax records generate",
@@ -233,15 +239,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="stones in a row to win (default: the exported agent's, else 5)")
     parser.add_argument("--rule", choices=["freestyle", "standard"],
                         help="default: the exported agent's, else freestyle")
-    parser.add_argument("--games", type=int, default=100, help="games to play (default 100)")
+    parser.add_argument("--games", type=count_argument(1), default=100,
+                        help="games to play (default 100)")
     parser.add_argument("--black", default="gomokubot",
                         help="agent playing black (default gomokubot)")
     parser.add_argument("--white", default="gomokubot",
                         help="agent playing white (default gomokubot)")
-    parser.add_argument("--opening-stones", type=int, default=4,
+    parser.add_argument("--opening-stones", type=count_argument(0), default=4,
                         help="random stones near the centre before the agents play, at most "
                              "2(k-1) (default 4)")
-    parser.add_argument("--workers", type=int, default=max(1, min(os.cpu_count() or 1, 8)),
+    parser.add_argument("--workers", type=count_argument(1),
+                        default=max(1, min(os.cpu_count() or 1, 8)),
                         help="worker processes (default: the CPU count, at most 8)")
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     parser.add_argument("--out", type=output_file, required=True,
@@ -314,10 +322,6 @@ def _write(args, played) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ValueError as err:  # bad settings or files: one line, as `gomoku-jax records`
-        print(f"generate_records: error: {err}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:  # what was played is written and said already
-        sys.exit(130)
+    from experiments.common import run_script  # here: the workers import this module, not JAX
+
+    run_script(main)

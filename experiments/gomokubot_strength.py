@@ -22,10 +22,10 @@ import argparse
 import json
 import time
 
-from experiments.common import device_description, publish
+from experiments.common import device_description, publish, run_script
 from gomoku_jax import agents, arena
 from gomoku_jax.cli import nonempty_path
-from gomoku_jax.config import seed_argument
+from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
 
@@ -90,20 +90,18 @@ def run(games: int = 100, mcts_simulations: int = 2000, timing_games: int = 4, s
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--games", type=int, default=100)
-    parser.add_argument("--mcts-simulations", type=int, default=2000)
-    parser.add_argument("--timing-games", type=int, default=4)
+    parser.add_argument("--games", type=count_argument(1), default=100)
+    parser.add_argument("--mcts-simulations", type=count_argument(1), default=2000)
+    parser.add_argument("--timing-games", type=count_argument(1), default=4)
     parser.add_argument("--seed", type=seed_argument, default=0)
     parser.add_argument("--opponents", default="heuristic,pure-mcts",
                         help="comma-separated subset of heuristic,pure-mcts (quick checks)")
     parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
-    if args.timing_games < 1:  # else refused only after the 9x9 matches
-        parser.error(f"--timing-games must be a positive integer, got {args.timing_games}")
     report = run(args.games, args.mcts_simulations, args.timing_games, args.seed,
                  tuple(x.strip() for x in args.opponents.split(",") if x.strip()))
     return publish(report, json.dumps(report, indent=2), args.json)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -35,8 +35,9 @@ import os
 import time
 from pathlib import Path
 
-from experiments.common import device_description, publish
+from experiments.common import device_description, publish, run_script
 from gomoku_jax.cli import nonempty_path
+from gomoku_jax.config import count_argument, seed_argument
 
 __all__ = ["main", "run"]
 
@@ -90,7 +91,7 @@ def run(args) -> dict:
 
     records_dir = Path(args.records)
     if args.games and records_dir.resolve() == DATA.resolve() and args.depth != DATA_DEPTH:
-        raise SystemExit(
+        raise ValueError(
             f"--depth {args.depth}: the shipped dataset ({DATA}) holds games of "
             f"gomokubot-{DATA_DEPTH} only; give another --records folder for other games")
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
@@ -180,33 +181,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", default=str(DATA),
                    help="folder of records files (*.jsonl.gz), reused and topped up "
                         "(default: the dataset that comes with the repository)")
-    p.add_argument("--games", type=int, default=20_000,
+    p.add_argument("--games", type=count_argument(0), default=20_000,
                    help="games the folder must hold before training (0: use what is there)")
-    p.add_argument("--depth", type=int, default=DATA_DEPTH,
+    p.add_argument("--depth", type=count_argument(1), default=DATA_DEPTH,
                    help=f"GomokuBot depth for new games (the shipped dataset's: {DATA_DEPTH})")
-    p.add_argument("--opening-stones-data", type=int, default=4,
+    p.add_argument("--opening-stones-data", type=count_argument(0), default=4,
                    help="random opening stones of generated games")
-    p.add_argument("--chunk", type=int, default=200, help="games per generated file")
-    p.add_argument("--workers", type=int, default=1, help="generator processes")
+    p.add_argument("--chunk", type=count_argument(1), default=200,
+                   help="games per generated file")
+    p.add_argument("--workers", type=count_argument(1), default=1, help="generator processes")
     p.add_argument("--generate-only", action="store_true",
                    help="stop once the folder holds --games games (no training, no match)")
     p.add_argument("--config", type=nonempty_path, default=CONFIG, help="the imitation config")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override")
     p.add_argument("--workdir", default="runs/imitation_9x9/train", help="training workdir")
-    p.add_argument("--simulations", type=int, default=200, help="search simulations per move")
+    p.add_argument("--simulations", type=count_argument(1), default=200,
+                   help="search simulations per move")
     p.add_argument("--opponent", default="pure-mcts-2000", help="the opponent's agent name")
-    p.add_argument("--match-games", type=int, default=100, help="games of the match")
-    p.add_argument("--opening-stones", type=int, default=1, help="random opening stones")
-    p.add_argument("--seed", type=int, default=0, help="match seed")
+    p.add_argument("--match-games", type=count_argument(1), default=100,
+                   help="games of the match")
+    p.add_argument("--opening-stones", type=count_argument(0), default=1,
+                   help="random opening stones")
+    p.add_argument("--seed", type=seed_argument, default=0, help="match seed")
     p.add_argument("--json", type=nonempty_path, default=None, help="write the report here")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; a ValueError for settings that do not fit together (run as a
+    script: one line, status 2)."""
     run(build_parser().parse_args(argv))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

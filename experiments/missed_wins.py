@@ -32,9 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import device_description, publish
+from experiments.common import device_description, publish, run_script
 from gomoku_jax import agents, arena, exported, tactics
 from gomoku_jax.cli import ArgumentParser, nonempty_path
+from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku, State
 
 __all__ = ["analyse", "forcing_moves", "main", "run"]
@@ -132,10 +133,10 @@ def report_text(report: dict) -> str:
 def main(argv=None) -> dict:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", required=True, help="an exported agent (.gjx)")
-    parser.add_argument("--games", type=int, default=40)
-    parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--opening-stones", type=int, default=1)
-    parser.add_argument("--simulations", type=int, default=None,
+    parser.add_argument("--games", type=count_argument(1), default=40)
+    parser.add_argument("--seed", type=seed_argument, default=11)
+    parser.add_argument("--opening-stones", type=count_argument(0), default=1)
+    parser.add_argument("--simulations", type=count_argument(1), default=None,
                         help="play-time simulations (default: the file's)")
     parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
@@ -144,4 +145,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

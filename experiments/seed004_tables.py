@@ -25,9 +25,10 @@ import json
 import time
 
 from algorithms.classical import LinearTDLearner, TabularValueLearner
-from experiments.common import device_description, publish
+from experiments.common import device_description, publish, run_script
 from gomoku_jax import agents, arena
 from gomoku_jax.cli import nonempty_path
+from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
 
@@ -103,9 +104,9 @@ def format_report(report: dict) -> str:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--games-3x3", type=int, default=100)
-    parser.add_argument("--games-big", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--games-3x3", type=count_argument(1), default=100)
+    parser.add_argument("--games-big", type=count_argument(1), default=10)
+    parser.add_argument("--seed", type=seed_argument, default=0)
     parser.add_argument("--json", type=nonempty_path, default=None)
     args = parser.parse_args(argv)
     report = run(args.games_3x3, args.games_big, args.seed)
@@ -113,4 +114,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -468,16 +468,6 @@ def output_file(text: str) -> Path:
     return path
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
 _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+")
 
 
@@ -520,6 +510,8 @@ class ArgumentParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from gomoku_jax import config as config_lib
 
+    count = config_lib.count_argument  # integer options with bounds: games, ports...
+
     parser = ArgumentParser(
         prog="gomoku-jax",
         description="A JAX-native research framework for Gomoku and other k-in-a-row games.",
@@ -553,9 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--k", type=int, default=None,
                       help="stones in a row to win (config, else an exported agent's game, else 5)")
     tour.add_argument("--rule", default=None, choices=["freestyle", "standard"])
-    tour.add_argument("--games-per-pair", type=_positive_int, default=None,
+    tour.add_argument("--games-per-pair", type=count(1), default=None,
                       help="games each pair plays, colours alternating (config or 20)")
-    tour.add_argument("--opening-stones", type=int, default=None,
+    tour.add_argument("--opening-stones", type=count(0), default=None,
                       help="random stones near the centre before each pair of games (config or 0)")
     tour.add_argument("--seed", type=config_lib.seed_argument, default=None,
                       help="random seed (config or 0)")
@@ -579,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--rule", default=None, choices=["freestyle", "standard"])
     play.add_argument("--host", default="127.0.0.1",
                       help="address to bind, IPv4 or IPv6 (default 127.0.0.1: this machine only)")
-    play.add_argument("--port", type=int, default=8000,
+    play.add_argument("--port", type=count(0, 65535), default=8000,
                       help="port (default 8000; 0 = a free port, printed on start)")
     play.add_argument("--seed", type=config_lib.seed_argument, default=0,
                       help="random seed for the agent (default 0)")
@@ -603,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the config's tiny smoke variant (after any --variant)")
     train.add_argument("--workdir", type=nonempty_path, required=True,
                        help="folder for checkpoints, logs, reports and exported params")
-    train.add_argument("--iterations", type=_positive_int, default=None,
+    train.add_argument("--iterations", type=count(1), default=None,
                        help="stop after this many iterations (the schedule still follows "
                             "the config)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -614,9 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                        help="with --distributed: process 0's address, the same for every "
                             "process (or JAX_COORDINATOR_ADDRESS)")
-    train.add_argument("--num-processes", type=_positive_int, default=None,
+    train.add_argument("--num-processes", type=count(1), default=None,
                        help="with --distributed: how many processes run the command")
-    train.add_argument("--process-id", type=int, default=None,
+    train.add_argument("--process-id", type=count(0), default=None,
                        help="with --distributed: this process's number, 0 to N-1")
     export = sub.add_parser("export", help="write a training run's agent to one params file")
     export.add_argument("--workdir", type=nonempty_path, required=True,

@@ -182,7 +182,7 @@ def check_int(owner: str, name: str, value, minimum: int | None = 1,
         else:
             bound = "" if minimum is None else f" >= {minimum}"
         none = " or None" if allow_none else ""
-        raise ValueError(f"{label} must be an integer{bound}{none}, got {value!r}")
+        raise ValueError(f"{label} must be an integer{bound}{none}, got {_brief_repr(value)}")
     return int(value)
 
 
@@ -206,6 +206,8 @@ def plain_scalars(value):
         # float32 (JAX's default) at the shortest decimal that reads back as the same
         # float32: np.float32(0.001) is 0.001, not 0.0010000000474974513
         return float(np.format_float_positional(value, unique=True))  # not print options
+    if _extension_float(value):  # bfloat16 and the other floats of ml_dtypes, likewise
+        return _shortest_float(value)
     if isinstance(value, np.generic):
         return value.item()
     if type(value) in (tuple, list):
@@ -217,6 +219,53 @@ def plain_scalars(value):
     return value
 
 
+def _extension_float(value) -> bool:
+    """Whether ``value`` is a scalar of a float type that NumPy does not count among its
+    own (``np.floating``): bfloat16, float8_e4m3fn... of ml_dtypes (JAX's)."""
+    if isinstance(value, np.number) or not isinstance(value, np.generic) or (
+            "ml_dtypes" not in sys.modules):  # none of its scalars exists before its import
+        return False
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(value.dtype)
+    except ValueError:  # an integer type of ml_dtypes (int4...), or no ml_dtypes type
+        return False
+    return True
+
+
+def _shortest_float(value) -> float:
+    """The float of the shortest decimal that converts back to ``value``, a scalar of a
+    float type of a few bits (`_extension_float`): bfloat16(0.001) is 0.001, not
+    0.00099945068359375. NumPy's shortest printing (``format_float_positional``) knows
+    only its own float types. Of the two decimals of as many significant digits around
+    the value, the nearer one that converts back is kept (a tie: the even last digit, as
+    NumPy prints); it must convert back both from the Python float and through float32,
+    as JAX may convert it."""
+    import decimal
+
+    kind = type(value)
+    exact = float(value)
+    if not math.isfinite(exact) or exact == 0:
+        return exact
+
+    def same(number: float) -> bool:
+        with np.errstate(over="ignore"):  # a decimal beyond the type's largest value
+            return kind(number) == value and kind(np.float32(number)) == value
+
+    known = decimal.Decimal(exact)  # every float of a few bits, exactly
+    for digits in range(1, 18):  # 17 significant digits give any double back
+        step = decimal.Decimal(1).scaleb(known.adjusted() - digits + 1)
+        even = known.quantize(step, decimal.ROUND_HALF_EVEN)
+        fits = sorted((abs(d - known), d != even, float(d))
+                      for d in {known.quantize(step, decimal.ROUND_FLOOR),
+                                known.quantize(step, decimal.ROUND_CEILING)}
+                      if same(float(d)))
+        if fits:
+            return fits[0][2]
+    return exact
+
+
 def check_count(name: str, value, minimum: int = 1) -> int:
     """``value`` as an int when it is a Python or NumPy integer (not a bool) of at least
     ``minimum`` (1 or 0), else a ValueError naming ``name``: a count given to a function
@@ -225,7 +274,7 @@ def check_count(name: str, value, minimum: int = 1) -> int:
             value >= minimum):
         return int(value)
     what = "a positive" if minimum == 1 else "a non-negative"
-    raise ValueError(f"{name} must be {what} integer, got {value!r}")
+    raise ValueError(f"{name} must be {what} integer, got {_brief_repr(value)}")
 
 
 def check_seed(owner: str, name: str, value) -> int:
@@ -233,18 +282,32 @@ def check_seed(owner: str, name: str, value) -> int:
     return check_int(owner, name, value, 0, SEED_MAX)
 
 
-def seed_argument(text: str) -> int:
-    """An argparse ``type`` for ``--seed``: an integer from 0 to `SEED_MAX`."""
+def count_argument(minimum: int = 1, maximum: int | None = None):
+    """An argparse ``type`` for an integer option with bounds (games, iterations,
+    simulations, a batch, opening stones, a port...): the option's text read as ``int``
+    reads it, refused unless it is from ``minimum`` to ``maximum`` (no upper bound when
+    None) with an ``ArgumentTypeError`` that argparse prints after the option's name
+    (``argument --games: must be an integer >= 1, got '0'``)."""
     import argparse
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {SEED_MAX}, "
-                                         f"got {text!r}")
-    return value
+    bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer, or one of more digits than int reads
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be an integer {bound}, "
+                                             f"got {clip(repr(text))}")
+        return value
+
+    return count
+
+
+def seed_argument(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: an integer from 0 to `SEED_MAX`."""
+    return count_argument(0, SEED_MAX)(text)
 
 
 def check_number(owner: str, name: str, value, low: float, high: float,
@@ -252,12 +315,15 @@ def check_number(owner: str, name: str, value, low: float, high: float,
     """``value`` as a float when it is a finite Python or NumPy number (not a bool) in
     ``[low, high]`` (``(low, high]`` with ``low_open``), else a ValueError naming
     ``owner.name``. A config's ``__post_init__`` checks its fields with it."""
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-          and math.isfinite(value) and (value > low if low_open else value >= low)
-          and value <= high)
+    number = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
+                                                                np.floating))
+    # an int is finite (math.isfinite cannot take one of more digits than a float holds)
+    finite = number and (isinstance(value, (int, np.integer)) or math.isfinite(value))
+    ok = finite and (value > low if low_open else value >= low) and value <= high
     if not ok:
         bound = "(" if low_open else "["
-        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], got {value!r}")
+        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], "
+                         f"got {_brief_repr(value)}")
     return float(value)
 
 
@@ -517,6 +583,17 @@ def clip(text: str, width: int = 40) -> str:
     """``text`` cut to ``width`` characters (the last three ``...``), for an error
     message that quotes what it was given."""
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _brief_repr(value, width: int = 60) -> str:
+    """``repr(value)`` cut to ``width`` characters, for an error message that quotes a
+    value it refuses (a long list is not echoed whole; an int too long for ``repr`` or a
+    list nested too deeply is named by its type)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return clip(text, width)
 
 
 def brief_json(value, width: int = 60) -> str:

@@ -70,8 +70,8 @@ def _slug(value: Any) -> str:
 def _plain(value: Any) -> Any:
     """``value`` with NumPy and JAX scalars and arrays (``np.logspace(...)``'s items) as
     Python numbers and lists, in lists and dicts too, as a config and a folder name read
-    them; a float32 as the shortest decimal that is the same float32 (see
-    `config.plain_fields`)."""
+    them; a float32 (a bfloat16...) as the shortest decimal that is the same float32
+    (bfloat16...; see `config.plain_scalars`)."""
     if isinstance(value, (np.ndarray, jax.Array)):
         value = np.asarray(value)
         return [_plain(item) for item in value] if value.ndim else _plain(value[()])

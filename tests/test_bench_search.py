@@ -182,5 +182,5 @@ def test_gomokubot_strength_refuses_no_timing_games_before_the_matches(games, mo
     with pytest.raises(SystemExit) as exit_info:
         gomokubot_strength.main(["--timing-games", games])
     assert exit_info.value.code == 2
-    assert (f"--timing-games must be a positive integer, got {games}"
+    assert (f"argument --timing-games: must be an integer >= 1, got {games!r}"
             in capsys.readouterr().err)

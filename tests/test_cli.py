@@ -140,7 +140,8 @@ def test_bench_game_wants_a_finite_time_for_the_reference(seconds, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "game", "--quick", "--numpy-seconds", seconds])
     assert exit_.value.code == 2
-    assert "--numpy-seconds a finite number above 0" in capsys.readouterr().err
+    assert f"--numpy-seconds must be a finite number above 0, got {float(seconds)}" in (
+        capsys.readouterr().err)
 
 
 def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
@@ -165,7 +166,7 @@ def test_bench_refuses_bad_options(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "game", "--repeats", "0"])
     assert exit_.value.code == 2
-    assert "--repeats and --batches must be positive" in capsys.readouterr().err
+    assert "argument --repeats: must be an integer >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_tournament_from_config_writes_reports(tmp_path, capsys):
@@ -261,7 +262,126 @@ def test_tournament_refuses_a_games_per_pair_below_one(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["tournament", "--agents", "random", "heuristic", "--games-per-pair", "0"])
     assert exit_.value.code == 2
-    assert "--games-per-pair: must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert "--games-per-pair: must be an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+COUNT_OPTIONS = [  # (command line, the error after "error: ")
+    (["records", "generate", "--games", "0"], "argument --games: must be an integer >= 1, got '0'"),
+    (["records", "generate", "--workers", "x"], "argument --workers: must be an integer >= 1, "
+                                                 "got 'x'"),
+    (["records", "generate", "--opening-stones", "-1"], "argument --opening-stones: must be an "
+                                                        "integer >= 0, got '-1'"),
+    (["tournament", "--opening-stones", "-2"], "argument --opening-stones: must be an integer "
+                                               ">= 0, got '-2'"),
+    (["play", "--port", "65536"], "argument --port: must be an integer from 0 to 65535, "
+                                  "got '65536'"),
+    (["train", "--config", "c.json", "--workdir", "w", "--iterations", "1.5"],
+     "argument --iterations: must be an integer >= 1, got '1.5'"),
+    (["train", "--config", "c.json", "--workdir", "w", "--process-id", "-1"],
+     "argument --process-id: must be an integer >= 0, got '-1'"),
+    (["bench", "game", "--batches", "8", "0"], "argument --batches: must be an integer >= 1, "
+                                               "got '0'"),
+    (["bench", "mcts", "--batch", "0"], "argument --batch: must be an integer >= 1, got '0'"),
+    (["bench", "search", "--size", "20"], "argument --size: must be an integer from 5 to 19, "
+                                          "got '20'"),
+    (["bench", "alphazero", "--sizes", "4"], "argument --sizes: must be an integer >= 5, "
+                                             "got '4'"),
+    (["bench", "alphazero", "--repeats", "0"], "argument --repeats: must be an integer >= 1, "
+                                               "got '0'"),
+    (["records", "generate", "--games", "9" * 5000],  # more digits than int reads; cut short
+     "argument --games: must be an integer >= 1, got '" + "9" * 36 + "..."),
+]
+
+
+@pytest.mark.parametrize("argv, message", COUNT_OPTIONS)
+def test_a_count_option_out_of_range_is_named_by_its_flag(argv, message, capsys):
+    """argparse names the option (not the Python parameter behind it) and quotes what
+    was given, cut short when long."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].endswith(f"error: {message}"), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("gomokubot_strength", ["--games", "0"], "argument --games: must be an integer >= 1"),
+    ("gomokubot_strength", ["--timing-games", "0"], "argument --timing-games: must be"),
+    ("missed_wins", ["--agent", "a.gjx", "--opening-stones", "-1"],
+     "argument --opening-stones: must be an integer >= 0"),
+    ("missed_wins", ["--agent", "a.gjx", "--seed", "-1"],
+     "argument --seed: must be an integer from 0 to 4294967295"),
+    ("seed004_tables", ["--games-big", "0"], "argument --games-big: must be an integer >= 1"),
+    ("figures", ["--games", "0"], "argument --games: must be an integer >= 1"),
+    ("imitation_strength", ["--chunk", "0"], "argument --chunk: must be an integer >= 1"),
+    ("imitation_strength", ["--games", "-1"], "argument --games: must be an integer >= 0"),
+    ("bench_search", ["--warmup", "-1"], "argument --warmup: must be an integer >= 0"),
+])
+def test_the_experiment_scripts_name_a_bad_count_option(script, argv, message, capsys):
+    import importlib
+
+    main = importlib.import_module(f"experiments.{script}").main
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_script_run_directly_ends_a_bad_setting_with_one_line(capsys, monkeypatch):
+    """`run_script`, every experiment script's ``__main__``: a ValueError or OSError is
+    one line and status 2 (as `gomoku-jax` itself), Ctrl-C status 130; a script's
+    report (not a status) exits 0."""
+    from experiments.common import run_script
+
+    monkeypatch.setattr("sys.argv", ["/x/experiments/gomokubot_strength.py"])
+
+    def raising(error):
+        def main():
+            raise error
+        return main
+
+    for error, code, text in (
+            (ValueError("opponents must be among heuristic, pure-mcts; got ['x']"), 2,
+             "gomokubot_strength: error: opponents must be among heuristic, pure-mcts; "
+             "got ['x']\n"),
+            (FileNotFoundError(2, "No such file or directory", "a.gjx"), 2,
+             "gomokubot_strength: error: [Errno 2] No such file or directory: 'a.gjx'\n"),
+            (KeyboardInterrupt(), 130, "\ngomokubot_strength: interrupted\n")):
+        with pytest.raises(SystemExit) as exit_:
+            run_script(raising(error))
+        assert exit_.value.code == code
+        assert capsys.readouterr().err == text
+    for returned, code in (({"report": 1}, 0), (0, 0), (1, 1)):
+        with pytest.raises(SystemExit) as exit_:
+            run_script(lambda: returned)
+        assert exit_.value.code == code
+
+
+def test_the_scripts_main_blocks_end_errors_with_one_line():
+    """Run directly, a script's ``__main__`` ends a ValueError raised past its parser
+    with one line and status 2, not a traceback (run_script in each)."""
+    import ast
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / "experiments").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        blocks = [node for node in tree.body if isinstance(node, ast.If)
+                  and "__main__" in ast.unparse(node.test)]
+        if path.name in ("__init__.py", "common.py"):
+            assert not blocks, path.name
+            continue
+        assert len(blocks) == 1 and "run_script(main)" in ast.unparse(blocks[0]), path.name
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.gomokubot_strength", "--opponents", "nobody",
+         "--games", "1"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "gomokubot_strength: error: opponents must be among heuristic, pure-mcts; "
+        "got ['nobody']"), proc.stderr[-2000:]
 
 
 def test_a_file_that_is_not_an_exported_agent_is_named_as_such(tmp_path, monkeypatch, capsys):
@@ -388,7 +508,7 @@ def test_train_refuses_a_workdir_that_is_a_file_and_bad_iterations(tmp_path, cap
     with pytest.raises(SystemExit) as exit_:
         cli.main(["train", "--config", config, "--workdir", str(tmp_path), "--iterations", "0"])
     assert exit_.value.code == 2
-    assert "must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert "argument --iterations: must be an integer >= 1, got '0'" in capsys.readouterr().err
     # past the schedule (the smoke variant's 3 iterations): it trained 3 and said nothing
     run = tmp_path / "run"
     assert cli.main(["train", "--config", config, "--smoke", "--workdir", str(run),
@@ -568,17 +688,27 @@ def test_record_generating_workers_import_the_plugins_too(plugin_dir, capsys):
     assert [g.black for g in games] == ["plugin-first"] * 2
 
 
-def test_a_record_worker_that_cannot_build_its_agents_says_so():
+def test_a_record_worker_that_cannot_build_its_agents_says_so(tmp_path, monkeypatch, capsys):
     # (a Pool whose initializer raises would start new workers for ever)
     from experiments import generate_records as gen
 
     try:
         gen._init_worker(dict(size=5, k=4, rule="freestyle", black="nobody", white="random"))
-        with pytest.raises(RuntimeError, match="a worker process could not build its game "
-                                               "and agents: ValueError: unknown agent 'nobody'"):
+        with pytest.raises(gen.WorkerError, match="a worker process could not build its game "
+                                                  "and agents: ValueError: unknown agent "
+                                                  "'nobody'") as error:
             gen._work((0, 0, 0))
     finally:
         gen._WORKER.clear()
+    assert isinstance(error.value, ValueError)  # a bad setting, said in one line:
+
+    def generate(*args, **kwargs):  # as the pool raises it again in the parent
+        raise error.value
+
+    monkeypatch.setattr(gen, "generate", generate)
+    assert cli.main(["records", "generate", "--games", "2", "--out",
+                     str(tmp_path / "g.jsonl")]) == 2
+    assert capsys.readouterr().err == f"gomoku-jax: error: {error.value}\n"
 
 
 def test_record_workers_import_the_modules_of_registered_agents(plugin_dir):

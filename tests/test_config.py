@@ -411,6 +411,62 @@ def test_a_float32_becomes_its_shortest_decimal_whatever_numpys_print_options():
         np.set_printoptions(**before)
 
 
+def test_a_bfloat16_becomes_the_shortest_decimal_that_is_the_same_bfloat16():
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    assert bf16(0.001).item() == 0.00099945068359375  # what .item() alone would give
+    for value, shortest in ((0.001, 0.001), (0.1, 0.1), (-0.002, -0.002), (3e-4, 3e-4),
+                            (123456.0, 123400.0), (1.0, 1.0)):
+        plain = cfglib.plain_scalars(bf16(value))
+        assert type(plain) is float and plain == shortest
+    assert cfglib.plain_scalars([bf16(0.001), {"lr": bf16(0.01)}]) == [0.001, {"lr": 0.01}]
+    # every finite bfloat16 converts back to itself, from the float and through float32
+    every = np.arange(2**16, dtype=np.uint16).view(bf16)
+    for value in every[np.isfinite(every.astype(np.float32))]:
+        plain = cfglib.plain_scalars(value)
+        assert bf16(plain) == value and bf16(np.float32(plain)) == value, value
+    nan, inf = (cfglib.plain_scalars(bf16(x)) for x in ("nan", "inf"))
+    assert np.isnan(nan) and inf == float("inf")
+    assert str(cfglib.plain_scalars(bf16(-0.0))) == "-0.0"
+    for kind in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):  # the other small floats
+        assert cfglib.plain_scalars(kind(0.3)) == 0.3
+        assert type(cfglib.plain_scalars(ml_dtypes.int4(3))) is int
+
+
+def test_the_shortest_decimal_of_a_small_float_is_numpys_for_every_float16():
+    """The search `plain_scalars` runs for bfloat16 (NumPy's printing does not know it)
+    gives, for every float16, the digits NumPy's shortest printing gives: the shortest
+    decimal that reads back, the nearest of those, a tie to the even digit."""
+    every = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    for value in every[np.isfinite(every)]:
+        assert cfglib._shortest_float(value) == float(
+            np.format_float_positional(value, unique=True)), value
+
+
+def test_a_refused_value_is_quoted_briefly():
+    import sys
+
+    deep: list = []
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = [deep]
+    checks = [lambda v: cfglib.check_int("Owner", "n", v),
+              lambda v: cfglib.check_count("n", v),
+              lambda v: cfglib.check_number("Owner", "x", v, 0.0, 1.0)]
+    for check in checks:
+        for bad in (list(range(100_000)), "x" * 100_000, deep):
+            with pytest.raises(ValueError, match=r"must be .*, got ") as error:
+                check(bad)
+            assert len(str(error.value)) < 150, str(error.value)[:200]
+        with pytest.raises(ValueError, match=r"got \[0, 1, 2, .*\.\.\.$"):
+            check(list(range(100)))
+    # an int too long for repr is named by its type, not by a ValueError of its own
+    with pytest.raises(ValueError, match=r"^Owner.n must be an integer from 1 to 9, got <int>$"):
+        cfglib.check_int("Owner", "n", 10**5000, 1, 9)
+    with pytest.raises(ValueError, match=r"^Owner.x must be in \[0.0, 1.0\], got <int>$"):
+        cfglib.check_number("Owner", "x", -10**5000, 0.0, 1.0)
+
+
 def test_numbers_a_config_cannot_write_are_refused():
     import fractions
 

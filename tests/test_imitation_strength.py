@@ -36,7 +36,7 @@ def test_generate_only_tops_the_folder_up_in_chunks_and_reuses_it(tmp_path, caps
 
 def test_the_shipped_dataset_takes_only_its_own_bot(tmp_path):
     """Other games would break the shipped folder's one-bot, one-seed-per-file layout."""
-    with pytest.raises(SystemExit, match="gomokubot-2 only"):
+    with pytest.raises(ValueError, match="gomokubot-2 only"):  # one line when run directly
         imitation_strength.main(["--depth", "3", "--generate-only", "--no-progress",
                                  "--workdir", str(tmp_path / "never")])
     assert imitation_strength.DATA.is_dir() and not (tmp_path / "never").exists()

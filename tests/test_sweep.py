@@ -237,13 +237,15 @@ def test_numpy_values_are_taken_as_python_values(tmp_path, fake_training):
     assert rows[0]["value"] is False
 
 
-def test_float32_values_keep_their_shortest_decimal(tmp_path, fake_training):
+def test_float32_and_bfloat16_values_keep_their_shortest_decimal(tmp_path, fake_training):
     import jax.numpy as jnp
     import numpy as np
 
-    for values in (np.logspace(-3, -2, 2, dtype=np.float32), jnp.array([0.001, 0.01])):
+    for values in (np.logspace(-3, -2, 2, dtype=np.float32), jnp.array([0.001, 0.01]),
+                   jnp.array([0.001, 0.01], dtype=jnp.bfloat16)):  # not 0.00099945068359375
         rows = sweep.sweep(CONFIG, "train.learning_rate", values, iterations=1,
-                           workdir=tmp_path / type(values).__name__, variant="smoke")
+                           workdir=tmp_path / f"{type(values).__name__}_{values.dtype}",
+                           variant="smoke")
         assert [r["value"] for r in rows] == [0.001, 0.01]  # not 0.0010000000474974513
         assert fake_training[-2:] == ["00_train.learning_rate=0.001",
                                       "01_train.learning_rate=0.01"]
