@@ -245,6 +245,7 @@ def _pbrain(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from gomoku_jax import config as config_lib
     from gomoku_jax import training
     from gomoku_jax.io import check_folder
 
@@ -253,6 +254,10 @@ def _train(args: argparse.Namespace) -> int:
     training.check_iterations(learner.config, args.iterations, "--iterations",
                               "--set train.iterations=N")
     print(f"training {args.config} in {args.workdir}")
+    if getattr(learner, "algorithm", "alphazero") == "alphazero" and "algorithm" not in (
+            config_lib.read_json(args.config)):  # a partial file starts a full default run
+        print(f'{args.config} names no "algorithm": it trains alphazero, the default, with '
+              "the defaults for every setting the file leaves out")
     if description:
         print(description)
     # a learner with its own driver (algorithms.pipeline: stages in subdirectories) runs itself

@@ -535,6 +535,26 @@ def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys)
     assert "are kept: run the same command to resume" in capsys.readouterr().err
 
 
+def test_a_config_file_without_an_algorithm_says_it_trains_the_default(tmp_path, monkeypatch,
+                                                                         capsys):
+    """A partial file (here only search settings) starts a whole default AlphaZero run:
+    the command says so before it starts; a file that names its algorithm is not told."""
+    from gomoku_jax import training
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "run", interrupted)
+    notice = 'names no "algorithm": it trains alphazero, the default, with the defaults'
+    for data, told in (({"search": {"num_simulations": 8}}, True),
+                       ({"algorithm": "alphazero", "search": {"num_simulations": 8}}, False)):
+        config = tmp_path / "partial.json"
+        config.write_text(json.dumps(data))
+        argv = ["train", "--config", str(config), "--workdir", str(tmp_path / "run")]
+        assert cli.main(argv) == 130
+        assert (notice in capsys.readouterr().out) is told
+
+
 def test_ctrl_c_while_compiling_exits_with_130(tmp_path, console):
     """The command itself (`cli.console`), interrupted about when XLA compiles its first
     programs on its own threads, exits with 130 and its message. (Tearing the interpreter
