@@ -464,7 +464,8 @@ class Learner(SearchPlayer, ShardedLearner):
     # ----------------------------------------------------------- evaluation function
 
     def init_variables(self, key) -> Any:
-        return networks.init_network(self.module, key, self.env.observation_shape)
+        return networks.init_network(self.module, key, self.env.observation_shape,
+                                     "policy-value")
 
     # ------------------------------------------------------------------- shardings
     def state_sharding(self) -> TrainState:

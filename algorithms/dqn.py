@@ -645,7 +645,7 @@ class Learner(ShardedLearner):
     def _init_impl(self, key) -> TrainState:
         cfg, env = self.config, self.env
         key, net_key, games_key = jax.random.split(key, 3)
-        variables = networks.init_network(self.module, net_key, env.observation_shape)
+        variables = networks.init_network(self.module, net_key, env.observation_shape, "q")
         size = env.size
         example = Transition(
             board=jnp.zeros((size, size), jnp.int8), player=jnp.int32(0),

@@ -455,7 +455,8 @@ class Learner(SearchPlayer, ShardedLearner):
 
     # --------------------------------------------------------------------- state
     def init_variables(self, key) -> Any:
-        return networks.init_network(self.module, key, self.env.observation_shape)
+        return networks.init_network(self.module, key, self.env.observation_shape,
+                                     "policy-value")
 
     def state_sharding(self) -> TrainState:
         shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))

@@ -274,7 +274,8 @@ class Pipeline(SearchPlayer):
 
     def init(self, key=None) -> PipelineState:
         key = jax.random.PRNGKey(self.config.seed) if key is None else key
-        variables = networks.init_network(self.module, key, self.env.observation_shape)
+        variables = networks.init_network(self.module, key, self.env.observation_shape,
+                                          "policy-value")
         return PipelineState(variables=jax.device_put(variables, self._rep),
                              iteration=jax.device_put(jnp.int32(0), self._rep))
 

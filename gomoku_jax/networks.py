@@ -772,17 +772,20 @@ def make_network(name_or_config: str | NetworkConfig, *, board_size: int, **kwar
 # --------------------------------------------------------------------------- utilities
 
 
-def init_network(module: nn.Module, key: jax.Array, observation_shape) -> dict[str, Any]:
+def init_network(module: nn.Module, key: jax.Array, observation_shape,
+                 kind: str | None = None) -> dict[str, Any]:
     """Variables of ``module`` for planes of ``observation_shape = (N, N, C)``.
 
     Returns a dict with ``params`` and, for networks with BatchNorm, ``batch_stats``.
+    ``kind`` (``"policy-value"`` or ``"q"``): what the caller will use the network as,
+    whose outputs `check_calls` checks; by default the kind the network is registered as.
     """
     shape = tuple(int(s) for s in observation_shape)
     n = getattr(module, "board_size", None)
     if len(shape) != 3 or (n is not None and shape[:2] != (n, n)):
         raise ValueError(f"observation_shape must be (N, N, C) with N = board_size = {n}, "
                          f"got {tuple(observation_shape)}")
-    check_calls(module, shape)
+    check_calls(module, shape, kind)
     return _jit_init(module, key, shape)
 
 
@@ -790,10 +793,13 @@ _HERE = str(Path(__file__).resolve().parent)
 
 
 @functools.lru_cache(maxsize=128)
-def check_calls(module: nn.Module, observation_shape: tuple[int, ...]) -> None:
+def check_calls(module: nn.Module, observation_shape: tuple[int, ...],
+                kind: str | None = None) -> None:
     """Raise ``ValueError`` unless ``module`` initialises, and runs both with
     ``train=False`` and as a training pass (`apply_train`), on planes of
-    ``observation_shape`` and returns what its kind asks (see the module docs).
+    ``observation_shape`` and returns what its kind asks (see the module docs): ``kind``,
+    else the kind its class is registered as (not checked for a class registered as
+    both kinds: learners pass the kind they use).
 
     Only shapes are traced (``jax.eval_shape``): nothing is computed. `init_network`
     calls it, so a network of one's own that cannot train (a ``__call__`` without
@@ -829,8 +835,15 @@ def check_calls(module: nn.Module, observation_shape: tuple[int, ...]) -> None:
                lambda v, x: module.apply(v, x, train=False)),
               ("a training pass (train=True)",
                lambda v, x: apply_train(module, *split_params(v), x)[0]))
+    if kind is not None and kind not in NETWORK_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, NETWORK_KINDS))}, "
+                         f"got {kind!r}")
+    # the kind asked for; else the one the class is registered as (none when registered
+    # as both: the caller must say)
     kinds = {k for c, k, _ in NETWORKS.values() if c is cls} or (
         {module.kind} if getattr(module, "kind", None) in NETWORK_KINDS else set())
+    if kind is not None:
+        kinds = {kind}
     cells = shape[0] * shape[1]
     for stage, call in passes:
         try:

@@ -580,6 +580,46 @@ def test_a_network_that_can_train_passes_the_check(registry):
         assert nets.check_calls(module, (5, 5, 3)) is None
 
 
+class _KindlessMLP(nn.Module):
+    """A policy-value network that does not say its kind (no ``kind`` attribute)."""
+
+    board_size: int
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        del train
+        h = nn.Dense(self.board_size ** 2 + 1)(x.reshape(x.shape[0], -1))
+        return h[:, :-1], jnp.tanh(h[:, -1])
+
+
+def test_a_class_registered_as_both_kinds_is_checked_as_the_kind_asked(registry):
+    """One class under two names of different kinds: the kind the learner asks for is
+    checked (a policy-value class used as a q network is refused before any step)."""
+    nets.register_network("tiny-pv", _KindlessMLP, "policy-value", "one layer")
+    nets.register_network("tiny-as-q", _KindlessMLP, "q", "the same class, by mistake")
+    module = nets.make_network("tiny-as-q", board_size=5)
+    assert nets.check_calls(module, (5, 5, 3), "policy-value") is None
+    with pytest.raises(ValueError, match=r"network _KindlessMLP is a q network and must return "
+                                         r"q \[B, N\*N\]: \(2, 25\) .* got \(\(2, 25\), \(2,\)\)"):
+        nets.init_network(module, jax.random.key(0), (5, 5, 3), "q")
+    with pytest.raises(ValueError, match=r"kind must be one of 'policy-value', 'q', got 'v'"):
+        nets.check_calls(module, (5, 5, 3), "v")
+
+
+def test_a_dqn_learner_refuses_a_policy_value_class_registered_as_q_too(registry):
+    from algorithms import dqn
+
+    nets.register_network("tiny-pv", _KindlessMLP, "policy-value", "one layer")
+    nets.register_network("tiny-as-q", _KindlessMLP, "q", "the same class, by mistake")
+    from gomoku_jax import config as cfglib
+
+    cfg, _ = cfglib.load_file(dqn.DQNConfig, "experiments/configs/dqn_9x9_cpu.json",
+                              variants=["smoke"],
+                              overrides={"network": {"name": "tiny-as-q", "options": {}}})
+    with pytest.raises(ValueError, match=r"is a q network and must return q"):
+        dqn.make_learner(cfg).init()
+
+
 class _PlainTupleOption(_TinyMLP):
     widths: tuple = (8,)  # a bare tuple hint: its items are not typed
 
