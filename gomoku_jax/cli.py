@@ -413,15 +413,25 @@ def _load_plugins(modules: list[str]) -> None:
 
 
 def _raised_at(error: BaseException) -> str:
-    """`` at FILE:LINE`` of the innermost frame of ``error``'s traceback outside the
-    import machinery (where a plugin raised), or ``""``."""
+    """`` at FILE:LINE`` of the plugin's own line that raised ``error``: the innermost
+    frame of its traceback outside the import machinery, this framework and installed
+    packages (a plugin's ``register_network`` refused in `networks` is named at the
+    plugin's call), else the innermost outside the import machinery; or ``""``."""
     import importlib
+    import os
     import traceback
+
+    import algorithms
 
     machinery = (__file__, importlib.__file__)
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if not f.filename.startswith("<frozen") and f.filename not in machinery]
-    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    ours = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__],
+                                                               algorithms))
+    own = [f for f in frames if not f.filename.startswith(ours)
+           and "site-packages" not in Path(f.filename).parts]
+    at = (own or frames)[-1:]
+    return f" at {at[0].filename}:{at[0].lineno}" if at else ""
 
 
 def _check_not_shadowed(name: str, module) -> None:

@@ -654,16 +654,29 @@ def test_a_plugin_makes_its_network_and_agent_known_to_the_command_line(plugin_d
 
 
 def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsys):
-    for module, text in (("gjx_no_such_plugin", "cannot import it (ModuleNotFoundError: No "
-                                                "module named 'gjx_no_such_plugin')"),
-                         ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here at "
-                                               f"{plugin_dir / 'gjx_broken_plugin.py'}:1)"),
-                         ("gjx_test_plugin.py", "give a module name (e.g. gjx_test_plugin")):
+    # refused inside the framework (a name taken): the plugin's own line is named
+    (plugin_dir / "gjx_taken_plugin.py").write_text(
+        "from gomoku_jax import networks\n"
+        "networks.register_network('resnet', networks.NETWORKS['resnet-q'][0], 'q', 'taken')\n")
+    taken = plugin_dir / "gjx_taken_plugin.py"
+    for module, text in (
+            ("gjx_no_such_plugin", "cannot import it (ModuleNotFoundError: No module named "
+                                   "'gjx_no_such_plugin')"),
+            ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here at "
+                                  f"{plugin_dir / 'gjx_broken_plugin.py'}:1)"),
+            ("gjx_taken_plugin", "cannot import it (ValueError: register_network: network "
+                                 "'resnet' is already registered"),
+            ("gjx_test_plugin.py", "give a module name (e.g. gjx_test_plugin")):
         assert cli.main(["--plugin", module, "random-game", "--size", "5"]) == 2
         out, err = capsys.readouterr()
         assert err.startswith(f"gomoku-jax: error: --plugin {module}: {text}")
         assert err.count("\n") == 1 and "Traceback" not in err
         assert out == ""  # the command did not run
+        if module == "gjx_taken_plugin":
+            assert err.endswith(f" at {taken}:2)\n"), err
+    import sys
+
+    sys.modules.pop("gjx_taken_plugin", None)
 
 
 def test_a_plugin_shadowed_by_an_installed_module_is_warned_about(plugin_dir, capsys):
