@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import ops, tactics
-from gomoku_jax.config import check_int, check_number, clip
+from gomoku_jax.config import check_int, check_number, clip, same_definition
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -357,7 +357,9 @@ def register_agent(name_or_prefix: str, factory: AgentFactory, *,
     and raises ValueError for a name it does not accept. Names are letters, digits,
     ``_``, ``.`` and ``-`` (no ``@``, ``+`` or ``/``), and not ``.gjx`` files. A name
     taken (by a built-in agent, or registered before) is refused unless ``replace=True``;
-    a registered agent then comes first. Every refusal is a ``ValueError``.
+    a registered agent then comes first. A name registered before by the same definition
+    (`config.same_definition`: a notebook cell or a reloaded plugin run again) is
+    replaced without it. Every refusal is a ``ValueError``.
     """
     key = name_or_prefix
     if not isinstance(key, str) or not _AGENT_NAME.match(key) or key.endswith(".gjx"):
@@ -369,7 +371,7 @@ def register_agent(name_or_prefix: str, factory: AgentFactory, *,
                          f"factory(spec, env) -> Agent, got {factory!r}")
     if not isinstance(replace, bool):
         raise ValueError(f"register_agent: replace must be a bool, got {replace!r}")
-    if not replace:
+    if not replace and not (key in AGENTS and same_definition(AGENTS[key], factory)):
         if key in AGENTS:
             raise ValueError(f"register_agent: {key!r} is already registered; pass "
                              "replace=True to replace it")

@@ -579,6 +579,18 @@ def _check_without_variants(cls, path, itself: dict, overrides: Mapping[str, Any
                           "without them would fail)") from None
 
 
+def same_definition(old, new) -> bool:
+    """Whether ``new`` is ``old`` or the same definition made again: a class or function
+    of the same module and qualified name, as when a notebook cell or a reloaded plugin
+    registers it once more. The registries (`networks.register_network`,
+    `agents.register_agent`) take such a registration again without ``replace=True``."""
+    if old is new:
+        return True
+    names = [(getattr(f, "__module__", None), getattr(f, "__qualname__", None))
+             for f in (old, new)]
+    return None not in names[0] and names[0] == names[1]
+
+
 def clip(text: str, width: int = 40) -> str:
     """``text`` cut to ``width`` characters (the last three ``...``), for an error
     message that quotes what it was given."""

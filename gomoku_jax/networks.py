@@ -89,6 +89,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax.core.frozen_dict import FrozenDict
 
+from gomoku_jax.config import same_definition
+
 __all__ = [
     "ConvNet",
     "DuelingNet",
@@ -568,15 +570,19 @@ def register_network(name: str, cls: type[nn.Module], kind: str, description: st
     type hints (``int``, ``float``, ``bool``, ``str``, tuples of them, ``X | None``;
     ``dtype: Any`` for a compute dtype) and defaults, are the network's options.
     ``kind``: one of `NETWORK_KINDS`, what it returns (see the module docs); a ``kind``
-    class attribute, where ``cls`` has one, must agree. ``description``: one line for listings. A name already taken (built-in
-    or not) is refused unless ``replace=True``. Every refusal is a ``ValueError``.
+    class attribute, where ``cls`` has one, must agree. ``description``: one line for
+    listings. A name already taken (built-in or not) is refused unless ``replace=True``,
+    or unless it is taken by the same definition of the same kind
+    (`config.same_definition`: a notebook cell or a reloaded plugin run again), which is
+    replaced. Every refusal is a ``ValueError``.
     """
     if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
         raise ValueError(f"register_network: name must be a non-empty string without "
                          f"spaces, got {name!r}")
     if not isinstance(replace, bool):
         raise ValueError(f"register_network: replace must be a bool, got {replace!r}")
-    if name in NETWORKS and not replace:
+    if name in NETWORKS and not replace and not (
+            NETWORKS[name][1] == kind and same_definition(NETWORKS[name][0], cls)):
         raise ValueError(f"register_network: network {name!r} is already registered (as "
                          f"{NETWORKS[name][0].__name__}); pass replace=True to replace it")
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):

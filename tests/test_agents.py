@@ -357,6 +357,33 @@ def test_register_agent_checks_names_and_factories(agent_registry):
         agents.make("bad", ENV)
 
 
+def _factory_made_again():
+    """The same factory definition run again: another function of the same module and
+    qualified name."""
+    def factory(spec, env):
+        return _NthEmpty(spec, 3)
+
+    return factory
+
+
+def test_the_same_factory_registers_again_without_replace(agent_registry):
+    """A notebook cell or a reloaded plugin may register its agents again; another
+    factory under a taken name still needs replace=True."""
+    agents.register_agent("nth-empty-", _nth_empty)
+    agents.register_agent("nth-empty-", _nth_empty)
+    first, second = _factory_made_again(), _factory_made_again()
+    agents.register_agent("third-empty", first)
+    agents.register_agent("third-empty", second)
+    assert agent_registry["third-empty"] is second
+    with pytest.raises(ValueError, match="'third-empty' is already registered"):
+        agents.register_agent("third-empty", _nth_empty)
+    agents.register_agent("random", first, replace=True)  # shadowing a built-in, run again
+    agents.register_agent("random", second)
+    assert agents.make("random", ENV).n == 3
+    with pytest.raises(ValueError, match="clashes with the built-in agents"):
+        agents.register_agent("heuristic", second)
+
+
 def test_a_registered_agent_plays_by_name_with_killer_and_in_a_match(agent_registry):
     from gomoku_jax import arena, training
 

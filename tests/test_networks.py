@@ -444,7 +444,7 @@ def test_register_network_checks_every_argument(registry):
         (("", _TinyMLP, "policy-value", "d"), "non-empty string without spaces"),
         (("tiny mlp", _TinyMLP, "policy-value", "d"), "non-empty string without spaces"),
         ((3, _TinyMLP, "policy-value", "d"), "non-empty string"),
-        (("tiny-mlp", _TinyMLP, "policy-value", "d"), "'tiny-mlp' is already registered"),
+        (("tiny-mlp", _KindlessMLP, "policy-value", "d"), "'tiny-mlp' is already registered"),
         (("resnet", _TinyMLP, "policy-value", "d"), "'resnet' is already registered"),
         (("x", int, "policy-value", "d"), "flax.linen.Module subclass"),
         (("x", _TinyMLP(board_size=5), "policy-value", "d"), "flax.linen.Module subclass"),
@@ -463,6 +463,31 @@ def test_register_network_checks_every_argument(registry):
     assert registry["tiny-mlp"][2] == "wider"
     nets.register_network("cnn", _TinyMLP, "policy-value", "mine", replace=True)
     assert type(nets.make_network("cnn", board_size=N)) is _TinyMLP
+
+
+def _made_again():
+    """The same class definition run again (a notebook cell, a reloaded plugin): another
+    class object of the same module and qualified name."""
+    class Again(_KindlessMLP):
+        pass
+
+    return Again
+
+
+def test_the_same_definition_registers_again_without_replace(registry):
+    nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "one hidden layer")
+    nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "described anew")
+    assert registry["tiny-mlp"] == (_TinyMLP, "policy-value", "described anew")
+    first, second = _made_again(), _made_again()
+    assert first is not second
+    nets.register_network("again", first, "policy-value", "d")
+    nets.register_network("again", second, "policy-value", "d")
+    assert registry["again"][0] is second
+    with pytest.raises(ValueError, match="'again' is already registered"):  # another kind
+        nets.register_network("again", second, "q", "d")
+    nets.register_network("resnet", nets.ResNet, "policy-value", "the built-in itself")
+    with pytest.raises(ValueError, match="'resnet' is already registered"):
+        nets.register_network("resnet", second, "policy-value", "d")
 
 
 def test_a_registered_network_builds_exports_and_loads(registry, tmp_path):
