@@ -92,11 +92,24 @@ def _metrics_rows(path: pathlib.Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def _seconds(rows: list[dict]) -> list[float]:
+    """The ``seconds`` of each iteration logged in metrics.csv ``rows``."""
+    return [float(row["seconds"]) for row in rows if row.get("seconds") not in ("", None)]
+
+
 def _train_seconds(rows: list[dict]) -> float | None:
     """The run's training time: the sum of its iterations' ``seconds`` in metrics.csv
-    (the same whether the run trained now, resumed or is read back); None without any."""
-    seconds = [float(row["seconds"]) for row in rows if row.get("seconds") not in ("", None)]
+    (the same whether the run trained now, resumed or is read back); None without any.
+    It holds the compilation of the programs the run was the first to need."""
+    seconds = _seconds(rows)
     return round(sum(seconds), 2) if seconds else None
+
+
+def _iteration_seconds(rows: list[dict]) -> float | None:
+    """The run's median iteration time: unlike `_train_seconds`, comparable between the
+    runs of a sweep, whose first run alone pays for compiling the programs they share."""
+    seconds = _seconds(rows)
+    return round(float(np.median(seconds)), 3) if seconds else None
 
 
 def _last_metrics(rows: list[dict]) -> dict:
@@ -189,7 +202,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       tensorboard: also write TensorBoard events per run.
 
     Returns:
-      ``[{"key", "value", "run", "iterations", "stopped_because", "train_seconds", <key>: value,
+      ``[{"key", "value", "run", "iterations", "stopped_because", "train_seconds",
+      "iteration_seconds", <key>: value,
       <every column of the run's last metrics.csv line but iteration and eval_*>,
       "eval_<opponent>": final score, ...}, ...]`` in ``values`` order.
     """
@@ -265,7 +279,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                "iterations": diverged["iteration"] if diverged else report["iterations"],
                "stopped_because": (f"diverged: {diverged['reason']}" if diverged else
                                    report.get("stopped_because")),
-               "train_seconds": _train_seconds(logged), key: value}
+               "train_seconds": _train_seconds(logged),
+               "iteration_seconds": _iteration_seconds(logged), key: value}
         row.update({name: cell for name, cell in _last_metrics(logged).items()
                     if name not in row})
         for name, result in ({} if diverged else report.get("evaluation", {})).items():
@@ -350,7 +365,8 @@ def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
     key = rows[0]["key"]
     if columns is None:
         present, evals = _names(rows)
-        columns = [c for c in ("iterations", "train_seconds", *_METRICS, *evals,
+        columns = [c for c in ("iterations", "train_seconds", "iteration_seconds", *_METRICS,
+                               *evals,
                                "ladder_cleared") if c in present]
     elif isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence) or not all(
             isinstance(c, str) for c in columns):
