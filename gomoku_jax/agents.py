@@ -309,9 +309,12 @@ def check_env(agent: Agent, env: Gomoku) -> None:
     built = getattr(agent, "env", None)
     if isinstance(built, Gomoku) and (built.size, built.k, built.rule) != (
             env.size, env.k, env.rule):
+        trained = getattr(agent, "params", None) is not None
+        advice = ("its network was trained for that game alone: play it there, or train "
+                  "one for this game" if trained else
+                  "build it for this game (e.g. agents.make(name, env))")
         raise ValueError(f"agent {agent.name!r} was built for {_game_words(built)}, not "
-                         f"{_game_words(env)}: build it for this game (e.g. "
-                         "agents.make(name, env))")
+                         f"{_game_words(env)}: {advice}")
 
 
 AgentFactory = Callable[[str, Gomoku], Agent]

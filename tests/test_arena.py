@@ -68,6 +68,16 @@ def test_an_agent_built_for_another_game_is_refused_before_a_move():
             arena.play_match(ENV, random, built, 2)
         with pytest.raises(ValueError, match="was built for"):
             agents.with_killer(built, ENV)
+        assert "build it for this game (e.g. agents.make(name, env))" in str(
+            pytest.raises(ValueError, agents.check_env, built, ENV).value)
+    # an agent with a trained network cannot be built again for another game
+    trained = agents.JaxAgent("net.gjx", lambda params, key, state: jnp.int32(0),
+                              params={"w": jnp.zeros(3)}, env=other)
+    with pytest.raises(ValueError, match=r"'net.gjx' was built for 5x5 4 in a row \(freestyle\)"
+                                         r", not 7x7 4 in a row \(freestyle\): its network was "
+                                         r"trained for that game alone: play it there, or "
+                                         r"train one for this game"):
+        arena.play_match(ENV, random, trained, 2)
     assert arena.play_match(ENV, random, agents.make("heuristic", ENV), 2).score("random")[
         "games"] == 2
     # a round robin refuses it before its first match, not when its own turn comes
