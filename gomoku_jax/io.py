@@ -12,7 +12,9 @@ Checkpoints
 -----------
 Layout of ``directory``::
 
-    config.json          the run's config (JSON), written by the first save
+    config.json          the run's config (JSON), written by the first save (and
+                         by a save or `Checkpointer.store_config` after settings that
+                         may change did: see ``may_change``)
     <step>/              one finished checkpoint per step (orbax); the newest
                          ``max_to_keep`` are kept
     <step>.orbax-checkpoint-tmp-<t>/
@@ -254,36 +256,72 @@ def _json_equal(a, b) -> bool:
     return a == b
 
 
-def _config_diff(stored, given, prefix: str = "") -> list[str]:
-    """Lines ``path: stored X, given Y`` for every differing key (dotted paths)."""
-    lines = []
+_MISSING = object()  # a key one side of a config comparison lacks
+
+
+def _config_changes(stored, given, prefix: str = "") -> list[tuple]:
+    """``(path, stored value, given value)`` for every differing key (dotted paths), in
+    key order; a key one side lacks has `_MISSING` there."""
+    out = []
     for key in sorted(set(stored) | set(given)):
         path = f"{prefix}{key}"
-        if key not in stored:
-            lines.append(f"{path}: missing in the stored config, given {_json(given[key])}")
-        elif key not in given:
-            lines.append(f"{path}: stored {_json(stored[key])}, missing in the given config")
-        elif isinstance(stored[key], dict) and isinstance(given[key], dict):
-            lines.extend(_config_diff(stored[key], given[key], path + "."))
-        elif not _json_equal(stored[key], given[key]):
-            lines.append(f"{path}: stored {_json(stored[key])}, given {_json(given[key])}")
-    return lines
+        a, b = stored.get(key, _MISSING), given.get(key, _MISSING)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(_config_changes(a, b, path + "."))
+        elif a is _MISSING or b is _MISSING or not _json_equal(a, b):
+            out.append((path, a, b))
+    return out
 
 
-def config_differences(stored: Mapping, given: Mapping,
-                       upgrade: Callable[[dict], dict] | None = None) -> list[str]:
-    """Lines ``key.path: stored X, given Y`` for every setting in which a stored config
-    (read back from JSON) differs from ``given``; empty when they agree. ``upgrade`` maps
-    the stored config to today's form first (settings added since it was written take
-    their defaults); when it raises ``ValueError``/``TypeError`` the stored config is
-    compared as it is, so the lines name what differs."""
+def _change_line(path: str, a, b, note: str | None = None) -> str:
+    if a is _MISSING:
+        line = f"{path}: missing in the stored config, given {_json(b)}"
+    elif b is _MISSING:
+        line = f"{path}: stored {_json(a)}, missing in the given config"
+    else:
+        line = f"{path}: stored {_json(a)}, given {_json(b)}"
+    return f"{line} ({note})" if note else line
+
+
+# ``may_change(path, stored value, given value)``: True when the setting at the dotted
+# ``path`` may differ from the stored config; False, or a note saying why not (added to
+# its line of the refusal), when it may not. Never asked about a setting one side lacks.
+_MayChange = Callable[[str, object, object], bool | str]
+
+
+def _split_changes(stored: Mapping, given: Mapping, upgrade, may_change
+                   ) -> tuple[list[tuple[str, object, object]], list[str]]:
+    """``(allowed, refused)``: the changes from ``stored`` to ``given`` that
+    ``may_change`` allows, ``(path, stored value, given value)`` each, and a line for
+    each of the others (all of them without ``may_change``)."""
     stored = dict(stored)
     if upgrade is not None:
         try:
             stored = _normalise_json(upgrade(stored), "stored config")
         except (TypeError, ValueError):
             pass
-    return _config_diff(stored, _normalise_json(dict(given), "config"))
+    allowed, refused = [], []
+    for path, a, b in _config_changes(stored, _normalise_json(dict(given), "config")):
+        verdict = (False if may_change is None or a is _MISSING or b is _MISSING
+                   else may_change(path, a, b))
+        if verdict is True:
+            allowed.append((path, a, b))
+        else:
+            refused.append(_change_line(path, a, b, verdict or None))
+    return allowed, refused
+
+
+def config_differences(stored: Mapping, given: Mapping,
+                       upgrade: Callable[[dict], dict] | None = None,
+                       may_change: _MayChange | None = None) -> list[str]:
+    """Lines ``key.path: stored X, given Y`` for every setting in which a stored config
+    (read back from JSON) differs from ``given``; empty when they agree. ``upgrade`` maps
+    the stored config to today's form first (settings added since it was written take
+    their defaults); when it raises ``ValueError``/``TypeError`` the stored config is
+    compared as it is, so the lines name what differs. With ``may_change`` (see
+    `Checkpointer`) the settings it allows to change are left out, and a note it gives
+    for one it refuses ends that setting's line, in parentheses."""
+    return _split_changes(stored, given, upgrade, may_change)[1]
 
 
 def _is_typed_key(x) -> bool:
@@ -405,6 +443,12 @@ class Checkpointer:
         folders) when opening; only for the run that writes the checkpoints, once it
         knows the directory is its own (a reader, such as an export while the run
         trains, must not remove a save in progress).
+      may_change: ``may_change(path, stored value, given value)`` says whether the
+        setting at the dotted ``path`` may differ from the stored config: True, or False
+        or a note saying why not (added to that setting's line when the config is
+        refused). Settings it allows are not refused; `config_changes` lists them,
+        and the next save (or `store_config`) stores this config in their place, so
+        that a later restore compares with it. None: every difference is refused.
 
     Saves are synchronous. Use one ``Checkpointer`` per process; in a multi-process
     run every process calls ``save``/``restore`` (orbax coordinates) and process 0
@@ -412,7 +456,8 @@ class Checkpointer:
     """
 
     def __init__(self, directory, *, config: Mapping, max_to_keep: int | None = 3,
-                 upgrade: Callable[[dict], dict] | None = None, cleanup: bool = False):
+                 upgrade: Callable[[dict], dict] | None = None, cleanup: bool = False,
+                 may_change: _MayChange | None = None):
         import orbax.checkpoint as ocp
         from etils import epath
 
@@ -427,6 +472,7 @@ class Checkpointer:
         self.config = _normalise_json(dict(config), "config")
         self.max_to_keep = max_to_keep
         self._upgrade = upgrade
+        self._may_change = may_change
         latest_n = getattr(getattr(ocp, "checkpoint_managers", None), "LatestN", None)
         if latest_n is not None:
             keep = {"preservation_policy": latest_n(max_to_keep)}
@@ -481,14 +527,32 @@ class Checkpointer:
             return None
         return read_json_object(path, "restore it or use another directory")
 
-    def _check_config(self, stored: dict) -> None:
-        diff = config_differences(stored, self.config, self._upgrade)
+    def _check_config(self, stored: dict) -> list[tuple[str, object, object]]:
+        """The changes from ``stored`` that ``may_change`` allows; CheckpointError naming
+        the others, if any."""
+        allowed, diff = _split_changes(stored, self.config, self._upgrade, self._may_change)
         if diff:
             raise CheckpointError(
                 f"the config differs from the one stored in {self._config_path}:\n  "
                 + "\n  ".join(diff)
                 + "\nuse the run's original config or another directory"
             )
+        return allowed
+
+    def config_changes(self) -> list[tuple[str, object, object]]:
+        """The settings in which this config differs from the stored ``config.json``,
+        each allowed by ``may_change``: ``(dotted path, stored value, given value)``,
+        values as JSON reads them back; ``[]`` when none is stored. Raises
+        CheckpointError, as `restore` does, when a setting differs that may not."""
+        stored = self._stored_config()
+        return [] if stored is None else self._check_config(stored)
+
+    def store_config(self) -> None:
+        """Make this config the stored one (``config.json``, written by process 0), so
+        that later restores compare with it; CheckpointError, writing nothing, when the
+        stored one differs in a setting that may not change (see ``may_change``)."""
+        self.config_changes()
+        self._write_config()
 
     def _write_config(self) -> None:
         if jax.process_index() != 0:
@@ -501,9 +565,11 @@ class Checkpointer:
         """Writes ``state`` (a pytree) as checkpoint ``step``, then prunes old ones.
 
         The first save into a directory without checkpoints writes ``config.json``
-        (replacing one left by a run that saved nothing). Raises CheckpointError if
-        ``step`` is not after the latest step, or if the directory already holds
-        checkpoints of a different config.
+        (replacing one left by a run that saved nothing), and so does a save whose
+        config differs from the stored one only in settings that ``may_change`` allows
+        (after the step is written: until then the stored config is the one of the
+        checkpoints there). Raises CheckpointError if ``step`` is not after the latest
+        step, or if the directory already holds checkpoints of a different config.
         """
         step = config_lib.check_count("step", step, 0)  # a bool's True is no step 1
         steps = self.steps()
@@ -513,8 +579,7 @@ class Checkpointer:
                 f"{self.directory}"
             )
         stored = self._stored_config()
-        if stored is not None and steps:
-            self._check_config(stored)
+        changed = self._check_config(stored) if stored is not None and steps else []
         savable = jax.tree_util.tree_map_with_path(_savable, state)
         hashes = _leaf_hashes(savable)
         if stored is None or not steps:
@@ -539,6 +604,8 @@ class Checkpointer:
             raise
         if not saved:
             raise CheckpointError(f"orbax declined to save step {step} in {self.directory}")
+        if changed:
+            self._write_config()
 
     def _corrupt(self, step: int, what: str) -> CheckpointError:
         step_dir = self.directory / str(step)

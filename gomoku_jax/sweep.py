@@ -145,8 +145,10 @@ def _diverged(run_dir: pathlib.Path) -> dict | None:
 
 def _check_run_dir(run_dir: pathlib.Path, cfg, algorithm: str, run: str) -> None:
     """ValueError when ``run_dir`` holds another config's run (its ``config.json``
-    differs) that training would refuse to resume or overwrite, or that the sweep would
-    read back as diverged: said before any run trains, naming what differs."""
+    differs in a setting a resumed run may not change, see
+    `training.RESUMABLE_SETTINGS`) that training would refuse to resume or overwrite, or
+    that the sweep would read back as diverged: said before any run trains, naming what
+    differs."""
     from gomoku_jax import training
 
     path = run_dir / "config.json"

@@ -12,11 +12,14 @@ and ``variables``. The driver adds what lives on the host:
   ``eval/iter_XXXXXX.json`` each periodic evaluation (``eval.every``); ``best.gjx``
   (the best of those, its iteration the report's ``best_iteration``, null without
   them) and ``final.gjx`` exported agents; ``report.json`` / ``report.md`` the final
-  evaluation (the json also names the device).
+  evaluation (both also name the device, how many devices the learner trained on and
+  how many processes ran it).
 * Resuming: run the same command again. The run continues from the last checkpoint,
   rows logged after it are dropped, and everything that follows is what an
   uninterrupted run would have produced (all randomness comes from the state's key
-  and from seeds derived from the iteration number).
+  and from seeds derived from the iteration number). Only the settings of
+  `RESUMABLE_SETTINGS` (when checkpoints are saved, how the agent is evaluated) may
+  differ from the run's stored config; any other difference is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import pathlib
 import signal
 import threading
 import time
+import types
 import warnings
 from typing import Callable, Mapping
 
@@ -42,8 +46,8 @@ from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
 from gomoku_jax.config import check_int, from_dict, to_dict
 
-__all__ = ["DIVERGED", "RunLog", "RunWarning", "TrainingDiverged", "evaluate", "non_finite",
-           "restore", "run", "sigterm_as_interrupt"]
+__all__ = ["DIVERGED", "RESUMABLE_SETTINGS", "RunLog", "RunWarning", "TrainingDiverged",
+           "evaluate", "non_finite", "restore", "run", "sigterm_as_interrupt"]
 
 
 class TrainingDiverged(FloatingPointError):
@@ -293,13 +297,82 @@ def _upgrade_class(cls):
     return lambda stored: to_dict(from_dict(cls, stored))
 
 
+RESUMABLE_SETTINGS: Mapping[str, str] = types.MappingProxyType({
+    "checkpoint_every": "when checkpoints are saved",
+    "eval.every": "when the periodic evaluations run",
+    "eval.games": "the games of each periodic evaluation",
+    "eval.final_games": "the games of the final evaluation",
+    "eval.opponents": "the evaluations' opponents after the first",
+    "eval.simulations": "the evaluated agent's search (and the exported agents' default)",
+    "eval.opening_stones": "the evaluations' random opening stones",
+})
+"""The settings that may differ when a run resumes, by dotted name, with what each
+decides; a nested config's too (a pipeline's ``imitation.eval.final_games``). Any other
+difference from the run's stored config is refused, as is a changed first opponent.
+
+None of them reaches the training state or its trajectory: the compiled programs do not
+read them, the state's keys and the seeds derived from the iteration number do not
+depend on them, and a run resumes exactly from any checkpoint, so the network trains as
+it would have. ``seed``, ``eval.patience`` and ``eval.stop_score`` (which decide how
+long a run trains) and every game, network, search, self-play, data and training
+setting may not change.
+
+What the checkpoint keeps of the evaluations (the best score, which picks ``best.gjx``;
+the evaluations since it, which ``eval.patience`` counts) stays honest:
+
+* ``eval.every`` and ``eval.games`` change when scores are measured and how precisely,
+  not what they measure, so later scores are compared with the kept best as before.
+* The first of ``eval.opponents`` may not change (the best score and a stop are scores
+  against it, and the report's reason for a stop names it); the others may.
+* A change of ``eval.simulations`` or ``eval.opening_stones`` changes what a score
+  measures: a run that trains on forgets its best score (and the evaluations counted
+  since), so its next periodic evaluation makes a new ``best.gjx``; until then
+  ``best.gjx`` and ``best_iteration`` stay those of before.
+* A finished run given a change of what its final evaluation reads (``eval.final_games``,
+  ``eval.opponents``, ``eval.simulations``, ``eval.opening_stones``) is evaluated again,
+  and ``final.gjx`` and the reports are written again; with ``eval.final_games`` 0 its
+  report is kept as it is (nothing is evaluated, and nothing is emptied).
+
+A resumed run with such a change says so in one line (each setting, stored -> given) and
+stores the new config (``config.json``; the checkpoints' copy with its next save, or once
+a finished run's reports are written), so a later start compares with it."""
+
+# what the final evaluation reads (a finished run is evaluated again when one changes)
+_FINAL_EVALUATION = ("eval.final_games", "eval.opponents", "eval.simulations",
+                     "eval.opening_stones")
+# what a periodic score measures, the first opponent aside (it may not change)
+_SCORE_SETTINGS = ("eval.simulations", "eval.opening_stones")
+# what decides how long a run trains: refused, with a note saying so
+_STOP_SETTINGS = ("eval.patience", "eval.stop_score")
+
+
+def _resumable(path: str, stored, given) -> bool | str:
+    """Whether the setting at the dotted ``path`` may change from ``stored`` to ``given``
+    when a run resumes (see `RESUMABLE_SETTINGS`): True, or a note saying why not
+    (False: it is not one of them)."""
+    def named(name):
+        return path == name or path.endswith("." + name)
+
+    if any(named(name) for name in _STOP_SETTINGS):
+        return "it decides when the run stops training"
+    if not any(named(name) for name in RESUMABLE_SETTINGS):
+        return False
+    if named("eval.opponents") and not (isinstance(stored, list) and isinstance(given, list)
+                                        and stored[:1] == given[:1]):
+        return ("the first opponent picks best.gjx and stops the run: only the others "
+                "may change")
+    return True
+
+
 def stored_config_differences(stored: dict, config, algorithm: str) -> list[str]:
     """How a run's stored ``config.json`` (``stored``, its ``algorithm`` included) differs
     from ``config`` of ``algorithm``: one line per setting (see
-    `gomoku_jax.io.config_differences`), none when it is the same run."""
+    `gomoku_jax.io.config_differences`), none when it is the same run, settings that
+    may change on resume aside (`RESUMABLE_SETTINGS`)."""
     stored = dict(stored)
     stored_algorithm = stored.pop("algorithm", "alphazero")  # as config.algorithm_of
-    diff = gio.config_differences(stored, to_dict(config), _upgrade_class(type(config)))
+    diff = gio.config_differences(stored, to_dict(config), _upgrade_class(type(config)),
+                                  _resumable)
     if stored_algorithm != algorithm:
         diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
                        f"given {json.dumps(algorithm)}")
@@ -309,20 +382,72 @@ def stored_config_differences(stored: dict, config, algorithm: str) -> list[str]
 def restore(learner, workdir):
     """``(state, progress)`` from the latest checkpoint in ``workdir`` (placed on the
     learner's devices), or ``(None, fresh progress)`` when there is none. A checkpoint
-    of another config or a corrupt one raises `gomoku_jax.io.CheckpointError`."""
+    of another config (but for `RESUMABLE_SETTINGS`) or a corrupt one raises
+    `gomoku_jax.io.CheckpointError`."""
+    return _restore(learner, workdir)[:2]
+
+
+def _checkpointer(learner, workdir, **kwargs) -> gio.Checkpointer:
+    """The Checkpointer of the run of ``learner`` in ``workdir``."""
+    return gio.Checkpointer(pathlib.Path(workdir) / "checkpoints",
+                            config=to_dict(learner.config), upgrade=_upgrade(learner),
+                            may_change=_resumable, **kwargs)
+
+
+def _restore(learner, workdir):
+    """`restore`'s ``(state, progress)`` and the changed settings of the config
+    (`RESUMABLE_SETTINGS`): ``[(dotted name, stored value, given value)]``."""
     prog = _progress_tree()
     directory = pathlib.Path(workdir) / "checkpoints"
     if not directory.exists():
-        return None, prog
-    with gio.Checkpointer(directory, config=to_dict(learner.config),
-                          upgrade=_upgrade(learner)) as ckpt:
+        return None, prog, []
+    with _checkpointer(learner, workdir) as ckpt:
         step = ckpt.latest_step()
         if step is None:
-            return None, prog
+            return None, prog, []
         _check_algorithm(pathlib.Path(workdir), getattr(learner, "algorithm", "alphazero"))
         target = {"state": jax.eval_shape(learner.init), "progress": prog}
         restored = ckpt.restore(target, step)
-    return _place(restored["state"], learner.state_sharding()), restored["progress"]
+        changed = ckpt.config_changes()
+    return (_place(restored["state"], learner.state_sharding()), restored["progress"],
+            changed)
+
+
+def _changes_line(workdir, changed, forgotten: bool) -> str:
+    """The line a run resumed with changed settings (``changed``, see `_restore`) prints;
+    ``forgotten``: the change forgot the best score of its periodic evaluations."""
+    shown = ", ".join(f"{path} {json.dumps(old)} -> {json.dumps(new)}"
+                      for path, old, new in changed)
+    line = f"{workdir} resumes with changed settings (kept from now on): {shown}"
+    if forgotten:
+        line += ("; the best score so far was measured otherwise, so the next periodic "
+                 "evaluation makes a new best.gjx")
+    return line
+
+
+# The best score of a run whose evaluations changed what a score measures (see
+# `RESUMABLE_SETTINGS`): every score beats it, yet ``best.gjx`` (best_iteration) is kept.
+_FORGOTTEN = -0.5
+
+
+def _forget_best(prog):
+    """``prog`` without its best score (and the evaluations counted since it): a later
+    score beats it. ``best_iteration`` stays, naming ``best.gjx`` until then."""
+    if float(prog["best_score"]) < 0:  # no periodic evaluation yet: nothing to forget
+        return prog
+    return _progress_tree(_FORGOTTEN, 0, bool(prog["stopped"]), int(prog["best_iteration"]))
+
+
+def _from_first_process(value):
+    """``value`` (JSON data) of process 0, on every process of a multi-process run."""
+    from jax.experimental import multihost_utils
+
+    data = json.dumps(value).encode() if jax.process_index() == 0 else b""
+    size = int(multihost_utils.broadcast_one_to_all(np.int32(len(data))))
+    codes = np.zeros(size, np.int32)
+    codes[:len(data)] = np.frombuffer(data, np.uint8)
+    codes = multihost_utils.broadcast_one_to_all(codes)
+    return json.loads(np.asarray(codes).astype(np.uint8).tobytes())
 
 
 def _check_algorithm(workdir: pathlib.Path, algorithm: str) -> None:
@@ -586,7 +711,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     plan the learning-rate schedule follows): an integer from 1 to ``train.iterations``
     or None, else a ValueError before anything is written. Returns the final report.
     A line (printed with or without ``progress``) says when the run resumes, from which
-    iteration and to which, or has nothing left to train.
+    iteration and to which, or has nothing left to train; another names the settings
+    that changed since the run's last start, where only those of `RESUMABLE_SETTINGS`
+    may.
 
     Several processes (``jax.distributed``, the learner's devices spanning them) all
     call it with the same arguments; they train and evaluate in step, and only the first
@@ -616,28 +743,41 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             tqdm.write(text)
 
     compiled.release_if_crowded()  # a notebook's earlier runs may hold many programs
-    restored, prog = restore(learner, workdir)
+    # changed: the settings of RESUMABLE_SETTINGS that differ from the stored config
+    restored, prog, changed = _restore(learner, workdir)
     # the checkpoint's run stopped by an evaluation (eval.stop_score, eval.patience)
     was_stopped = bool(prog["stopped"])
+    config_dict = to_dict(config)
+    algorithm = getattr(learner, "algorithm", "alphazero")
+    changed_names = {path for path, _, _ in changed}
     if restored is not None:
-        done = _finished_report(workdir, int(restored.iteration), stop_at, was_stopped)
-        if jax.process_count() > 1:  # every process takes process 0's path
-            from jax.experimental import multihost_utils
-
-            finished = bool(multihost_utils.broadcast_one_to_all(np.int32(done is not None)))
-            if finished and done is None:  # process 0's report, not readable here
-                done = {"iterations": int(restored.iteration)}
-            elif not finished:
-                done = None
+        trains_on = int(restored.iteration) < stop_at and not was_stopped
+        # a changed measure of the periodic scores: the best so far is not comparable
+        forget = trains_on and bool(changed_names & set(_SCORE_SETTINGS))
+        if changed:
+            notice(_changes_line(workdir, changed, forget and float(prog["best_score"]) >= 0))
+        if forget:
+            prog = _forget_best(prog)
+        # a finished run given another final evaluation is evaluated again (none asked
+        # for, eval.final_games 0: the report it has is kept, not emptied)
+        again = bool(changed_names & set(_FINAL_EVALUATION)) and config.eval.final_games > 0
+        done = (None if again else
+                _finished_report(workdir, int(restored.iteration), stop_at, was_stopped))
+        if jax.process_count() > 1:  # every process takes process 0's path and report
+            done = _from_first_process(done)
         if done is not None:  # nothing left to train: the run's own report, not a new one
+            if changed:
+                write(workdir / "config.json",
+                      json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
+                with _checkpointer(learner, workdir) as ckpt:
+                    ckpt.store_config()
             where, more = _standing(int(restored.iteration), stop_at, total, was_stopped)
-            notice(f"{workdir} {where}: nothing to train (its files are as they were"
+            kept = "its results are as they were" if changed else "its files are as they were"
+            notice(f"{workdir} {where}: nothing to train ({kept}"
                    + (f"; {more})" if more else ")"))
             return done
     check_evaluation(learner.env, config.eval.opponents, config.eval.opening_stones,
                      load_files=True)
-    config_dict = to_dict(config)
-    algorithm = getattr(learner, "algorithm", "alphazero")
     if restored is None:
         _check_fresh_workdir(workdir, learner, algorithm)
         check_state_memory(learner)  # before anything is written
@@ -653,8 +793,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     workdir.mkdir(parents=True, exist_ok=True)
     if data is not None:  # a learner that trains on files (imitation's)
         _check_data(workdir, data, restored is not None, write)
-    ckpt = gio.Checkpointer(workdir / "checkpoints", config=config_dict,
-                            upgrade=_upgrade(learner), cleanup=True)
+    ckpt = _checkpointer(learner, workdir, cleanup=True)
     write(workdir / "config.json",
           json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
@@ -733,7 +872,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
               "stopped_because": _stop_reason(ev, prog),
               "best_iteration": _best_iteration(prog),
-              "device": arena.device_description(), "evaluation": {}}
+              "device": arena.device_description(), "devices": _learner_device_count(learner),
+              "processes": jax.process_count(), "evaluation": {}}
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,
@@ -741,9 +881,37 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                                         opening_stones=ev.opening_stones, progress=progress)
     write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
     write(workdir / "report.md", _report_markdown(report, learner.describe_play()))
+    if changed:  # (a run that saved a checkpoint stored it then)
+        ckpt.store_config()
     if lead:  # a resumed run that got past where it diverged (other code, a GPU's rounding)
         (workdir / DIVERGED).unlink(missing_ok=True)
     return report
+
+
+def _learner_device_count(learner) -> int:
+    """How many devices ``learner`` trains on: its mesh's (``learner.mesh``), else its
+    ``devices`` (None: all of them, as a pipeline's stages take)."""
+    mesh = getattr(learner, "mesh", None)
+    if mesh is not None:
+        return int(np.size(mesh.devices))
+    devices = getattr(learner, "devices", None)
+    return jax.device_count() if devices is None else len(list(devices))
+
+
+def _trained_on(report: Mapping) -> str | None:
+    """Where a run's report says it trained, in words: the device, with how many devices
+    the learner trained on in how many processes (reports written before these were
+    recorded name the device alone, or nothing: None)."""
+    device = report.get("device")
+    devices, processes = report.get("devices"), report.get("processes")
+    counts = (f"{devices} device{'' if devices == 1 else 's'} in {processes} "
+              f"process{'' if processes == 1 else 'es'}"
+              if isinstance(devices, int) and isinstance(processes, int) else None)
+    if device and counts:
+        return f"Trained on {counts}; device: {device}."
+    if device:
+        return f"Device: {device}."
+    return f"Trained on {counts}." if counts else None
 
 
 def _standing(iteration: int, stop_at: int, total: int, stopped: bool) -> tuple[str, str]:
@@ -796,8 +964,9 @@ def _host_copy(tree):
 
 
 def _best_iteration(prog) -> int | None:
-    """The iteration of ``best.gjx`` (None: no periodic evaluation ran, so no best)."""
-    return int(prog["best_iteration"]) if float(prog["best_score"]) >= 0 else None
+    """The iteration of ``best.gjx`` (None: no periodic evaluation ran, so no best; a
+    forgotten best score still names it)."""
+    return int(prog["best_iteration"]) if float(prog["best_score"]) > -1 else None
 
 
 def _stop_reason(ev, prog) -> str | None:
@@ -818,6 +987,9 @@ def _report_markdown(report: dict, how: str) -> str:
     lines = [f"# Final evaluation after {n} iteration{'' if n == 1 else 's'}", ""]
     if stopped:
         lines += [f"Stopped early, {stopped}.", ""]
+    where = _trained_on(report)
+    if where:
+        lines += [where, ""]
     if not report["evaluation"]:
         return "\n".join(lines + ["No final evaluation (`eval.final_games` is 0)."]) + "\n"
     lines += [how, "",

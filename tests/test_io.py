@@ -187,6 +187,40 @@ def test_different_config_is_refused_naming_keys_and_values(tmp_path):
     assert ck.steps() == [1]
 
 
+def test_settings_that_may_change_are_restored_and_stored_with_the_next_save(tmp_path):
+    _ckpt(tmp_path).save(1, _state(0))
+    abstract = jax.eval_shape(lambda: _state(0))
+
+    def may_change(path, stored, given):
+        return True if path == "lr" else "fixed for the run" if path == "net.depth" else False
+
+    def stored_lr():
+        return json.loads((tmp_path / "run" / "config.json").read_text())["lr"]
+
+    ck = _ckpt(tmp_path, config=dict(CONFIG, lr=0.2), may_change=may_change)
+    _assert_state_equal(ck.restore(abstract), _state(0))
+    assert ck.config_changes() == [("lr", 0.1, 0.2)]
+    assert stored_lr() == 0.1  # a restore writes nothing
+    ck.save(2, _state(1))
+    assert stored_lr() == 0.2 and ck.config_changes() == []  # what later restores compare with
+    with pytest.raises(CheckpointError, match=r"lr: stored 0.2, given 0.1"):
+        _ckpt(tmp_path).restore(abstract)  # without may_change: refused, as any change
+    # one that may not change, beside one that may: only it is named, with its note
+    other = _ckpt(tmp_path, config=dict(CONFIG, lr=0.3, net={"depth": 4, "width": 8}),
+                  may_change=may_change)
+    for call in (lambda: other.restore(abstract), other.config_changes, other.store_config):
+        with pytest.raises(CheckpointError) as err:
+            call()
+        assert str(err.value).splitlines()[1:] == [
+            "  net.depth: stored 3, given 4 (fixed for the run)",
+            "use the run's original config or another directory"]
+    assert stored_lr() == 0.2
+    # stored without a save
+    _ckpt(tmp_path, config=dict(CONFIG, lr=0.3), may_change=may_change).store_config()
+    assert stored_lr() == 0.3
+    assert _ckpt(tmp_path, config=dict(CONFIG, lr=0.3)).steps() == [1, 2]
+
+
 def test_target_with_other_shape_dtype_or_structure_is_refused(tmp_path):
     ck = _ckpt(tmp_path)
     ck.save(1, _state(0))

@@ -1,6 +1,7 @@
 """Training over two processes (``jax.distributed`` on CPU, one device each): the
 games are split over the processes' devices, checkpoints gather them, a second run
-resumes, and only the first process writes the run's files."""
+resumes, only the first process writes the run's files, and a third start of the
+finished run gives every process its report."""
 
 import json
 import os
@@ -23,6 +24,9 @@ assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
 from algorithms import alphazero
 from gomoku_jax import config, training
 
+if sys.argv[6:] == ["unseen"] and process != "0":  # as on a host that does not see the
+    training._finished_report = lambda *args: None  # workdir's files: no report to read
+
 cfg, _ = config.load_file(
     alphazero.AlphaZeroConfig, sys.argv[5], variants=["smoke"],
     overrides={"train.iterations": 2, "checkpoint_every": 1, "eval.every": 0,
@@ -31,7 +35,8 @@ learner = alphazero.make_learner(cfg)
 assert learner.mesh.size == 2
 report = training.run(learner, workdir, progress=False, tensorboard=False,
                       iterations=None if iterations == "all" else int(iterations))
-print("REPORT " + json.dumps({k: report[k] for k in ("iterations", "evaluation")}))
+print("REPORT " + json.dumps({k: report.get(k) for k in ("iterations", "evaluation",
+                                                         "devices", "processes")}))
 '''
 
 
@@ -82,12 +87,12 @@ def _launch_two(args):
                 proc.communicate()
 
 
-def _run_two(tmp_path, workdir, iterations):
+def _run_two(tmp_path, workdir, iterations, *more):
     script = tmp_path / "train_process.py"
     script.write_text(_SCRIPT)
     config = os.path.join(os.path.dirname(__file__), "..", "experiments", "configs",
                           "az_9x9_cpu.json")
-    args = [str(script), str(workdir), str(iterations), config]
+    args = [str(script), str(workdir), str(iterations), config, *more]
     try:
         results = _launch_two(args)
     except _PortTaken:  # taken since `_free_port` found it free: once more, on another
@@ -115,5 +120,12 @@ def test_two_processes_train_checkpoint_and_resume(tmp_path):
                   if p.name.isdigit()) == ["1", "2"]
     rows = (workdir / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # one row each: one writer
-    assert json.loads((workdir / "report.json").read_text())["iterations"] == 2
+    stored = json.loads((workdir / "report.json").read_text())
+    assert stored["iterations"] == 2
+    assert (stored["devices"], stored["processes"]) == (2, 2)  # the learner's mesh spans both
     assert (workdir / "final.gjx").exists()
+    # the finished run again: nothing trained, and each process returns the run's report,
+    # process 0's (the second process here reads no report of its own)
+    third = _run_two(tmp_path, workdir, "all", "unseen")
+    assert third == [{k: stored[k] for k in ("iterations", "evaluation", "devices",
+                                             "processes")}] * 2

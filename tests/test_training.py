@@ -63,7 +63,12 @@ def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupte
     assert json.loads((workdir / "report.json").read_text()) == report
     assert report["device"] == arena.device_description()  # where the run trained
     assert f"(jax {jax.__version__})" in report["device"]
-    assert "| random |" in (workdir / "report.md").read_text()
+    # how many devices the learner trained on (its mesh, one of the process's four fake
+    # CPU devices here) and how many processes ran it
+    assert (report["devices"], report["processes"]) == (1, 1) and jax.device_count() == 4
+    markdown = (workdir / "report.md").read_text()
+    assert "| random |" in markdown
+    assert f"\nTrained on 1 device in 1 process; device: {report['device']}.\n" in markdown
 
 
 def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted, tmp_path,
@@ -205,13 +210,15 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
 SCRIPTED_GAMES = 4
 
 
-def _run_with_scripted_scores(learner, workdir, monkeypatch, scores, **settings):
-    """``(report, evaluated)``: a run of ``learner`` whose config evaluates against random
-    after every iteration but the last (which has the final evaluation), with ``settings``
-    (eval keys) on top. Its periodic evaluations are not played: they score ``scores`` in
-    turn; the final one (``final_games`` games) is played. ``evaluated``: the
-    ``(iteration, score)`` of each periodic evaluation as the run logged it. The evaluation
-    settings do not enter the compiled iteration, so the same compiled learner serves."""
+def _run_with_scripted_scores(learner, workdir, monkeypatch, scores, iterations=None,
+                              **settings):
+    """``(report, evaluated)``: a run of ``learner`` (to ``iterations``, None: all) whose
+    config evaluates against random after every iteration but the last (which has the
+    final evaluation), with ``settings`` (eval keys) on top. Its periodic evaluations are
+    not played: they score ``scores`` in turn; the final one (``final_games`` games) is
+    played. ``evaluated``: the ``(iteration, score)`` of each periodic evaluation as the
+    run logged it. The evaluation settings do not enter the compiled iteration, so the
+    same compiled learner serves."""
     import copy
     import dataclasses
 
@@ -233,7 +240,7 @@ def _run_with_scripted_scores(learner, workdir, monkeypatch, scores, **settings)
 
     monkeypatch.setattr(training, "evaluate", scripted)
     evaluated = []
-    report = training.run(changed, workdir, progress=False,
+    report = training.run(changed, workdir, progress=False, iterations=iterations,
                           on_iteration=lambda it, m: evaluated.append((it, m["eval_random"]))
                           if "eval_random" in m else None)
     return report, evaluated
@@ -898,3 +905,126 @@ def test_export_refuses_a_damaged_best_and_its_own_file(uninterrupted, tmp_path,
     assert cli.main(["export", "--workdir", str(run), "--out", str(out)]) == 0  # dirs made
     assert cli.main(["export", "--workdir", str(run), "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def _changed(learner, overrides):
+    """A copy of ``learner`` whose config has the dotted ``overrides``; settings the
+    compiled iteration does not read (``eval``, ``checkpoint_every``) keep its programs."""
+    import copy
+
+    changed = copy.copy(learner)
+    changed.config = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), overrides))
+    return changed
+
+
+def _stored_configs(workdir):
+    return [json.loads((workdir / name).read_text())
+            for name in ("config.json", "checkpoints/config.json")]
+
+
+def test_a_resume_may_change_how_the_run_is_evaluated_and_checkpointed(
+        learner, uninterrupted, tmp_path, capsys):
+    straight, _ = uninterrupted
+    training.run(learner, tmp_path, iterations=1, progress=False)
+    capsys.readouterr()
+    changed = _changed(learner, {"eval.final_games": 0, "checkpoint_every": 2})
+    report = training.run(changed, tmp_path, progress=False)
+    out = capsys.readouterr().out
+    assert f"{tmp_path} resumes with changed settings (kept from now on): checkpoint_every " \
+           "1 -> 2, eval.final_games 2 -> 0\n" in out
+    assert f"resuming {tmp_path} from its checkpoint of iteration 1" in out
+    assert report["iterations"] == 3 and report["evaluation"] == {}  # no final games
+    assert _rows(tmp_path) == _rows(straight)  # trained as it would have been
+    for a, b in zip(_variables(tmp_path / "final.gjx"), _variables(straight / "final.gjx")):
+        np.testing.assert_array_equal(a, b)
+    for stored in _stored_configs(tmp_path):  # what the next start compares with
+        assert (stored["eval"]["final_games"], stored["checkpoint_every"]) == (0, 2)
+    # the original settings are now the change; a finished run given another final
+    # evaluation plays it and writes its reports again
+    again = training.run(learner, tmp_path, progress=False)
+    assert "changed settings (kept from now on): checkpoint_every 2 -> 1, eval.final_games " \
+           "0 -> 2\n" in capsys.readouterr().out
+    assert again["iterations"] == 3 and again["evaluation"]["random"]["games"] == 2
+    assert json.loads((tmp_path / "report.json").read_text()) == again
+    for stored in _stored_configs(tmp_path):
+        assert (stored["eval"]["final_games"], stored["checkpoint_every"]) == (2, 1)
+    before = _digests(tmp_path)  # stored: the same command again changes nothing
+    assert training.run(learner, tmp_path, progress=False) == again
+    assert "changed settings" not in capsys.readouterr().out
+    assert _digests(tmp_path) == before
+    # no final games asked of a finished run: its report is kept, not emptied
+    kept = training.run(changed, tmp_path, progress=False)
+    out = capsys.readouterr().out
+    assert "eval.final_games 2 -> 0" in out and "nothing to train (its results are as they " \
+           "were" in out
+    assert kept == again and json.loads((tmp_path / "report.json").read_text()) == again
+    for stored in _stored_configs(tmp_path):
+        assert stored["eval"]["final_games"] == 0
+
+
+@pytest.mark.parametrize("overrides, refused", [
+    # a training setting beside one that may change: only it is named
+    ({"train.learning_rate": 0.5, "eval.final_games": 0},
+     "train.learning_rate: stored 0.002, given 0.5"),
+    ({"seed": 1}, "seed: stored 0, given 1"),
+    ({"eval.patience": 2}, "eval.patience: stored null, given 2 (it decides when the run "
+                           "stops training)"),
+    ({"eval.opponents": ["heuristic"]},
+     'eval.opponents: stored ["random"], given ["heuristic"] (the first opponent picks '
+     "best.gjx and stops the run: only the others may change)"),
+    ({"eval.opponents": ["random", "heuristic"], "eval.every": 1, "eval.games": 4,
+      "eval.simulations": 8, "eval.opening_stones": 2, "checkpoint_every": 3}, None),
+])
+def test_a_resume_refuses_settings_that_change_what_is_trained(learner, uninterrupted,
+                                                               overrides, refused):
+    straight, _ = uninterrupted
+    other = _changed(learner, overrides)
+    if refused is None:  # only settings that may change: restored
+        state, _ = training.restore(other, straight)
+        assert int(state.iteration) == learner.config.train.iterations
+        assert training.stored_config_differences(
+            json.loads((straight / "config.json").read_text()), other.config,
+            "alphazero") == []
+        return
+    with pytest.raises(gio.CheckpointError) as err:
+        training.restore(other, straight)
+    lines = str(err.value).splitlines()
+    assert lines[1:] == [f"  {refused}", "use the run's original config or another directory"]
+
+
+def test_a_changed_evaluation_search_forgets_the_best_score(learner, tmp_path, monkeypatch,
+                                                            capsys):
+    # the best score (0.75) was measured with 4 simulations; one with 8 (0.5) is not worse
+    # by that: the next evaluation makes the new best, and patience counts from it
+    report, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [0.75],
+                                          iterations=1, final_games=0, patience=1)
+    assert report["best_iteration"] == 1
+    capsys.readouterr()
+    report, evaluated = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [0.5],
+                                                  final_games=0, patience=1, simulations=8)
+    assert capsys.readouterr().out.startswith(
+        f"{tmp_path} resumes with changed settings (kept from now on): eval.simulations 4 "
+        "-> 8; the best score so far was measured otherwise, so the next periodic "
+        "evaluation makes a new best.gjx\n")
+    assert evaluated == [(2, 0.5)]
+    assert (report["iterations"], report["stopped_early"], report["best_iteration"]) == (
+        3, False, 2)
+    assert gio.read_exported(tmp_path / "best.gjx")[0]["iteration"] == 2
+    assert all(stored["eval"]["simulations"] == 8 for stored in _stored_configs(tmp_path))
+
+
+def test_the_settings_that_may_change_on_resume_are_settings_of_every_learner():
+    import algorithms
+
+    for algorithm in algorithms.LEARNERS:
+        cls, _ = algorithms.learner_entry(algorithm)
+        defaults = cfglib.to_dict(cls())
+        for name in training.RESUMABLE_SETTINGS:
+            node = defaults
+            for part in name.split("."):
+                node = node[part]  # a KeyError names a setting the learner lacks
+    # a pipeline's stages have evaluation settings of their own
+    assert training._resumable("imitation.eval.final_games", 2, 0) is True
+    assert training._resumable("master.games", 20, 10) is False  # its training games
+    assert "stops training" in training._resumable("selfplay.eval.patience", None, 2)
