@@ -798,8 +798,10 @@ class EngineAgent(PythonAgent):
             raise EngineError(f"{self.name}: cannot write to the engine ({err}); "
                               f"exit code {self._proc.poll()}") from None
 
-    def _reply(self, until: float, waiting_for: str) -> str:
-        """The next line that is not a message, before ``until`` (perf_counter)."""
+    def _reply(self, until: float, waiting_for: str, unknown: bool = False) -> str:
+        """The next line that is not a message, before ``until`` (perf_counter);
+        ``unknown``: an ``UNKNOWN`` line (a command the engine does not know) is the
+        answer, not skipped."""
         while True:
             left = until - time.perf_counter()
             try:
@@ -814,6 +816,8 @@ class EngineAgent(PythonAgent):
                                   f"while we waited for {waiting_for}")
             text = line.strip()
             word = text.partition(" ")[0].upper()
+            if word == "UNKNOWN" and unknown:
+                return text
             if not text or word in ("MESSAGE", "DEBUG", "SUGGEST", "UNKNOWN"):
                 continue
             if word == "ERROR":
@@ -839,13 +843,23 @@ class EngineAgent(PythonAgent):
 
     def _restart(self) -> None:
         """``RESTART`` (a new game on the same board), its ``OK`` awaited: ``BEGIN`` is
-        only for an empty board, and ``BOARD`` is sent to an engine with no game open."""
+        only for an empty board, and ``BOARD`` is sent to an engine with no game open. An
+        engine that answers anything else (``ERROR``, ``UNKNOWN``: the command is optional
+        for older brains) or exits is replaced by a fresh process, started with ``START``
+        (`EngineError` only when that fails too, or no answer comes in time)."""
         self._held = None
         self._send("RESTART")
-        answer = self._reply(time.perf_counter() + self.start_timeout_s, "RESTART")
-        if answer.upper() != "OK":
+        try:
+            answer = self._reply(time.perf_counter() + self.start_timeout_s, "RESTART",
+                                 unknown=True)
+        except EngineError:
+            if self._proc is None:  # no answer in time: the engine was stopped
+                raise
+            answer = None  # ERROR, or the engine exited
+        if answer is None or answer.upper() != "OK":
             self._kill()
-            raise EngineError(f"{self.name}: answered {answer!r} to RESTART")
+            self._ensure_started()  # a new process, START answered: an empty board
+            return
         self._held = np.zeros(self.env.num_actions, np.int8)
 
     # ------------------------------------------------------------------- play

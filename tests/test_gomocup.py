@@ -594,16 +594,21 @@ def test_engine_agent_restarts_the_engine_before_a_new_game():
         assert agent.act(env.init(), None) == 3 * 7 + 3  # RESTART, then BEGIN
         assert agent.act(env.init(), None) == 3 * 7 + 3  # and again
     assert agent.returncode == 0
-    refusing = fake_engine("""
-        if w == 'START': out('OK')
-        elif w == 'RESTART': out('ERROR no')
-        elif w in ('BEGIN', 'DONE'): out('3,3')
-        elif w == 'END': sys.exit(0)
-    """)
-    with gomocup.EngineAgent(refusing, env, name="fake") as agent:
-        agent.act(env.init(), None)
-        with pytest.raises(gomocup.EngineError, match="answered 'ERROR no' to RESTART"):
-            agent.act(env.init(), None)
+    # an engine that refuses RESTART (ERROR), does not know it (UNKNOWN: it is optional
+    # for older brains) or exits on it is replaced by a fresh process (START) and plays on
+    for answer in ("out('ERROR no')", "out('UNKNOWN RESTART')", "sys.exit(3)"):
+        refusing = fake_engine(f"""
+            if w == 'START': out('OK')
+            elif w == 'RESTART': {answer}
+            elif w in ('BEGIN', 'TURN', 'DONE'): out('3,3')
+            elif w == 'END': sys.exit(0)
+        """)
+        with gomocup.EngineAgent(refusing, env, name="fake") as agent:
+            assert agent.act(env.init(), None) == 3 * 7 + 3
+            first = agent._proc
+            assert agent.act(env.init(), None) == 3 * 7 + 3  # not a forfeit
+            assert agent._proc is not first  # another process, started afresh
+            assert agent.act(env.play(env.init(), 0, 0), None) == 3 * 7 + 3  # and again
 
 
 # ------------------------------------------------------ external engines that misbehave
@@ -1000,9 +1005,9 @@ def spy_on_engine_agents(monkeypatch) -> list[tuple[str, str]]:
         events.append(("spawn", ""))
         spawn(self)
 
-    def spy_reply(self, until, waiting_for):
+    def spy_reply(self, until, waiting_for, **kwargs):
         try:
-            answer = reply(self, until, waiting_for)
+            answer = reply(self, until, waiting_for, **kwargs)
         except gomocup.EngineError as err:
             events.append((waiting_for, f"EngineError: {err}"))
             raise
