@@ -29,6 +29,7 @@ import csv
 import io
 import json
 import math
+import functools
 import pathlib
 import signal
 import threading
@@ -315,7 +316,9 @@ read them, the state's keys and the seeds derived from the iteration number do n
 depend on them, and a run resumes exactly from any checkpoint, so the network trains as
 it would have. ``seed``, ``eval.patience`` and ``eval.stop_score`` (which decide how
 long a run trains) and every game, network, search, self-play, data and training
-setting may not change.
+setting may not change; nor, while ``eval.patience`` or ``eval.stop_score`` is set, may
+``eval.every``, ``eval.games``, ``eval.simulations`` or ``eval.opening_stones``, which
+then decide where the run stops too.
 
 What the checkpoint keeps of the evaluations (the best score, which picks ``best.gjx``;
 the evaluations since it, which ``eval.patience`` counts) stays honest:
@@ -327,7 +330,14 @@ the evaluations since it, which ``eval.patience`` counts) stays honest:
 * A change of ``eval.simulations`` or ``eval.opening_stones`` changes what a score
   measures: a run that trains on forgets its best score (and the evaluations counted
   since), so its next periodic evaluation makes a new ``best.gjx``; until then
-  ``best.gjx`` and ``best_iteration`` stay those of before.
+  ``best.gjx`` and ``best_iteration`` stay those of before. A start that trains nothing
+  (``iterations`` reached) does not store such a change, so the start that trains on
+  sees it and forgets then.
+* ``best.gjx`` is written after the checkpoint of its iteration (an iteration with a new
+  best score is always checkpointed), and a resumed run drops the periodic evaluations
+  (``eval/iter_*.json``) of iterations after its checkpoint, as it drops their rows of
+  ``metrics.csv``: the evaluations it keeps and ``best.gjx`` are those of its own
+  checkpoint whatever the cadence it goes on with.
 * A finished run given a change of what its final evaluation reads (``eval.final_games``,
   ``eval.opponents``, ``eval.simulations``, ``eval.opening_stones``) is evaluated again,
   and ``final.gjx`` and the reports are written again; with ``eval.final_games`` 0 its
@@ -335,7 +345,9 @@ the evaluations since it, which ``eval.patience`` counts) stays honest:
 
 A resumed run with such a change says so in one line (each setting, stored -> given) and
 stores the new config (``config.json``; the checkpoints' copy with its next save, or once
-a finished run's reports are written), so a later start compares with it."""
+a finished run's reports are written), so a later start compares with it. A pipeline's
+finished stages are not run again: a change to their settings is stored, and applies to
+the stages still to run."""
 
 # what the final evaluation reads (a finished run is evaluated again when one changes)
 _FINAL_EVALUATION = ("eval.final_games", "eval.opponents", "eval.simulations",
@@ -346,10 +358,15 @@ _SCORE_SETTINGS = ("eval.simulations", "eval.opening_stones")
 _STOP_SETTINGS = ("eval.patience", "eval.stop_score")
 
 
-def _resumable(path: str, stored, given) -> bool | str:
+# what decides when a run stops too, once eval.patience or eval.stop_score is set
+_STOP_MEASURES = ("eval.every", "eval.games", "eval.simulations", "eval.opening_stones")
+
+
+def _resumable(path: str, stored, given, config: Mapping | None = None) -> bool | str:
     """Whether the setting at the dotted ``path`` may change from ``stored`` to ``given``
     when a run resumes (see `RESUMABLE_SETTINGS`): True, or a note saying why not
-    (False: it is not one of them)."""
+    (False: it is not one of them). ``config``: the given config as a dict, whose
+    ``eval`` section beside ``path`` says whether evaluations can stop the run."""
     def named(name):
         return path == name or path.endswith("." + name)
 
@@ -357,6 +374,14 @@ def _resumable(path: str, stored, given) -> bool | str:
         return "it decides when the run stops training"
     if not any(named(name) for name in RESUMABLE_SETTINGS):
         return False
+    if any(named(name) for name in _STOP_MEASURES) and config is not None:
+        section = config
+        for key in path.split(".")[:-1]:
+            section = section.get(key, {}) if isinstance(section, Mapping) else {}
+        if isinstance(section, Mapping) and (section.get("patience") is not None
+                                             or section.get("stop_score") is not None):
+            return ("with eval.patience or eval.stop_score set, it decides when the run "
+                    "stops training")
     if named("eval.opponents") and not (isinstance(stored, list) and isinstance(given, list)
                                         and stored[:1] == given[:1]):
         return ("the first opponent picks best.gjx and stops the run: only the others "
@@ -371,8 +396,9 @@ def stored_config_differences(stored: dict, config, algorithm: str) -> list[str]
     may change on resume aside (`RESUMABLE_SETTINGS`)."""
     stored = dict(stored)
     stored_algorithm = stored.pop("algorithm", "alphazero")  # as config.algorithm_of
-    diff = gio.config_differences(stored, to_dict(config), _upgrade_class(type(config)),
-                                  _resumable)
+    given = to_dict(config)
+    diff = gio.config_differences(stored, given, _upgrade_class(type(config)),
+                                  functools.partial(_resumable, config=given))
     if stored_algorithm != algorithm:
         diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
                        f"given {json.dumps(algorithm)}")
@@ -391,7 +417,9 @@ def _checkpointer(learner, workdir, **kwargs) -> gio.Checkpointer:
     """The Checkpointer of the run of ``learner`` in ``workdir``."""
     return gio.Checkpointer(pathlib.Path(workdir) / "checkpoints",
                             config=to_dict(learner.config), upgrade=_upgrade(learner),
-                            may_change=_resumable, **kwargs)
+                            may_change=functools.partial(_resumable,
+                                                         config=to_dict(learner.config)),
+                            **kwargs)
 
 
 def _restore(learner, workdir):
@@ -413,12 +441,15 @@ def _restore(learner, workdir):
             changed)
 
 
-def _changes_line(workdir, changed, forgotten: bool) -> str:
+def _changes_line(workdir, changed, forgotten: bool, deferred: bool = False) -> str:
     """The line a run resumed with changed settings (``changed``, see `_restore`) prints;
-    ``forgotten``: the change forgot the best score of its periodic evaluations."""
+    ``forgotten``: the change forgot the best score of its periodic evaluations;
+    ``deferred``: it is not stored yet (see `RESUMABLE_SETTINGS`)."""
     shown = ", ".join(f"{path} {json.dumps(old)} -> {json.dumps(new)}"
                       for path, old, new in changed)
-    line = f"{workdir} resumes with changed settings (kept from now on): {shown}"
+    kept = ("stored once the run trains on, as its best score was measured otherwise"
+            if deferred else "kept from now on")
+    line = f"{workdir} resumes with changed settings ({kept}): {shown}"
     if forgotten:
         line += ("; the best score so far was measured otherwise, so the next periodic "
                  "evaluation makes a new best.gjx")
@@ -753,9 +784,14 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if restored is not None:
         trains_on = int(restored.iteration) < stop_at and not was_stopped
         # a changed measure of the periodic scores: the best so far is not comparable
-        forget = trains_on and bool(changed_names & set(_SCORE_SETTINGS))
+        rescored = bool(changed_names & set(_SCORE_SETTINGS)) and float(
+            prog["best_score"]) >= 0
+        forget = trains_on and rescored
+        # a start that trains nothing cannot forget (its checkpoint is not saved again):
+        # the change is stored by the start that trains on, which forgets then
+        defer = rescored and not trains_on and int(restored.iteration) < total
         if changed:
-            notice(_changes_line(workdir, changed, forget and float(prog["best_score"]) >= 0))
+            notice(_changes_line(workdir, changed, forget, defer))
         if forget:
             prog = _forget_best(prog)
         # a finished run given another final evaluation is evaluated again (none asked
@@ -766,7 +802,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         if jax.process_count() > 1:  # every process takes process 0's path and report
             done = _from_first_process(done)
         if done is not None:  # nothing left to train: the run's own report, not a new one
-            if changed:
+            if changed and not defer:
                 write(workdir / "config.json",
                       json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
                 with _checkpointer(learner, workdir) as ckpt:
@@ -818,6 +854,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     bar = tqdm(total=stop_at, initial=start, desc="train", disable=not progress,
                unit="it", dynamic_ncols=True)
     saved = start or None  # the last checkpointed iteration
+    new_best = False  # this iteration's evaluation beat the best: export it once saved
+    if restored is not None and lead:
+        _resume_evaluations(workdir, start, prog, state.variables, export)
     try:
         it = start
         while it < stop_at and not bool(prog["stopped"]):
@@ -849,8 +888,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                     metrics[f"eval_{name}"] = r["score"]
                 best, bad, best_it = (float(prog["best_score"]), int(prog["bad_evals"]) + 1,
                                       int(prog["best_iteration"]))
-                if _beats(score, prog["best_score"]):
-                    export(workdir / "best.gjx", state.variables, it)
+                if _beats(score, prog["best_score"]):  # best.gjx once it is checkpointed
+                    new_best = True
                     best, bad, best_it = score, 0, it
                 stopped = ((ev.stop_score is not None and score >= ev.stop_score)
                            or (ev.patience is not None and bad >= ev.patience))
@@ -858,9 +897,13 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             log.log(it, metrics)
             if on_iteration is not None:
                 on_iteration(it, metrics)
-            if it % config.checkpoint_every == 0 or it == stop_at or bool(prog["stopped"]):
+            if (it % config.checkpoint_every == 0 or it == stop_at or bool(prog["stopped"])
+                    or new_best):
                 ckpt.save(it, {"state": _host_copy(state), "progress": prog})
                 saved = it
+            if new_best:
+                export(workdir / "best.gjx", state.variables, it)
+                new_best = False
             bar.update(it - bar.n)
             bar.set_postfix_str(_summary(metrics))
     finally:
@@ -881,11 +924,32 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                                         opening_stones=ev.opening_stones, progress=progress)
     write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
     write(workdir / "report.md", _report_markdown(report, learner.describe_play()))
-    if changed:  # (a run that saved a checkpoint stored it then)
+    if changed and not defer:  # (a run that saved a checkpoint stored it then)
         ckpt.store_config()
     if lead:  # a resumed run that got past where it diverged (other code, a GPU's rounding)
         (workdir / DIVERGED).unlink(missing_ok=True)
     return report
+
+
+def _resume_evaluations(workdir: pathlib.Path, start: int, prog, variables, export) -> None:
+    """What a run resumed from its checkpoint of iteration ``start`` keeps of its periodic
+    evaluations: the ``eval/iter_*.json`` of later iterations go (a lost stretch, played
+    again or not as the cadence now says), and ``best.gjx`` is the checkpoint's best:
+    written again from the restored ``variables`` when its best is this very iteration
+    and the file is missing or of another iteration (an interruption between the save
+    and the export)."""
+    for path in sorted((workdir / "eval").glob("iter_*.json")):
+        number = path.stem.removeprefix("iter_")
+        if number.isdigit() and int(number) > start:
+            path.unlink()
+    if _best_iteration(prog) != start or float(prog["best_score"]) < 0:
+        return
+    try:
+        held = gio.read_exported(workdir / "best.gjx")[0].get("iteration")
+    except (OSError, gio.CheckpointError):
+        held = None
+    if held != start:
+        export(workdir / "best.gjx", variables, start)
 
 
 def _learner_device_count(learner) -> int:

@@ -996,13 +996,20 @@ def test_a_resume_refuses_settings_that_change_what_is_trained(learner, uninterr
 def test_a_changed_evaluation_search_forgets_the_best_score(learner, tmp_path, monkeypatch,
                                                             capsys):
     # the best score (0.75) was measured with 4 simulations; one with 8 (0.5) is not worse
-    # by that: the next evaluation makes the new best, and patience counts from it
+    # by that: the next evaluation makes the new best
     report, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [0.75],
-                                          iterations=1, final_games=0, patience=1)
+                                          iterations=1, final_games=0)
     assert report["best_iteration"] == 1
     capsys.readouterr()
+    # a start that trains nothing cannot forget: it does not store the change either
+    _run_with_scripted_scores(learner, tmp_path, monkeypatch, [], iterations=1,
+                              final_games=0, simulations=8)
+    assert capsys.readouterr().out.startswith(
+        f"{tmp_path} resumes with changed settings (stored once the run trains on, as its "
+        "best score was measured otherwise): eval.simulations 4 -> 8\n")
+    assert all(stored["eval"]["simulations"] == 4 for stored in _stored_configs(tmp_path))
     report, evaluated = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [0.5],
-                                                  final_games=0, patience=1, simulations=8)
+                                                  final_games=0, simulations=8)
     assert capsys.readouterr().out.startswith(
         f"{tmp_path} resumes with changed settings (kept from now on): eval.simulations 4 "
         "-> 8; the best score so far was measured otherwise, so the next periodic "
@@ -1012,6 +1019,54 @@ def test_a_changed_evaluation_search_forgets_the_best_score(learner, tmp_path, m
         3, False, 2)
     assert gio.read_exported(tmp_path / "best.gjx")[0]["iteration"] == 2
     assert all(stored["eval"]["simulations"] == 8 for stored in _stored_configs(tmp_path))
+
+
+def test_an_iteration_with_a_new_best_is_checkpointed(learner, tmp_path, monkeypatch):
+    import copy
+    import dataclasses
+
+    sparse = copy.copy(learner)
+    sparse.config = dataclasses.replace(learner.config, checkpoint_every=3)
+    report, evaluated = _run_with_scripted_scores(sparse, tmp_path, monkeypatch, [0.5, 0.25],
+                                                  final_games=0)
+    assert evaluated == [(1, 0.5), (2, 0.25)] and report["best_iteration"] == 1
+    steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()
+                   if p.name.isdigit())
+    assert steps == [1, 3]  # 1: best.gjx's iteration, 3: the end; not 2
+    assert gio.read_exported(tmp_path / "best.gjx")[0]["iteration"] == 1
+
+
+def test_settings_that_decide_a_stop_may_not_change_while_evaluations_can_stop_the_run():
+    note = "with eval.patience or eval.stop_score set, it decides when the run stops training"
+    for path in ("eval.every", "eval.games", "eval.simulations", "eval.opening_stones"):
+        assert training._resumable(path, 1, 2, {"eval": {"patience": None}}) is True
+        assert training._resumable(path, 1, 2, {"eval": {"patience": 3}}) == note
+        assert training._resumable("imitation." + path, 1, 2, {
+            "imitation": {"eval": {"stop_score": 0.9}}, "eval": {}}) == note
+    # the final evaluation and checkpoints do not decide a stop
+    for path in ("eval.final_games", "checkpoint_every"):
+        assert training._resumable(path, 1, 2, {"eval": {"patience": 3}}) is True
+
+
+def test_a_resumed_run_keeps_the_evaluations_and_best_of_its_checkpoint(tmp_path):
+    """Evaluations after the checkpoint are dropped; best.gjx is written again from the
+    checkpoint when its best is that iteration and the file lags (an interruption
+    between the checkpoint and the export)."""
+    (tmp_path / "eval").mkdir()
+    for it in (1, 2, 5):
+        (tmp_path / "eval" / f"iter_{it:06d}.json").write_text("{}")
+    exported = []
+
+    def export(path, variables, iteration):
+        exported.append((path.name, variables, iteration))
+
+    prog = training._progress_tree(0.5, 0, False, 2)
+    training._resume_evaluations(tmp_path, 2, prog, "vars", export)
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == [
+        "iter_000001.json", "iter_000002.json"]
+    assert exported == [("best.gjx", "vars", 2)]  # no best.gjx: written from the checkpoint
+    training._resume_evaluations(tmp_path, 3, prog, "vars", export)  # its best is older
+    assert len(exported) == 1
 
 
 def test_the_settings_that_may_change_on_resume_are_settings_of_every_learner():
