@@ -53,13 +53,12 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
-                                device_description, fill_unset, publish, run_script,
-                                time_calls, write_report)
+from experiments.common import (add_search_bench_arguments, device_description, fill_unset,
+                                publish, run_script, time_calls, write_report)
 from gomoku_jax import config as config_lib
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
-from gomoku_jax.game import Gomoku, sample_legal_action
+from gomoku_jax.game import MAX_SIZE, Gomoku, sample_legal_action
 
 CPU_CONFIG = Path(__file__).resolve().parent / "configs" / "az_9x9_cpu.json"
 DEFAULT_SIZES = (9, 15)
@@ -393,8 +392,9 @@ def format_report(r: dict) -> str:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="gomoku-jax bench alphazero",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=config_lib.count_argument(5), nargs="+", default=None,
-                        help="board sides, k=5: 5 or more, for the central 5x5 (default 9 15)")
+    parser.add_argument("--sizes", type=config_lib.count_argument(5, MAX_SIZE), nargs="+",
+                        default=None, help=f"board sides, k=5: 5 (for the central 5x5) to "
+                                           f"{MAX_SIZE} (default 9 15)")
     parser.add_argument("--preset", choices=["cpu", "gpu"], default="cpu",
                         help="cpu: the CPU default config's network; gpu: resnet blocks=10 "
                              "filters=128 in bfloat16 (default cpu)")
@@ -431,7 +431,6 @@ def main(argv=None) -> dict:
     fill_unset(args, QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
                                                "simulations": DEFAULT_SIMULATIONS})
     sizes, batches, simulations = tuple(args.sizes), tuple(args.batches), tuple(args.simulations)
-    check_search_bench_arguments(parser, args, batches=batches, simulations=simulations)
     if args.max_tree_gb <= 0:
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
     for n in sizes:

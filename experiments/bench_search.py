@@ -56,8 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.bench_alphazero import SEARCH_OBSERVATION, choose_network, game_env, openings
-from experiments.common import (add_search_bench_arguments, check_search_bench_arguments,
-                                device_description, publish, run_script, time_calls)
+from experiments.common import (add_search_bench_arguments, device_description, publish,
+                                run_script, time_calls)
 from gomoku_jax import networks, ops
 from gomoku_jax import search as search_lib
 from gomoku_jax import tree_search
@@ -435,9 +435,6 @@ def main(argv=None) -> dict:
     batches = tuple(args.batches or preset["batches"])
     simulations = tuple(args.simulations or preset["simulations"])
     mctx_simulations = tuple(args.mctx_simulations or preset["mctx_simulations"])
-    check_search_bench_arguments(parser, args, batches=batches, simulations=simulations,
-                                 mctx_simulations=mctx_simulations,
-                                 searches_per_call=[args.searches_per_call])
     if not args.min_seconds >= 0:  # (nan too)
         parser.error(f"--min-seconds must be >= 0, got {args.min_seconds}")
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,

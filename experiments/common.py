@@ -30,8 +30,8 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
                                repeats_help: str, report_example: str) -> None:
     """The arguments the search benchmarks share: ``--batches``, ``--simulations`` (the
     help texts ``batches`` and ``simulations``), ``--algorithms``, ``--repeats``,
-    ``--opening-stones``, ``--seed`` and ``--out``; `check_search_bench_arguments` checks
-    them once parsed."""
+    ``--opening-stones``, ``--seed`` and ``--out``, each checked by its type as it is
+    read."""
     from gomoku_jax import search as search_lib
 
     parser.add_argument("--batches", type=count_argument(1), nargs="+", default=None,
@@ -41,9 +41,9 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
     parser.add_argument("--algorithms", nargs="+", default=list(search_lib.ALGORITHMS),
                         choices=search_lib.ALGORITHMS, help="default: puct gumbel")
     parser.add_argument("--repeats", type=count_argument(1), default=repeats, help=repeats_help)
-    parser.add_argument("--opening-stones", type=count_argument(0), default=4,
-                        help="random stones near the centre of the searched positions "
-                             "(default 4)")
+    parser.add_argument("--opening-stones", type=count_argument(0, 8), default=4,
+                        help="random stones near the centre of the searched positions, "
+                             "0 to 8 so that no win is on the board (default 4)")
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     add_out_argument(parser, report_example)
 
@@ -60,19 +60,6 @@ def fill_unset(args, values: dict) -> None:
     for name, value in values.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-
-
-def check_search_bench_arguments(parser, args, **lists) -> None:
-    """``parser.error`` unless ``--repeats`` and every list in ``lists`` (option name
-    without dashes, underscores for dashes -> the values in use) are positive integers
-    and ``--opening-stones`` leaves no win on the board (0..8)."""
-    for name, values in {**lists, "repeats": [args.repeats]}.items():
-        if any(v < 1 for v in values):
-            parser.error(f"--{name.replace('_', '-')} must be positive integers, "
-                         f"got {' '.join(map(str, values))}")
-    if not 0 <= args.opening_stones <= 8:
-        parser.error(f"--opening-stones must be in 0..8 (no win possible), "
-                     f"got {args.opening_stones}")
 
 
 def run_script(main) -> None:

@@ -284,8 +284,10 @@ COUNT_OPTIONS = [  # (command line, the error after "error: ")
     (["bench", "mcts", "--batch", "0"], "argument --batch: must be an integer >= 1, got '0'"),
     (["bench", "search", "--size", "20"], "argument --size: must be an integer from 5 to 19, "
                                           "got '20'"),
-    (["bench", "alphazero", "--sizes", "4"], "argument --sizes: must be an integer >= 5, "
-                                             "got '4'"),
+    (["bench", "alphazero", "--sizes", "4"], "argument --sizes: must be an integer from 5 to "
+                                             "19, got '4'"),
+    (["bench", "search", "--opening-stones", "9"], "argument --opening-stones: must be an "
+                                                   "integer from 0 to 8, got '9'"),
     (["bench", "alphazero", "--repeats", "0"], "argument --repeats: must be an integer >= 1, "
                                                "got '0'"),
     (["records", "generate", "--games", "9" * 5000],  # more digits than int reads; cut short
