@@ -581,14 +581,18 @@ def _check_without_variants(cls, path, itself: dict, overrides: Mapping[str, Any
 
 def same_definition(old, new) -> bool:
     """Whether ``new`` is ``old`` or the same definition made again: a class or function
-    of the same module and qualified name, as when a notebook cell or a reloaded plugin
+    of the same module and qualified name, defined at a module's top level or in a class
+    (not a lambda, nor one made inside a function, of which a module can hold many
+    different ones under one name), as when a notebook cell or a reloaded plugin
     registers it once more. The registries (`networks.register_network`,
     `agents.register_agent`) take such a registration again without ``replace=True``."""
     if old is new:
         return True
     names = [(getattr(f, "__module__", None), getattr(f, "__qualname__", None))
              for f in (old, new)]
-    return None not in names[0] and names[0] == names[1]
+    module, qualname = names[0]
+    return (isinstance(module, str) and isinstance(qualname, str) and names[0] == names[1]
+            and "<lambda>" not in qualname and "<locals>" not in qualname)
 
 
 def clip(text: str, width: int = 40) -> str:

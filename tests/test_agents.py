@@ -358,12 +358,12 @@ def test_register_agent_checks_names_and_factories(agent_registry):
 
 
 def _factory_made_again():
-    """The same factory definition run again: another function of the same module and
-    qualified name."""
-    def factory(spec, env):
-        return _NthEmpty(spec, 3)
-
-    return factory
+    """The same top-level factory definition run again (a notebook cell, a reloaded
+    plugin): another function of the same module and qualified name."""
+    namespace = {"__name__": "a_plugin", "_NthEmpty": _NthEmpty}
+    exec(compile("def factory(spec, env):\n    return _NthEmpty(spec, 3)\n", "a_plugin.py",
+                 "exec"), namespace)
+    return namespace["factory"]
 
 
 def test_the_same_factory_registers_again_without_replace(agent_registry):
@@ -382,6 +382,10 @@ def test_the_same_factory_registers_again_without_replace(agent_registry):
     assert agents.make("random", ENV).n == 3
     with pytest.raises(ValueError, match="clashes with the built-in agents"):
         agents.register_agent("heuristic", second)
+    # two lambdas of one module are not one definition
+    agents.register_agent("lambda-agent", lambda spec, env: _NthEmpty(spec, 1))
+    with pytest.raises(ValueError, match="'lambda-agent' is already registered"):
+        agents.register_agent("lambda-agent", lambda spec, env: _NthEmpty(spec, 2))
 
 
 def test_a_registered_agent_plays_by_name_with_killer_and_in_a_match(agent_registry):

@@ -465,21 +465,33 @@ def test_register_network_checks_every_argument(registry):
     assert type(nets.make_network("cnn", board_size=N)) is _TinyMLP
 
 
-def _made_again():
-    """The same class definition run again (a notebook cell, a reloaded plugin): another
-    class object of the same module and qualified name."""
-    class Again(_KindlessMLP):
-        pass
+def _made_again(source: str, name: str):
+    """The top-level definition ``name`` of ``source`` run again, as a notebook cell or
+    a reloaded plugin runs it: another object of the same module and qualified name."""
+    namespace = {"__name__": "a_plugin"}
+    exec(compile(source, "a_plugin.py", "exec"), namespace)
+    return namespace[name]
 
-    return Again
+
+_AGAIN = """
+import flax.linen as nn
+
+class Again(nn.Module):
+    board_size: int
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        h = nn.Dense(self.board_size ** 2 + 1)(x.reshape(x.shape[0], -1))
+        return h[:, :-1], h[:, -1]
+"""
 
 
 def test_the_same_definition_registers_again_without_replace(registry):
     nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "one hidden layer")
     nets.register_network("tiny-mlp", _TinyMLP, "policy-value", "described anew")
     assert registry["tiny-mlp"] == (_TinyMLP, "policy-value", "described anew")
-    first, second = _made_again(), _made_again()
-    assert first is not second
+    first, second = _made_again(_AGAIN, "Again"), _made_again(_AGAIN, "Again")
+    assert first is not second and first.__qualname__ == second.__qualname__ == "Again"
     nets.register_network("again", first, "policy-value", "d")
     nets.register_network("again", second, "policy-value", "d")
     assert registry["again"][0] is second
@@ -488,6 +500,15 @@ def test_the_same_definition_registers_again_without_replace(registry):
     nets.register_network("resnet", nets.ResNet, "policy-value", "the built-in itself")
     with pytest.raises(ValueError, match="'resnet' is already registered"):
         nets.register_network("resnet", second, "policy-value", "d")
+
+    def made_inside():  # two classes a function makes are not one definition
+        class Inner(_KindlessMLP):
+            pass
+        return Inner
+
+    nets.register_network("inner", made_inside(), "policy-value", "d")
+    with pytest.raises(ValueError, match="'inner' is already registered"):
+        nets.register_network("inner", made_inside(), "policy-value", "d")
 
 
 def test_a_registered_network_builds_exports_and_loads(registry, tmp_path):
