@@ -106,9 +106,11 @@ def _train_seconds(rows: list[dict]) -> float | None:
 
 
 def _iteration_seconds(rows: list[dict]) -> float | None:
-    """The run's median iteration time: unlike `_train_seconds`, comparable between the
-    runs of a sweep, whose first run alone pays for compiling the programs they share."""
+    """The run's median iteration time, its first iteration (which compiles) left out
+    when there are others: unlike `_train_seconds`, comparable between the runs of a
+    sweep, whose first run alone pays for compiling the programs they share."""
     seconds = _seconds(rows)
+    seconds = seconds[1:] if len(seconds) > 1 else seconds
     return round(float(np.median(seconds)), 3) if seconds else None
 
 

@@ -178,9 +178,13 @@ def test_a_row_keeps_every_logged_metric_but_periodic_scores(tmp_path):
                                            "phase": 1.0, "seconds": 2.25}
     assert sweep._train_seconds(logged) == 14.75  # every iteration's, not the last one's
     assert sweep._train_seconds(sweep._metrics_rows(tmp_path / "none.csv")) is None
-    # the median iteration: a first iteration that compiled does not weigh on it
-    path.write_text("iteration,seconds\n1,30.0\n2,2.0\n3,3.0\n")
-    assert sweep._iteration_seconds(sweep._metrics_rows(path)) == 3.0
+    # the median iteration after the first, which compiled
+    path.write_text("iteration,seconds\n1,30.0\n2,2.0\n3,3.0\n4,2.5\n")
+    assert sweep._iteration_seconds(sweep._metrics_rows(path)) == 2.5
+    path.write_text("iteration,seconds\n1,30.0\n2,2.0\n")
+    assert sweep._iteration_seconds(sweep._metrics_rows(path)) == 2.0
+    path.write_text("iteration,seconds\n1,30.0\n")
+    assert sweep._iteration_seconds(sweep._metrics_rows(path)) == 30.0
     assert sweep._iteration_seconds(sweep._metrics_rows(tmp_path / "none.csv")) is None
 
 
