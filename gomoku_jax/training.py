@@ -915,8 +915,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
               "stopped_because": _stop_reason(ev, prog),
               "best_iteration": _best_iteration(prog),
-              "device": arena.device_description(), "devices": _learner_device_count(learner),
-              "processes": jax.process_count(), "evaluation": {}}
+              **_where_trained(workdir, learner, trained=int(state.iteration) > start),
+              "evaluation": {}}
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,
@@ -950,6 +950,23 @@ def _resume_evaluations(workdir: pathlib.Path, start: int, prog, variables, expo
         held = None
     if held != start:
         export(workdir / "best.gjx", variables, start)
+
+
+def _where_trained(workdir: pathlib.Path, learner, trained: bool) -> dict:
+    """The report's ``device``, ``devices`` and ``processes``: of this start when it
+    ``trained``; else (a finished run evaluated again, perhaps on another machine) those
+    of the report the run has, where it names them."""
+    here = {"device": arena.device_description(), "devices": _learner_device_count(learner),
+            "processes": jax.process_count()}
+    if trained:
+        return here
+    try:
+        before = json.loads((workdir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return here
+    if not isinstance(before, dict) or not isinstance(before.get("device"), str):
+        return here
+    return {key: before.get(key) for key in here}
 
 
 def _learner_device_count(learner) -> int:

@@ -924,7 +924,7 @@ def _stored_configs(workdir):
 
 
 def test_a_resume_may_change_how_the_run_is_evaluated_and_checkpointed(
-        learner, uninterrupted, tmp_path, capsys):
+        learner, uninterrupted, tmp_path, capsys, monkeypatch):
     straight, _ = uninterrupted
     training.run(learner, tmp_path, iterations=1, progress=False)
     capsys.readouterr()
@@ -941,8 +941,12 @@ def test_a_resume_may_change_how_the_run_is_evaluated_and_checkpointed(
     for stored in _stored_configs(tmp_path):  # what the next start compares with
         assert (stored["eval"]["final_games"], stored["checkpoint_every"]) == (0, 2)
     # the original settings are now the change; a finished run given another final
-    # evaluation plays it and writes its reports again
+    # evaluation plays it and writes its reports again (on another machine here: the
+    # report still names where the run trained)
+    trained_on = {k: report[k] for k in ("device", "devices", "processes")}
+    monkeypatch.setattr(training.arena, "device_description", lambda: "another machine")
     again = training.run(learner, tmp_path, progress=False)
+    assert {k: again[k] for k in trained_on} == trained_on
     assert "changed settings (kept from now on): checkpoint_every 2 -> 1, eval.final_games " \
            "0 -> 2\n" in capsys.readouterr().out
     assert again["iterations"] == 3 and again["evaluation"]["random"]["games"] == 2
