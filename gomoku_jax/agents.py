@@ -299,10 +299,6 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     return _KillerPython(env, agent, name)
 
 
-def _game_words(env: Gomoku) -> str:
-    return f"{env.size}x{env.size} {env.k} in a row ({env.rule})"
-
-
 def check_env(agent: Agent, env: Gomoku) -> None:
     """ValueError when ``agent`` was built for another game than ``env`` (board size,
     k or rule; its ``env``, None for an agent that plays any)."""
@@ -313,8 +309,8 @@ def check_env(agent: Agent, env: Gomoku) -> None:
         advice = ("its network was trained for that game alone: play it there, or train "
                   "one for this game" if trained else
                   "build it for this game (e.g. agents.make(name, env))")
-        raise ValueError(f"agent {agent.name!r} was built for {_game_words(built)}, not "
-                         f"{_game_words(env)}: {advice}")
+        raise ValueError(f"agent {agent.name!r} was built for {built.words}, not "
+                         f"{env.words}: {advice}")
 
 
 AgentFactory = Callable[[str, Gomoku], Agent]

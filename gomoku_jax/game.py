@@ -260,6 +260,11 @@ class Gomoku:
         return f"gomoku-{self.size}x{self.size}-k{self.k}-{self.rule}"
 
     @property
+    def words(self) -> str:
+        """The game in words for messages and reports: ``9x9 5 in a row (freestyle)``."""
+        return f"{self.size}x{self.size} {self.k} in a row ({self.rule})"
+
+    @property
     def num_actions(self) -> int:
         return self.size * self.size
 

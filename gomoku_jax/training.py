@@ -923,7 +923,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                                         seed=config.seed + 1_000_003,
                                         opening_stones=ev.opening_stones, progress=progress)
     write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
-    write(workdir / "report.md", _report_markdown(report, learner.describe_play()))
+    write(workdir / "report.md", _report_markdown(report, learner.describe_play(),
+                                                  learner.env.words))
     if changed and not defer:  # (a run that saved a checkpoint stored it then)
         ckpt.store_config()
     if lead:  # a resumed run that got past where it diverged (other code, a GPU's rounding)
@@ -1062,10 +1063,12 @@ def _stop_reason(ev, prog) -> str | None:
             f"score against {ev.opponents[0]} ({best:.3f}, iteration {at})")
 
 
-def _report_markdown(report: dict, how: str) -> str:
+def _report_markdown(report: dict, how: str, game: str | None = None) -> str:
     stopped = report.get("stopped_because")
     n = report["iterations"]
     lines = [f"# Final evaluation after {n} iteration{'' if n == 1 else 's'}", ""]
+    if game:
+        lines += [f"Game: {game}.", ""]
     if stopped:
         lines += [f"Stopped early, {stopped}.", ""]
     where = _trained_on(report)

@@ -69,6 +69,8 @@ def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupte
     markdown = (workdir / "report.md").read_text()
     assert "| random |" in markdown
     assert f"\nTrained on 1 device in 1 process; device: {report['device']}.\n" in markdown
+    env = learner.env  # the game, which the config's description need not name
+    assert f"\nGame: {env.size}x{env.size} {env.k} in a row ({env.rule}).\n" in markdown
 
 
 def test_resume_after_a_kill_equals_an_uninterrupted_run(learner, uninterrupted, tmp_path,
