@@ -783,8 +783,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     changed_names = {path for path, _, _ in changed}
     if restored is not None:
         trains_on = int(restored.iteration) < stop_at and not was_stopped
+        # eval.simulations is read only by a learner that searches (DQN's agent does not)
+        read = changed_names - (set() if hasattr(config, "search") else {"eval.simulations"})
         # a changed measure of the periodic scores: the best so far is not comparable
-        rescored = bool(changed_names & set(_SCORE_SETTINGS)) and float(
+        rescored = bool(read & set(_SCORE_SETTINGS)) and float(
             prog["best_score"]) >= 0
         forget = trains_on and rescored
         # a start that trains nothing cannot forget (its checkpoint is not saved again):
@@ -796,7 +798,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             prog = _forget_best(prog)
         # a finished run given another final evaluation is evaluated again (none asked
         # for, eval.final_games 0: the report it has is kept, not emptied)
-        again = bool(changed_names & set(_FINAL_EVALUATION)) and config.eval.final_games > 0
+        again = bool(read & set(_FINAL_EVALUATION)) and config.eval.final_games > 0
         done = (None if again else
                 _finished_report(workdir, int(restored.iteration), stop_at, was_stopped))
         if jax.process_count() > 1:  # every process takes process 0's path and report

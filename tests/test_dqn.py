@@ -703,6 +703,19 @@ def test_training_run_on_the_smoke_config_end_to_end(learner, tmp_path):
     for a, b in zip(jax.tree.leaves(exported.load_network(tmp_path / "final.gjx")[3]),
                     jax.tree.leaves(state.variables)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # eval.simulations, which a DQN agent does not read, changed on the finished run:
+    # stored, but nothing is evaluated again
+    import copy
+    import dataclasses
+
+    other = copy.copy(learner)
+    other.config = dataclasses.replace(cfg, eval=dataclasses.replace(
+        cfg.eval, simulations=cfg.eval.simulations + 1))
+    before = (tmp_path / "report.json").read_bytes()
+    assert training.run(other, tmp_path, progress=False, tensorboard=False) == report
+    assert (tmp_path / "report.json").read_bytes() == before
+    stored = json.loads((tmp_path / "config.json").read_text())
+    assert stored["eval"]["simulations"] == cfg.eval.simulations + 1
 
 
 def test_the_reports_configs_are_here():
