@@ -260,6 +260,9 @@ def _train(args: argparse.Namespace) -> int:
               "the defaults for every setting the file leaves out")
     if description:
         print(description)
+    env = getattr(learner, "env", None)
+    if env is not None:  # as trained, overrides included (a description may name another)
+        print(f"game: {env.words}")
     # a learner with its own driver (algorithms.pipeline: stages in subdirectories) runs itself
     run = getattr(learner, "run", None) or (lambda *a, **k: training.run(learner, *a, **k))
     workdir = Path(args.workdir).resolve()  # orbax refuses relative checkpoint paths

@@ -540,7 +540,8 @@ def test_ctrl_c_during_training_says_what_is_kept(tmp_path, monkeypatch, capsys)
 def test_a_config_file_without_an_algorithm_says_it_trains_the_default(tmp_path, monkeypatch,
                                                                          capsys):
     """A partial file (here only search settings) starts a whole default AlphaZero run:
-    the command says so before it starts; a file that names its algorithm is not told."""
+    the command says so before it starts; a file that names its algorithm is not told.
+    Either way it names the game it trains."""
     from gomoku_jax import training
 
     def interrupted(*args, **kwargs):
@@ -554,7 +555,15 @@ def test_a_config_file_without_an_algorithm_says_it_trains_the_default(tmp_path,
         config.write_text(json.dumps(data))
         argv = ["train", "--config", str(config), "--workdir", str(tmp_path / "run")]
         assert cli.main(argv) == 130
-        assert (notice in capsys.readouterr().out) is told
+        out = capsys.readouterr().out
+        assert (notice in out) is told
+        assert "\ngame: 9x9 5 in a row (freestyle)\n" in out  # the defaults' game
+    # the game as trained, overrides included, whatever the config's description says
+    argv = ["train", "--config", "experiments/configs/az_9x9_cpu.json", "--smoke", "--workdir",
+            str(tmp_path / "run7"), "--set", "game.size=7", "--set", "game.k=4"]
+    assert cli.main(argv) == 130
+    out = capsys.readouterr().out
+    assert "9x9 freestyle five-in-a-row" in out and "\ngame: 7x7 4 in a row (freestyle)\n" in out
 
 
 def test_ctrl_c_while_compiling_exits_with_130(tmp_path, console):
