@@ -209,8 +209,13 @@ def _tournament(args: argparse.Namespace) -> int:
                         f"--out {args.out}")
     env = Gomoku(**config["game"])
     players = [agents.make(name, env) for name in config["agents"]]
+    games = int(config["games_per_pair"])
+    if games % 2:  # colours alternate: one agent of each pair has black once more
+        print(f"gomoku-jax: warning: {games} games per pair is odd, so in each pair the "
+              f"first agent plays black {games // 2 + 1} times and the other "
+              f"{games // 2}; an even number balances the colours", file=sys.stderr)
     result = arena.round_robin(
-        env, players, int(config["games_per_pair"]), seed=int(config["seed"]),
+        env, players, games, seed=int(config["seed"]),
         opening_stones=int(config["opening_stones"]), progress=True,
     )
     report = result.report()

@@ -265,6 +265,16 @@ def test_tournament_refuses_a_games_per_pair_below_one(capsys):
     assert "--games-per-pair: must be an integer >= 1, got '0'" in capsys.readouterr().err
 
 
+def test_tournament_warns_that_an_odd_number_of_games_leaves_colours_unbalanced(capsys):
+    argv = ["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4"]
+    assert cli.main(argv + ["--games-per-pair", "3"]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: 3 games per pair is odd, so in each pair the first agent plays black 2 "
+            "times and the other 1; an even number balances the colours") in err
+    assert cli.main(argv + ["--games-per-pair", "2"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 COUNT_OPTIONS = [  # (command line, the error after "error: ")
     (["records", "generate", "--games", "0"], "argument --games: must be an integer >= 1, got '0'"),
     (["records", "generate", "--workers", "x"], "argument --workers: must be an integer >= 1, "
