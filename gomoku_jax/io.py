@@ -440,7 +440,8 @@ class Checkpointer:
         defaults); when it raises ``ValueError``/``TypeError`` the stored config is
         compared as it is.
       cleanup: remove the saves a crash or Ctrl-C cut short (orbax's temporary step
-        folders) when opening; only for the run that writes the checkpoints, once it
+        folders), and older steps whose removal was cut short (no step metadata or no
+        data folder), when opening; only for the run that writes the checkpoints, once it
         knows the directory is its own (a reader, such as an export while the run
         trains, must not remove a save in progress).
       may_change: ``may_change(path, stored value, given value)`` says whether the
@@ -486,6 +487,15 @@ class Checkpointer:
             for unfinished in self.directory.glob(f"*{UNFINISHED_SAVE}*"):
                 if unfinished.is_dir():
                     unfinished.rmtree()
+            # An older step that orbax was pruning when a crash or Ctrl-C cut it short
+            # (its metadata or data folder gone) is never restorable either, and orbax
+            # warns of it at every start; the newest step is left for restore to judge.
+            numbered = sorted((int(p.name), p) for p in self.directory.iterdir()
+                              if p.name.isdigit() and p.is_dir())
+            for _, step_dir in numbered[:-1]:
+                if not ((step_dir / "_CHECKPOINT_METADATA").exists()
+                        and (step_dir / _ITEM).is_dir()):
+                    step_dir.rmtree()
         options = ocp.CheckpointManagerOptions(
             enable_async_checkpointing=False, create=True, **keep
         )

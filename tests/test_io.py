@@ -411,6 +411,24 @@ def test_interrupted_save_leaves_previous_checkpoints_usable(tmp_path):
     _assert_state_equal(resumed.restore(target), _state(3))
 
 
+def test_an_old_step_whose_removal_was_cut_short_is_removed_by_the_runs_writer(tmp_path):
+    """orbax prunes old steps by deleting their folders; cut short, a step is left
+    without its metadata (or data folder) and orbax warns of it at every start. The
+    run's writer removes such older steps; the newest is left for restore to judge."""
+    ck = _ckpt(tmp_path)
+    for step in (1, 2, 3):
+        ck.save(step, _state(step))
+    run = tmp_path / "run"
+    os.remove(run / "1" / "_CHECKPOINT_METADATA")
+    shutil.rmtree(run / "2" / "default")
+    os.remove(run / "3" / "_CHECKPOINT_METADATA")  # the newest: kept, refused on restore
+    reader = _ckpt(tmp_path)  # a reader removes nothing
+    assert (run / "1").exists() and (run / "2").exists()
+    del reader
+    _ckpt(tmp_path, cleanup=True)
+    assert sorted(p.name for p in run.iterdir()) == ["3", "config.json"]
+
+
 @_QUIET
 def test_missing_files_in_latest_step_are_reported_clearly(tmp_path):
     ck = _ckpt(tmp_path)
