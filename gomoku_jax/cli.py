@@ -250,17 +250,15 @@ def _pbrain(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from gomoku_jax import config as config_lib
     from gomoku_jax import training
     from gomoku_jax.io import check_folder
 
     check_folder(args.workdir, "--workdir", "give the folder of a run (new or to resume)")
-    learner, description = _learner_from_args(args)
+    learner, description, named = _learner_from_args(args)
     training.check_iterations(learner.config, args.iterations, "--iterations",
                               "--set train.iterations=N")
     print(f"training {args.config} in {args.workdir}")
-    if getattr(learner, "algorithm", "alphazero") == "alphazero" and "algorithm" not in (
-            config_lib.read_json(args.config)):  # a partial file starts a full default run
+    if not named:  # a partial file starts a full default run
         print(f'{args.config} names no "algorithm": it trains alphazero, the default, with '
               "the defaults for every setting the file leaves out")
     if description:
@@ -303,7 +301,7 @@ def _learner_from_args(args: argparse.Namespace):
     cfg, description = config_lib.load_file(
         config_class, args.config, overrides=args.set or (),
         variants=(args.variant or []) + (["smoke"] if args.smoke else []))
-    return make_learner(cfg), description
+    return make_learner(cfg), description, "algorithm" in data
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -964,10 +964,10 @@ def _where_trained(workdir: pathlib.Path, learner, trained: bool) -> dict:
     if trained:
         return here
     try:
-        before = json.loads((workdir / "report.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        before = gio.read_json_object(workdir / "report.json", "")
+    except gio.CheckpointError:
         return here
-    if not isinstance(before, dict) or not isinstance(before.get("device"), str):
+    if not isinstance(before.get("device"), str):
         return here
     return {key: before.get(key) for key in here}
 
