@@ -58,6 +58,7 @@ from experiments.common import (add_search_bench_arguments, device_description, 
 from gomoku_jax import config as config_lib
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.game import MAX_SIZE, Gomoku, sample_legal_action
 
 CPU_CONFIG = Path(__file__).resolve().parent / "configs" / "az_9x9_cpu.json"
@@ -390,8 +391,8 @@ def format_report(r: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="gomoku-jax bench alphazero",
-                                     description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="gomoku-jax bench alphazero",
+                            description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=config_lib.count_argument(5, MAX_SIZE), nargs="+",
                         default=None, help=f"board sides, k=5: 5 (for the central 5x5) to "
                                            f"{MAX_SIZE} (default 9 15)")

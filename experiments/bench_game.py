@@ -20,7 +20,6 @@ on 9x9 and 2.5 million on 15x15 at B = 4096; see the README's performance table.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import jax
@@ -29,6 +28,7 @@ from tqdm import tqdm
 
 from experiments.common import (add_out_argument, device_description, fill_unset, publish,
                                 run_script)
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku, random_games
 from gomoku_jax.reference import NumpyGomoku
@@ -128,7 +128,7 @@ def format_report(report: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gomoku-jax bench game", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=None,

@@ -20,7 +20,6 @@ least 20,000 simulations/s over a batch of 64 (see the README's performance tabl
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import jax
@@ -31,6 +30,7 @@ from tqdm import tqdm
 from algorithms import pure_mcts
 from experiments.common import (add_out_argument, device_description, fill_unset, publish,
                                 run_script)
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
@@ -130,7 +130,7 @@ QUICK = {"simulations": 100, "batch": 8, "positions": 2, "numpy_simulations": 50
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="gomoku-jax bench mcts", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="gomoku-jax bench mcts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=9, help="board side (default 9)")
     parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
     parser.add_argument("--simulations", type=count_argument(1), default=None,

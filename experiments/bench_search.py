@@ -49,7 +49,6 @@ at 16 64 200 400 800 (800 within the budget). ``gpu``: batches 256 and 1024, see
 
 from __future__ import annotations
 
-import argparse
 
 import jax
 import jax.numpy as jnp
@@ -61,6 +60,7 @@ from experiments.common import (add_search_bench_arguments, device_description, 
 from gomoku_jax import networks, ops
 from gomoku_jax import search as search_lib
 from gomoku_jax import tree_search
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.config import count_argument
 from gomoku_jax.game import MAX_SIZE
 
@@ -405,8 +405,8 @@ def report_text(report: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="gomoku-jax bench search",
-                                     description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="gomoku-jax bench search",
+                            description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                         help="cpu: batch 64, uniform network; gpu: batches 256 1024, "
                              "resnet 10x128 bfloat16, 16 and 800 simulations (default cpu)")

@@ -23,7 +23,6 @@ compiled, 0 where it ran a program another run compiled).
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from algorithms import common
 from experiments.common import (add_out_argument, device_description, publish,
                                 repository_path, run_script)
 from gomoku_jax import config as cfglib
-from gomoku_jax.cli import nonempty_path
+from gomoku_jax.cli import ArgumentParser, nonempty_path
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "az_9x9_cpu.json"
 
@@ -99,7 +98,7 @@ def format_report(report: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gomoku-jax bench sweep",
         description="A sweep's build and first iteration per run: programs shared by the "
                     "runs against each run compiling its own.")

@@ -30,6 +30,8 @@ import math
 import time
 from pathlib import Path
 
+from gomoku_jax.cli import ArgumentParser
+
 RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
 OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
 
@@ -221,8 +223,8 @@ def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: 
 def main(argv: list[str] | None = None) -> int:
     from gomoku_jax.config import count_argument, seed_argument
 
-    parser = argparse.ArgumentParser(prog="python -m experiments.figures", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.figures", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, default=RUN, help="the recorded run's folder")
     parser.add_argument("--games", type=count_argument(1), default=20,
                         help="games per pairing (20)")

@@ -18,13 +18,12 @@ at most 2 s a move on 15x15.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 from experiments.common import device_description, publish, run_script
 from gomoku_jax import agents, arena
-from gomoku_jax.cli import nonempty_path
+from gomoku_jax.cli import ArgumentParser, nonempty_path
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
@@ -89,7 +88,7 @@ def run(games: int = 100, mcts_simulations: int = 2000, timing_games: int = 4, s
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=count_argument(1), default=100)
     parser.add_argument("--mcts-simulations", type=count_argument(1), default=2000)
     parser.add_argument("--timing-games", type=count_argument(1), default=4)

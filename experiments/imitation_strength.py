@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from experiments.common import device_description, publish, run_script
-from gomoku_jax.cli import nonempty_path
+from gomoku_jax.cli import ArgumentParser, nonempty_path
 from gomoku_jax.config import count_argument, seed_argument
 
 __all__ = ["main", "run"]
@@ -176,8 +176,8 @@ def run(args) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m experiments.imitation_strength",
-                                description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m experiments.imitation_strength",
+                       description=__doc__.split("\n\n")[0])
     p.add_argument("--records", default=str(DATA),
                    help="folder of records files (*.jsonl.gz), reused and topped up "
                         "(default: the dataset that comes with the repository)")

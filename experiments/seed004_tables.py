@@ -20,14 +20,13 @@ own figures are in its tables; on 3x3 every sound player draws against the perfe
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 from algorithms.classical import LinearTDLearner, TabularValueLearner
 from experiments.common import device_description, publish, run_script
 from gomoku_jax import agents, arena
-from gomoku_jax.cli import nonempty_path
+from gomoku_jax.cli import ArgumentParser, nonempty_path
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
@@ -103,7 +102,7 @@ def format_report(report: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games-3x3", type=count_argument(1), default=100)
     parser.add_argument("--games-big", type=count_argument(1), default=10)
     parser.add_argument("--seed", type=seed_argument, default=0)

@@ -493,13 +493,25 @@ _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+")
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` that names an unknown option before missing ones.
+    """``argparse.ArgumentParser`` that takes options only as spelled, and names an
+    unknown option before missing ones.
 
-    argparse checks the required arguments before it reports unrecognised ones, so a
-    mistyped option (``train --confg x.json``) was answered only with "the following
-    arguments are required: --config". This parser answers "unrecognized arguments:
-    --confg" then. Its sub-commands' parsers are of the same class.
+    Exact options: argparse's abbreviations (``allow_abbrev``, on by default there) are
+    off, so ``tournament --games 3`` is refused as an unknown option instead of being
+    read as ``--games-per-pair 3``, and a script's options keep their meaning when a
+    command gains an option that shares a prefix. Pass ``allow_abbrev=True`` to have
+    them back.
+
+    Unknown before missing: argparse checks the required arguments before it reports
+    unrecognised ones, so a mistyped option (``train --confg x.json``) was answered only
+    with "the following arguments are required: --config". This parser answers
+    "unrecognized arguments: --confg" then. Its sub-commands' parsers are of the same
+    class. Every command and experiment script of the project parses with it.
     """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)

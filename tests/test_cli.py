@@ -102,6 +102,10 @@ def test_unknown_options_and_commands_are_refused(capsys):
     (["records", "--games", "3"], "records: give the action before its options "
                                   "(gomoku-jax records generate --games 3); got --games"),
     (["bench", "--quick"], "bench: give a benchmark before its options"),
+    # options are taken only as spelled: an abbreviation is an unknown option
+    (["export", "--whi", "best"], "unrecognized arguments: --whi"),
+    (["tournament", "--agents", "random", "heuristic", "--games", "3"],
+     "unrecognized arguments: --games"),
 ])
 def test_a_mistyped_option_is_named_before_missing_ones(argv, text, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -111,10 +115,37 @@ def test_a_mistyped_option_is_named_before_missing_ones(argv, text, capsys):
     assert text in err and "are required" not in err
 
 
+@pytest.mark.parametrize("script, abbreviation", [
+    ("bench_search", "--pres"), ("bench_alphazero", "--siz"), ("figures", "--skip"),
+    ("bench_game", "--repeat"), ("bench_mcts", "--posit"), ("bench_sweep", "--vari"),
+    ("imitation_strength", "--chun"), ("seed004_tables", "--games-3"),
+    ("gomokubot_strength", "--mcts"), ("missed_wins", "--agen"),
+    ("generate_records", "--blac"),
+])
+def test_experiment_scripts_take_options_only_as_spelled(script, abbreviation, capsys):
+    """Every experiment script parses with the project's parser: a prefix of one of its
+    options is refused, not read as that option."""
+    import importlib
+
+    module = importlib.import_module(f"experiments.{script}")
+    main = module.build_parser().parse_args if script == "generate_records" else module.main
+    with pytest.raises(SystemExit) as exit_:
+        main([abbreviation, "1"])
+    assert exit_.value.code == 2
+    assert f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err
+
+
 def test_missing_options_are_named_when_every_option_given_is_known(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["export", "--whi", "best"])  # an abbreviation of --which
+        cli.main(["export", "--which", "best"])
     assert "the following arguments are required: --workdir, --out" in capsys.readouterr().err
+    # A parser that takes abbreviations counts one as known.
+    parser = cli.ArgumentParser(prog="p", allow_abbrev=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--which")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--whi", "best"])
+    assert "the following arguments are required: --out" in capsys.readouterr().err
     parser = cli.ArgumentParser(prog="p")
     parser.add_argument("--out", required=True)
     parser.add_argument("--shift", type=float)
