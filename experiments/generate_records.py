@@ -277,6 +277,13 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
              **{key: getattr(args, key) for key in ("size", "k", "rule")
                 if getattr(args, key) is not None}}
     args.size, args.k, args.rule = board["size"], board["k"], board["rule"]
+    from gomoku_jax import arena
+    from gomoku_jax.game import Gomoku
+
+    try:  # named by its option here (generate's own check names its argument)
+        arena.check_opening_stones(Gomoku(args.size, args.k, args.rule), args.opening_stones)
+    except ValueError as err:
+        raise ValueError(f"--opening-stones: {err}") from None
 
     try:
         played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
@@ -301,8 +308,10 @@ def _write(args, played) -> int:
 
     env = Gomoku(args.size, args.k, args.rule)
     forfeited = [r for r in played if r.forfeit]
-    metadata = {"generator": "experiments.generate_records", "black": args.black,
-                "white": args.white, "games": args.games, "opening_stones": args.opening_stones,
+    # The players as the games name them (``gomokubot`` plays as ``gomokubot-6``).
+    black, white = (played[0].black, played[0].white) if played else (args.black, args.white)
+    metadata = {"generator": "experiments.generate_records", "black": black,
+                "white": white, "games": args.games, "opening_stones": args.opening_stones,
                 "seed": args.seed, "forfeits_left_out": len(forfeited)}
     tag = f"experiments.generate_records seed={args.seed}"
     with_source = [records.Game(env.size, env.k, env.rule, r.moves, r.winner, r.black, r.white,

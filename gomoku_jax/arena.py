@@ -400,7 +400,7 @@ class Tournament:
         None, or the default ``"random"`` when no agent has that name, centres them. When
         the anchor won or lost every game the prior, not the games, sets every rating
         measured from it: ``ratings_measured`` (and its table) then gives the same fit
-        measured from the weakest agent that did neither."""
+        measured from the weakest agent that did neither, when two or more did neither."""
         names, records = self.names, self.records
         index = {n: i for i, n in enumerate(names)}
         if anchor == _ratings.DEFAULT_ANCHOR and anchor not in names:

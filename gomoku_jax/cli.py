@@ -127,7 +127,8 @@ def _tournament_config(args: argparse.Namespace) -> dict:
         env = config_lib.from_dict(Gomoku, game, "game")
     except config_lib.ConfigError as err:
         key = re.search(r"\b(?:game|GameConfig)\.(\w+)", str(err))
-        where = source.get(key.group(1)) if key else None
+        where = None if key is None else source.get(
+            key.group(1), f"the default {key.group(1)}; give --{key.group(1)}")
         raise config_lib.ConfigError(f"{err} (from {where})" if where else str(err)) from None
     config["game"] = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
@@ -513,6 +514,17 @@ class ArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost sub-command's parser that ``parsed`` went through (else this
+        parser): the one to refuse arguments left over after it, so that its usage is
+        printed (``gomoku-jax train: error: unrecognized arguments: --iter 3``)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if chosen is not None:
+                    return chosen.chosen(parsed) if isinstance(chosen, ArgumentParser) else chosen
+        return self
+
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
@@ -664,8 +676,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if argv[:1] in (["bench"], ["records"]) and (len(argv) == 1 or argv[1] in ("-h", "--help")):
         # these pass their options on to the chosen script: an overview of the choices
-        print(OVERVIEWS[argv[0]])
-        return 0 if len(argv) > 1 else 2
+        if len(argv) > 1:
+            print(OVERVIEWS[argv[0]])
+            return 0
+        choice = "a benchmark" if argv[0] == "bench" else "an action"
+        print(f"{OVERVIEWS[argv[0]]}\n\ngomoku-jax {argv[0]}: error: give {choice}",
+              file=sys.stderr)
+        return 2
     if argv[:1] in (["bench"], ["records"]) and argv[1].startswith("-"):
         # their options belong to the chosen script, which comes first
         first = "a benchmark" if argv[0] == "bench" else "the action"
@@ -695,7 +712,10 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             hint = ("; --plugin goes before the command (gomoku-jax --plugin MODULE "
                     f"{args.command} ...)" if "--plugin" in rest else "")
-            parser.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
+            # refused by the command's parser (its usage), unless given before the command
+            before = argv[:argv.index(args.command)] if args.command in argv else argv
+            refuser = parser if any(token in before for token in rest) else parser.chosen(args)
+            refuser.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
         if args.command == "tournament":
             return _tournament(args)
         if args.command == "pbrain":

@@ -90,7 +90,11 @@ class GameConfig:
     def __post_init__(self):
         plain_fields(self)
         check_int("GameConfig", "size", self.size, MIN_SIZE, MAX_SIZE)
-        check_int("GameConfig", "k", self.k, 3, self.size)
+        check_int("GameConfig", "k", self.k, None)  # an integer; its range:
+        if not 3 <= self.k <= self.size:  # (too large: the default 5 on a small board)
+            why = f" (no more than the board's size {self.size})" if self.k > self.size else ""
+            raise ValueError(f"GameConfig.k must be an integer from 3 to {self.size}{why}, "
+                             f"got {self.k}")
         if self.rule not in RULES:
             raise ValueError(
                 f"GameConfig.rule must be one of {', '.join(RULES)}, got {self.rule!r}"

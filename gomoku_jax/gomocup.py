@@ -532,7 +532,7 @@ class Engine:
                 continue
             try:
                 x, y, field = _parse_ints(line, 3, "BOARD line")
-                action = new.empty_cell(x, y, "BOARD line")
+                action = new.empty_cell(x, y, f"BOARD line {clip(line)!r}: cell")
                 if field not in (_OWN, _OPP, _DEAD):
                     raise _ProtocolError(f"BOARD line {clip(line)!r}: field must be 1 (own), "
                                          f"2 (opponent) or 3 (dead stone), got {field}")

@@ -857,6 +857,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _get_agent_info(self, query: str) -> dict:
         fields = urllib.parse.parse_qs(query)
         name = fields.get("name", [None])[0]
+        if not name:
+            raise PlayError("agent-info needs the agent's name: /api/agent-info?name=AGENT")
         budget = fields.get("budget", [None])[0]
         if budget is not None:
             shown = clip(repr(budget))

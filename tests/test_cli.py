@@ -35,7 +35,8 @@ def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, text", [
     (["random-game", "--size", "25"], "GameConfig.size must be an integer from 3 to 19, got 25"),
-    (["random-game", "--size", "9", "--k", "12"], "GameConfig.k must be an integer from 3 to 9, got 12"),
+    (["random-game", "--size", "9", "--k", "12"],
+     "GameConfig.k must be an integer from 3 to 9 (no more than the board's size 9), got 12"),
 ])
 def test_bad_settings_give_one_clear_line(argv, text, capsys):
     assert cli.main(argv) == 2
@@ -105,7 +106,13 @@ def test_unknown_options_and_commands_are_refused(capsys):
     # options are taken only as spelled: an abbreviation is an unknown option
     (["export", "--whi", "best"], "unrecognized arguments: --whi"),
     (["tournament", "--agents", "random", "heuristic", "--games", "3"],
-     "unrecognized arguments: --games"),
+     "gomoku-jax tournament: error: unrecognized arguments: --games"),
+    # arguments left over are refused by their command, whose usage is printed
+    (["train", "--config", "x.json", "--workdir", "w", "--iter", "3"],
+     "usage: gomoku-jax train [-h] --config CONFIG"),
+    (["train", "--config", "x.json", "--workdir", "w", "--iter", "3"],
+     "gomoku-jax train: error: unrecognized arguments: --iter 3"),
+    (["--bogus", "random-game"], "gomoku-jax: error: unrecognized arguments: --bogus"),
 ])
 def test_a_mistyped_option_is_named_before_missing_ones(argv, text, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -281,8 +288,10 @@ def test_a_bad_board_setting_names_where_it_came_from(tmp_path, capsys):
     for argv, text in ((["--agents", "random", "heuristic", "--size", "25"],
                         "GameConfig.size must be an integer from 3 to 19, got 25 (from --size)"),
                        (["--config", str(config)],
-                        f"GameConfig.k must be an integer from 3 to 9, got 12 (from tournament config "
-                        f"{config})"),
+                        "GameConfig.k must be an integer from 3 to 9 (no more than the board's "
+                        f"size 9), got 12 (from tournament config {config})"),
+                       (["--agents", "random", "heuristic", "--size", "3"],  # k: the default 5
+                        "got 5 (from the default k; give --k)"),
                        (["--config", str(config), "--k", "4", "--size", "2"],
                         "got 2 (from --size)")):
         assert cli.main(["tournament", *argv]) == 2
@@ -445,7 +454,8 @@ def test_train_refuses_an_algorithm_override(tmp_path, capsys):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert (f"algorithm is chosen by the config file ('{config}': 'alphazero'); an "
-                f"override (--set algorithm={value}) cannot change it" in err), err
+                f"override of it (algorithm=\"{value}\": --set, a sweep's key, overrides=) "
+                "cannot change it" in err), err
     assert not (tmp_path / "x").exists()
 
 
@@ -518,7 +528,13 @@ def test_bench_game_quick_is_one_small_batch(tmp_path):
 def test_records_help_is_help(capsys):
     assert cli.main(["records", "--help"]) == 0
     assert "gomoku-jax records generate --help" in capsys.readouterr().out
-    assert cli.main(["records"]) == 2
+    # without a choice: the overview and an error, on stderr
+    for command, error in (("records", "give an action"), ("bench", "give a benchmark")):
+        assert cli.main([command]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert f"usage: gomoku-jax {command}" in err
+        assert err.rstrip().endswith(f"gomoku-jax {command}: error: {error}"), err
 
 
 @pytest.mark.parametrize("make, text", [

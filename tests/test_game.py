@@ -23,7 +23,8 @@ from gomoku_jax.reference import NumpyGomoku
         (dict(size=9.0), "size", "integer from 3 to 19, got 9.0"),
         (dict(size=True), "size", "got True"),
         (dict(size=9, k=2), "k", "from 3 to 9, got 2"),
-        (dict(size=9, k=10), "k", "from 3 to 9, got 10"),
+        (dict(size=9, k=10), "k", "from 3 to 9 (no more than the board's size 9), got 10"),
+        (dict(size=9, k=2.0), "k", "must be an integer, got 2.0"),
         (dict(size=9, k=5, rule="renju"), "rule", "freestyle, standard, got 'renju'"),
     ],
 )

@@ -206,6 +206,12 @@ def test_errors_leave_the_state_unchanged():
         assert reply.endswith(f"(line {len(lines)} of {len(lines)}); the whole BOARD block is "
                               "refused and the position is unchanged"), reply
         assert (engine.board == before).all()
+    # The line is quoted as given, and its cell named.
+    say(engine, "BOARD", "1,1,1", "1,1,2")
+    assert one(engine, "DONE").startswith("ERROR BOARD line '1,1,2': cell 1,1 is occupied by the "
+                                          "engine's stone (line 2 of 2)")
+    say(engine, "BOARD", "9,9,1")
+    assert one(engine, "DONE").startswith("ERROR BOARD line '9,9,1': cell 9,9 is off the")
     # A command inside a BOARD block ends it: the block's ERROR, then the command's reply.
     assert say(engine, "BOARD", "1,1,2", "ABOUT")[0].startswith("ERROR BOARD not ended by DONE")
     assert not engine.reading_board and (engine.board == before).all()

@@ -239,6 +239,10 @@ def test_agent_info_refuses_a_budget_that_is_not_a_readable_number(served):
         assert status == 400 and problem in body["error"] and len(body["error"]) < 200, body
     status, body = client.get("/api/agent-info?name=pure-mcts-7&budget=0012")
     assert status == 200 and body["name"] == "pure-mcts-12"
+    for query in ("", "?name=", "?budget=3"):  # the name is the query's own parameter
+        status, body = client.get(f"/api/agent-info{query}")
+        assert status == 400 and body["error"] == (
+            "agent-info needs the agent's name: /api/agent-info?name=AGENT"), body
 
 
 def test_an_api_path_asked_with_the_other_method_gets_405_saying_which(served):

@@ -471,6 +471,7 @@ def test_generator_is_deterministic_and_the_worker_count_does_not_matter(tmp_pat
                                          for i in range(4)]
     meta = records.read_header(one)["metadata"]
     assert (meta["seed"], meta["opening_stones"], meta["forfeits_left_out"]) == (3, 2, 0)
+    assert (meta["black"], meta["white"]) == ("random", "heuristic")
     # One pool of workers kept over several runs (other seeds first): the same files.
     again, other_again = tmp_path / "again.jsonl", tmp_path / "other_again.jsonl"
     with generate_records.WorkerPool(5, 4, "freestyle", "random", "heuristic", 2) as pool:
@@ -485,10 +486,21 @@ def test_generator_is_deterministic_and_the_worker_count_does_not_matter(tmp_pat
         generate_records.WorkerPool(5, 4, "freestyle", "random", "heuristic", 1)
 
 
+def test_generated_files_name_the_players_in_the_header_as_in_the_games(tmp_path):
+    out = tmp_path / "named.jsonl"
+    argv = ["--size", "5", "--k", "4", "--games", "1", "--black", "alphabeta", "--white",
+            "random", "--no-progress", "--out", str(out)]
+    assert generate_records.main(argv) == 0
+    (game,) = records.read_records(out, on_error="raise")
+    meta = records.read_header(out)["metadata"]
+    assert (meta["black"], meta["white"]) == (game.black, game.white) == ("alphabeta-2", "random")
+
+
 def test_generator_settings_are_checked(tmp_path, capsys):
     out = tmp_path / "x.jsonl"
     assert cli.main(["records", "generate"] + ARGS + ["--opening-stones", "7", "--out", str(out)]) == 2
-    assert "opening_stones must be at most 2*(k-1) = 6" in capsys.readouterr().err
+    assert "--opening-stones: opening_stones must be at most 2*(k-1) = 6" in (
+        capsys.readouterr().err)
     assert cli.main(["records", "generate"] + ARGS + ["--black", "nobody", "--out", str(out)]) == 2
     assert "unknown agent 'nobody'" in capsys.readouterr().err
     assert not out.exists()

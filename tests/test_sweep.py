@@ -288,6 +288,13 @@ def test_evaluate_and_ladder_settings_are_checked_before_training(tmp_path, fake
     assert fake_training == []
 
 
+def test_a_sweep_of_the_algorithm_is_refused_in_the_sweeps_words(tmp_path, fake_training):
+    with pytest.raises(cfglib.ConfigError, match=r"an override of it \(algorithm=\"dqn\": "
+                                                 r"--set, a sweep's key, overrides=\)"):
+        sweep.sweep(CONFIG, "algorithm", ["dqn"], iterations=1, workdir=tmp_path)
+    assert fake_training == []
+
+
 def test_a_run_folder_of_another_config_is_refused_before_training(tmp_path, fake_training):
     from gomoku_jax import training
 
