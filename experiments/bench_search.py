@@ -49,7 +49,6 @@ at 16 64 200 400 800 (800 within the budget). ``gpu``: batches 256 and 1024, see
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np

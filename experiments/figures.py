@@ -30,8 +30,6 @@ import math
 import time
 from pathlib import Path
 
-from gomoku_jax.cli import ArgumentParser
-
 RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
 OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
 
@@ -221,6 +219,7 @@ def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gomoku_jax.cli import ArgumentParser
     from gomoku_jax.config import count_argument, seed_argument
 
     parser = ArgumentParser(prog="python -m experiments.figures", description=__doc__,

@@ -280,8 +280,9 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     from gomoku_jax import arena
     from gomoku_jax.game import Gomoku
 
+    env = Gomoku(args.size, args.k, args.rule)  # (its own error names the setting)
     try:  # named by its option here (generate's own check names its argument)
-        arena.check_opening_stones(Gomoku(args.size, args.k, args.rule), args.opening_stones)
+        arena.check_opening_stones(env, args.opening_stones)
     except ValueError as err:
         raise ValueError(f"--opening-stones: {err}") from None
 

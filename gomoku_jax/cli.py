@@ -128,7 +128,8 @@ def _tournament_config(args: argparse.Namespace) -> dict:
     except config_lib.ConfigError as err:
         key = re.search(r"\b(?:game|GameConfig)\.(\w+)", str(err))
         where = None if key is None else source.get(
-            key.group(1), f"the default {key.group(1)}; give --{key.group(1)}")
+            key.group(1), f"the default {key.group(1)}; give --{key.group(1)}" + (
+                f" or the config's game.{key.group(1)}" if args.config is not None else ""))
         raise config_lib.ConfigError(f"{err} (from {where})" if where else str(err)) from None
     config["game"] = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     for key, value in (("games_per_pair", 20), ("opening_stones", 0), ("seed", 0)):
@@ -671,25 +672,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_at(argv: list[str]) -> int:
+    """The index in ``argv`` of the first token after the options that go before the
+    command (``--plugin MODULE``, ``--plugin=MODULE``): the command, or what stands in
+    its place."""
+    i = 0
+    while i < len(argv) and (argv[i] == "--plugin" or argv[i].startswith("--plugin=")):
+        i += 2 if argv[i] == "--plugin" else 1
+    return i
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    if argv[:1] in (["bench"], ["records"]) and (len(argv) == 1 or argv[1] in ("-h", "--help")):
+    at = _command_at(argv)
+    if at < len(argv) and argv[at].startswith("-") and argv[at] not in ("-h", "--help"):
+        parser.error(f"unrecognized arguments: {argv[at]} (only --plugin MODULE goes before "
+                     "the command)")
+    command = argv[at:]
+    if command[:1] in (["bench"], ["records"]) and (
+            len(command) == 1 or command[1] in ("-h", "--help")):
         # these pass their options on to the chosen script: an overview of the choices
-        if len(argv) > 1:
-            print(OVERVIEWS[argv[0]])
+        if len(command) > 1:
+            print(OVERVIEWS[command[0]])
             return 0
-        choice = "a benchmark" if argv[0] == "bench" else "an action"
-        print(f"{OVERVIEWS[argv[0]]}\n\ngomoku-jax {argv[0]}: error: give {choice}",
+        choice = "a benchmark" if command[0] == "bench" else "an action"
+        print(f"{OVERVIEWS[command[0]]}\n\ngomoku-jax {command[0]}: error: give {choice}",
               file=sys.stderr)
         return 2
-    if argv[:1] in (["bench"], ["records"]) and argv[1].startswith("-"):
+    if command[:1] in (["bench"], ["records"]) and command[1].startswith("-"):
         # their options belong to the chosen script, which comes first
-        first = "a benchmark" if argv[0] == "bench" else "the action"
-        parser.error(f"{argv[0]}: give {first} before its options (gomoku-jax {argv[0]} "
-                     f"{'NAME' if argv[0] == 'bench' else 'generate'} {' '.join(argv[1:])}); "
-                     f"got {argv[1]}")
+        first = "a benchmark" if command[0] == "bench" else "the action"
+        parser.error(f"{command[0]}: give {first} before its options (gomoku-jax {command[0]} "
+                     f"{'NAME' if command[0] == 'bench' else 'generate'} "
+                     f"{' '.join(command[1:])}); got {command[1]}")
     args, rest = parser.parse_known_args(argv)
+    if rest and args.command not in ("bench", "records"):  # (theirs go to their script)
+        # refused by the command's parser, with its usage, before anything starts
+        plugin = any(t == "--plugin" or t.startswith("--plugin=") for t in rest)
+        hint = ("; --plugin goes before the command (gomoku-jax --plugin MODULE "
+                f"{args.command} ...)" if plugin else "")
+        parser.chosen(args).error(f"unrecognized arguments: {' '.join(rest)}{hint}")
     try:
         multi = [f"--{name.replace('_', '-')}" for name in ("coordinator", "num_processes",
                                                             "process_id")
@@ -709,13 +732,6 @@ def main(argv: list[str] | None = None) -> int:
             from experiments import generate_records
 
             return generate_records.main(rest)
-        if rest:
-            hint = ("; --plugin goes before the command (gomoku-jax --plugin MODULE "
-                    f"{args.command} ...)" if "--plugin" in rest else "")
-            # refused by the command's parser (its usage), unless given before the command
-            before = argv[:argv.index(args.command)] if args.command in argv else argv
-            refuser = parser if any(token in before for token in rest) else parser.chosen(args)
-            refuser.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
         if args.command == "tournament":
             return _tournament(args)
         if args.command == "pbrain":

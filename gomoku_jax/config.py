@@ -629,7 +629,7 @@ def _check_meta_overrides(path, overrides: Mapping[str, Any], algorithm) -> None
         if key == "algorithm" and value != algorithm:
             raise ConfigError(
                 f"algorithm is chosen by the config file ({str(path)!r}: {algorithm!r}); "
-                f"an override of it (algorithm={brief_json(value)}: --set, a sweep's key, "
+                f"an override algorithm={brief_json(value)} (from --set, a sweep or "
                 "overrides=) cannot change it: use a config file of that algorithm")
         if key.split(".")[0] == "variants":
             raise ConfigError(f"{key}: variants are applied (--variant, --smoke) before "

@@ -9,6 +9,8 @@ import pytest
 from gomoku_jax import cli
 from gomoku_jax import io as io_lib
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_random_game_prints_a_finished_board_and_writes_svg(tmp_path, capsys):
     svg = tmp_path / "game.svg"
@@ -112,7 +114,21 @@ def test_unknown_options_and_commands_are_refused(capsys):
      "usage: gomoku-jax train [-h] --config CONFIG"),
     (["train", "--config", "x.json", "--workdir", "w", "--iter", "3"],
      "gomoku-jax train: error: unrecognized arguments: --iter 3"),
-    (["--bogus", "random-game"], "gomoku-jax: error: unrecognized arguments: --bogus"),
+    # before the command only --plugin goes, whatever the command (bench and records
+    # pass the options after them on to their script)
+    (["--bogus", "random-game"], "gomoku-jax: error: unrecognized arguments: --bogus (only "
+                                 "--plugin MODULE goes before the command)"),
+    (["--plugin", "train", "--bogus", "train", "--config", "x", "--workdir", "w"],
+     "gomoku-jax: error: unrecognized arguments: --bogus (only --plugin MODULE goes"),
+    (["--no-progress", "records", "generate", "--size", "5"],
+     "gomoku-jax: error: unrecognized arguments: --no-progress (only --plugin MODULE goes"),
+    (["--plugin", "m", "bench", "--quick"], "bench: give a benchmark before its options"),
+    (["--plugin=m", "records", "--games", "3"], "records: give the action before its options"),
+    (["random-game", "--plugin=m"], "random-game: error: unrecognized arguments: --plugin=m; "
+                                    "--plugin goes before the command"),
+    # refused before anything starts (here: before joining a run of several processes)
+    (["train", "--distributed", "--config", "x", "--workdir", "w", "--iter", "3"],
+     "gomoku-jax train: error: unrecognized arguments: --iter 3"),
 ])
 def test_a_mistyped_option_is_named_before_missing_ones(argv, text, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -122,22 +138,43 @@ def test_a_mistyped_option_is_named_before_missing_ones(argv, text, capsys):
     assert text in err and "are required" not in err
 
 
-@pytest.mark.parametrize("script, abbreviation", [
-    ("bench_search", "--pres"), ("bench_alphazero", "--siz"), ("figures", "--skip"),
-    ("bench_game", "--repeat"), ("bench_mcts", "--posit"), ("bench_sweep", "--vari"),
-    ("imitation_strength", "--chun"), ("seed004_tables", "--games-3"),
-    ("gomokubot_strength", "--mcts"), ("missed_wins", "--agen"),
-    ("generate_records", "--blac"),
-])
-def test_experiment_scripts_take_options_only_as_spelled(script, abbreviation, capsys):
-    """Every experiment script parses with the project's parser: a prefix of one of its
-    options is refused, not read as that option."""
+EXPERIMENT_SCRIPTS = sorted(path.stem for path in (ROOT / "experiments").glob("*.py")
+                            if "ArgumentParser(" in path.read_text(encoding="utf-8"))
+
+
+class _Parsed(Exception):
+    """Raised in place of parsing, to see a script's parser."""
+
+
+def test_every_experiment_script_is_found_and_parses_with_the_projects_parser():
+    assert len(EXPERIMENT_SCRIPTS) >= 11 and "generate_records" in EXPERIMENT_SCRIPTS
+    for script in EXPERIMENT_SCRIPTS:
+        text = (ROOT / "experiments" / f"{script}.py").read_text(encoding="utf-8")
+        assert "argparse.ArgumentParser(" not in text, script
+
+
+@pytest.mark.parametrize("script", EXPERIMENT_SCRIPTS)
+def test_experiment_scripts_take_options_only_as_spelled(script, monkeypatch, capsys):
+    """A prefix of one of a script's options is refused, not read as that option."""
     import importlib
 
     module = importlib.import_module(f"experiments.{script}")
-    main = module.build_parser().parse_args if script == "generate_records" else module.main
+    parsers = []
+
+    def look(self, args=None, namespace=None):
+        parsers.append(self)
+        raise _Parsed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(cli.ArgumentParser, "parse_args", look)
+        with pytest.raises(_Parsed):
+            module.main([])
+    options = [o for action in parsers[0]._actions for o in action.option_strings
+               if o.startswith("--") and o != "--help"]
+    abbreviation = max(options, key=len)[:-1]
+    assert abbreviation not in options
     with pytest.raises(SystemExit) as exit_:
-        main([abbreviation, "1"])
+        module.main([abbreviation, "1"])
     assert exit_.value.code == 2
     assert f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err
 
@@ -296,6 +333,10 @@ def test_a_bad_board_setting_names_where_it_came_from(tmp_path, capsys):
                         "got 2 (from --size)")):
         assert cli.main(["tournament", *argv]) == 2
         assert text in capsys.readouterr().err
+    config.write_text('{"agents": ["random", "heuristic"], "game": {"size": 4}}')  # no k
+    assert cli.main(["tournament", "--config", str(config)]) == 2
+    assert "got 5 (from the default k; give --k or the config's game.k)" in (
+        capsys.readouterr().err)
 
 
 def test_tournament_refuses_a_games_per_pair_below_one(capsys):
@@ -454,7 +495,7 @@ def test_train_refuses_an_algorithm_override(tmp_path, capsys):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert (f"algorithm is chosen by the config file ('{config}': 'alphazero'); an "
-                f"override of it (algorithm=\"{value}\": --set, a sweep's key, overrides=) "
+                f"override algorithm=\"{value}\" (from --set, a sweep or overrides=) "
                 "cannot change it" in err), err
     assert not (tmp_path / "x").exists()
 
@@ -528,8 +569,12 @@ def test_bench_game_quick_is_one_small_batch(tmp_path):
 def test_records_help_is_help(capsys):
     assert cli.main(["records", "--help"]) == 0
     assert "gomoku-jax records generate --help" in capsys.readouterr().out
+    assert cli.main(["--plugin", "m", "records", "--help"]) == 0  # (no plugin imported)
+    assert "gomoku-jax records generate --help" in capsys.readouterr().out
     # without a choice: the overview and an error, on stderr
     for command, error in (("records", "give an action"), ("bench", "give a benchmark")):
+        assert cli.main(["--plugin=m", command]) == 2
+        assert f"gomoku-jax {command}: error: {error}" in capsys.readouterr().err
         assert cli.main([command]) == 2
         out, err = capsys.readouterr()
         assert out == ""

@@ -501,6 +501,9 @@ def test_generator_settings_are_checked(tmp_path, capsys):
     assert cli.main(["records", "generate"] + ARGS + ["--opening-stones", "7", "--out", str(out)]) == 2
     assert "--opening-stones: opening_stones must be at most 2*(k-1) = 6" in (
         capsys.readouterr().err)
+    assert cli.main(["records", "generate"] + ARGS + ["--size", "3", "--out", str(out)]) == 2
+    assert "error: GameConfig.k must be an integer from 3 to 3 (no more than the board's size" in (
+        capsys.readouterr().err)  # (not blamed on --opening-stones)
     assert cli.main(["records", "generate"] + ARGS + ["--black", "nobody", "--out", str(out)]) == 2
     assert "unknown agent 'nobody'" in capsys.readouterr().err
     assert not out.exists()

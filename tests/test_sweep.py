@@ -289,8 +289,8 @@ def test_evaluate_and_ladder_settings_are_checked_before_training(tmp_path, fake
 
 
 def test_a_sweep_of_the_algorithm_is_refused_in_the_sweeps_words(tmp_path, fake_training):
-    with pytest.raises(cfglib.ConfigError, match=r"an override of it \(algorithm=\"dqn\": "
-                                                 r"--set, a sweep's key, overrides=\)"):
+    with pytest.raises(cfglib.ConfigError, match=r"an override algorithm=\"dqn\" \(from "
+                                                 r"--set, a sweep or overrides=\)"):
         sweep.sweep(CONFIG, "algorithm", ["dqn"], iterations=1, workdir=tmp_path)
     assert fake_training == []
 
