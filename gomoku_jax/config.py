@@ -482,7 +482,8 @@ def read_json(path, what: str = "config file"):
     when it is missing, a directory, not UTF-8 text or not JSON."""
     name = f"{what} {str(path)!r}"
     try:
-        return loads(pathlib.Path(path).read_text(encoding="utf-8"))
+        # (utf-8-sig: a byte-order mark, which some editors write first, is skipped)
+        return loads(pathlib.Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{name} does not exist") from None
     except IsADirectoryError:
@@ -530,34 +531,76 @@ def load_file(
     known = data.get("variants", {})
     algorithm = data.get("algorithm", "alphazero")
     itself = data
+    where = f"config file {str(path)!r}"
     if not isinstance(known, Mapping) or not all(
             isinstance(v, Mapping) for v in known.values()):
-        raise ConfigError(f"config file {str(path)!r}: variants must be an object of named "
+        raise ConfigError(f"{where}: variants must be an object of named "
                           'variants, each an object of overrides ({"smoke": {"train.batch": '
                           f"8}}}}), got {brief_json(known)}")
     for name in variants:
         if not isinstance(name, str):
             raise ConfigError(f"a variant is named by a string, got {name!r}")
         if name not in known:
-            raise ConfigError(f"config file {str(path)!r} has no variant {name!r}; it has: "
+            raise ConfigError(f"{where} has no variant {name!r}; it has: "
                               f"{', '.join(sorted(known)) or 'none'}")
         if known[name].get("algorithm", algorithm) != algorithm:
-            raise ConfigError(f"config file {str(path)!r}: variant {name!r} sets algorithm, "
+            raise ConfigError(f"{where}: variant {name!r} sets algorithm, "
                               f"which the file chooses ({algorithm!r}); a variant cannot "
                               "change it")
-        data = apply_overrides(data, known[name])
+    _check_learner_class(cls, where, algorithm)
     overrides = _override_mapping(overrides)
     _check_meta_overrides(path, overrides, algorithm)
-    data = apply_overrides(data, overrides)
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ConfigError(f"description: expected a string, got {brief_json(description)}")
+    try:
+        for name in variants:
+            data = apply_overrides(data, known[name])
+        data = apply_overrides(data, overrides)
+        description = data.get("description", "")
+        if not isinstance(description, str):
+            raise ConfigError(f"description: expected a string, got {brief_json(description)}")
+        config = from_dict(cls, data)
+    except ConfigError as err:
+        raise _attributed(err, cls, where, itself, known, variants) from None
     if variants:
         description += f" [variants: {', '.join(variants)}]"
-    config = from_dict(cls, data)
-    if variants:
         _check_without_variants(cls, path, itself, overrides, variants)
     return config, description
+
+
+def _attributed(err: ConfigError, cls, where: str, itself: dict, known: Mapping,
+                variants: Sequence[str]) -> ConfigError:
+    """``err``, raised by a config built from a file, its ``variants`` and overrides, as
+    an error that says which of them holds the mistake: the file itself, the first
+    variant that brings it in, else the overrides (``--set``, a sweep's value,
+    ``overrides=``)."""
+    data, step = itself, None
+    for name in (None, *variants):
+        try:
+            if name is not None:
+                step = f"{where}, its variant {name!r}"
+                data = apply_overrides(data, known[name])
+            from_dict(cls, data)
+            if not isinstance(data.get("description", ""), str):
+                raise ConfigError("description: expected a string, got "
+                                  f"{brief_json(data['description'])}")
+        except ConfigError as found:
+            return ConfigError(f"{step or where}: {found}")
+    return ConfigError(f"{err} (from the overrides, not {where})")
+
+
+def _check_learner_class(cls, where: str, algorithm) -> None:
+    """ConfigError when ``cls`` is the config class of one learner and the file is
+    another's (``algorithm`` its "algorithm"): ``load_file(AlphaZeroConfig,
+    "dqn_9x9_cpu.json")`` would otherwise fail on the first key the classes do not
+    share."""
+    import algorithms  # the learners' names (the modules are not imported)
+
+    ours = [name for name, (module, class_name) in algorithms.LEARNERS.items()
+            if (module, class_name) == (cls.__module__, cls.__qualname__)]
+    if ours and algorithm in algorithms.LEARNERS and algorithm not in ours:
+        module, class_name = algorithms.LEARNERS[algorithm]
+        raise ConfigError(f"{where} is a config of {algorithm!r} (its \"algorithm\"), not of "
+                          f"{ours[0]!r}: read it with {module}.{class_name} "
+                          f"(algorithms.learner_entry({algorithm!r}))")
 
 
 def _check_without_variants(cls, path, itself: dict, overrides: Mapping[str, Any],

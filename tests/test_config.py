@@ -124,6 +124,65 @@ def test_a_mistake_in_the_file_that_a_variant_replaces_is_still_refused(tmp_path
     assert cfg.network.name == "simplenet" and tuple(cfg.network.options["channels"]) == (4, 4)
 
 
+def test_a_mistake_is_traced_to_the_file_the_variant_or_the_overrides(tmp_path):
+    from algorithms.alphazero import AlphaZeroConfig
+
+    path = tmp_path / "c.json"
+    file = f"config file {str(path)!r}"
+    path.write_text(json.dumps({"algorithm": "alphazero", "serch": {},
+                                "variants": {"smoke": {"seed": 1}}}))
+    for variants in ([], ["smoke"]):
+        with pytest.raises(cfglib.ConfigError) as err:
+            cfglib.load_file(AlphaZeroConfig, path, variants=variants)
+        assert str(err.value).startswith(f"{file}: unknown config key 'serch'"), err.value
+    # a setting the variant cannot apply to the file: the file's own mistake is named
+    path.write_text(json.dumps({"algorithm": "alphazero", "search": "gumbel",
+                                "variants": {"smoke": {"search.num_simulations": 4}}}))
+    with pytest.raises(cfglib.ConfigError) as err:
+        cfglib.load_file(AlphaZeroConfig, path, variants=["smoke"])
+    assert str(err.value) == f"{file}: search: expected an object, got 'gumbel'"
+    # the variant's own mistake: the variant is named
+    path.write_text(json.dumps({"algorithm": "alphazero", "variants": {
+        "fine": {"seed": 2}, "smoke": {"network.options.filterz": 3}}}))
+    with pytest.raises(cfglib.ConfigError) as err:
+        cfglib.load_file(AlphaZeroConfig, path, variants=["fine", "smoke"])
+    assert str(err.value).startswith(f"{file}, its variant 'smoke': AlphaZeroConfig: network: "
+                                     "unknown option 'filterz'"), err.value
+    # an override's: the overrides are named, not the file
+    for variants in ([], ["fine"]):
+        with pytest.raises(cfglib.ConfigError) as err:
+            cfglib.load_file(AlphaZeroConfig, path, ["train.batch=8"], variants=variants)
+        assert str(err.value).startswith("unknown config key 'train.batch'"), err.value
+        assert str(err.value).endswith(f" (from the overrides, not {file})"), err.value
+
+
+def test_a_file_of_another_learner_is_named_as_such(tmp_path):
+    from algorithms.alphazero import AlphaZeroConfig
+    from algorithms.dqn import DQNConfig
+
+    path = "experiments/configs/dqn_9x9_cpu.json"
+    with pytest.raises(cfglib.ConfigError) as err:
+        cfglib.load_file(AlphaZeroConfig, path)
+    assert str(err.value) == (
+        f"config file {path!r} is a config of 'dqn' (its \"algorithm\"), not of 'alphazero': "
+        "read it with algorithms.dqn.DQNConfig (algorithms.learner_entry('dqn'))")
+    assert isinstance(cfglib.load_file(DQNConfig, path)[0], DQNConfig)
+    # a file that names no algorithm is AlphaZero's
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"seed": 3}')
+    with pytest.raises(cfglib.ConfigError, match="is a config of 'alphazero'"):
+        cfglib.load_file(DQNConfig, bare)
+
+
+def test_a_config_file_may_begin_with_a_byte_order_mark(tmp_path):
+    from algorithms.dqn import DQNConfig
+
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"algorithm": "dqn", "seed": 7}')
+    assert cfglib.load_file(DQNConfig, path)[0].seed == 7
+    assert cfglib.algorithm_of(path) == "dqn"
+
+
 def test_the_file_keeps_its_algorithm_and_variants_from_overrides(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({
