@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import types
 from typing import Any, Callable
 
 import jax
@@ -38,6 +39,7 @@ __all__ = [
     "AGENTS",
     "Agent",
     "check_env",
+    "check_state",
     "digits",
     "JaxAgent",
     "PythonAgent",
@@ -103,10 +105,18 @@ def _jitted(policy: Policy):
 
 class Agent:
     """A player. Subclasses give it a ``name`` and implement `act`; ``env`` is the game
-    it was built for (None: it plays any), which the arena checks against the match's."""
+    it was built for (None: it plays any), which the arena checks against the match's.
+    Every subclass's `act` first checks that the state's board is one game of that
+    size (`check_state`: a ValueError naming the agent, not an error deep in its code)."""
 
     name: str
     env: Gomoku | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        act = cls.__dict__.get("act")
+        if isinstance(act, types.FunctionType) and not hasattr(act, "_checks_state"):
+            cls.act = _checking_state(act)
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         """The action (``row * size + col``) to play in one unbatched game, chosen before
@@ -115,6 +125,68 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def _checking_state(act: Callable) -> Callable:
+    """``act`` after `check_state` of its state (one shape comparison: no cost to speak
+    of per move)."""
+
+    @functools.wraps(act)
+    def checked(self, state, *args, **kwargs):
+        check_state(self, state)
+        return act(self, state, *args, **kwargs)
+
+    checked._checks_state = True
+    return checked
+
+
+def _board_shape(state) -> tuple[int, ...] | None:
+    """The static shape of ``state``'s board (also while traced), None without one."""
+    board = getattr(state, "board", None)
+    return None if board is None else tuple(np.shape(board))
+
+
+def _advice(agent: Agent) -> str:
+    if getattr(agent, "params", None) is not None:
+        return ("its network was trained for that game alone: play it there, or train one "
+                "for this game")
+    return "build it for this game (e.g. agents.make(name, env))"
+
+
+def check_state(agent: Agent, state: State) -> None:
+    """ValueError naming ``agent`` when ``state`` is not one game of the size it was
+    built for (its ``env``; an agent with none plays any). Only the board's static shape
+    is read, so it costs nothing and works on traced states too."""
+    built = getattr(agent, "env", None)
+    shape = _board_shape(state)
+    if not isinstance(built, Gomoku) or shape is None or shape == (built.size, built.size):
+        return
+    if len(shape) == 2:
+        raise ValueError(f"agent {agent.name!r} was built for {built.words}, not a "
+                         f"{shape[0]}x{shape[1]} board: {_advice(agent)}")
+    raise ValueError(f"agent {agent.name!r} plays one game of {built.words} at a time "
+                     f"(board [{built.size}, {built.size}]), got a board of shape {shape}")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class _CheckedBatch:
+    """A batch policy that first checks its states are a batch of ``env``'s games (at
+    trace time: static shapes only). Equal for equal policies and games whatever the
+    agent's ``name`` (for messages only), so a compiled match loop is still reused."""
+
+    inner: Callable[[Any, jax.Array, State], jax.Array]
+    env: Gomoku
+    name: str = dataclasses.field(compare=False)
+
+    def __call__(self, params, keys: jax.Array, states: State) -> jax.Array:
+        n = self.env.size
+        shape = _board_shape(states)
+        if shape is not None and (len(shape) != 3 or shape[1:] != (n, n)):
+            raise ValueError(
+                f"agent {self.name!r} was built for {self.env.words}: its batch policy "
+                f"takes a batch of those games (board [B, {n}, {n}]), got a board of "
+                f"shape {shape}")
+        return self.inner(params, keys, states)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -146,8 +218,10 @@ class JaxAgent(Agent):
     def batch_policy(self) -> Callable[[Any, jax.Array, State], jax.Array]:
         """``(params, keys [B], states [B]) -> actions [B]``: the policy over a batch
         (``batch``, else ``vmap`` of ``policy``); equal for equal policies, so a compiled
-        loop that takes it as a static argument is reused."""
-        return self.batch if self.batch is not None else static_partial(_vmapped, self.policy)
+        loop that takes it as a static argument is reused. With an ``env`` it refuses
+        states of another board size, naming the agent (when traced)."""
+        batch = self.batch if self.batch is not None else static_partial(_vmapped, self.policy)
+        return batch if self.env is None else _CheckedBatch(batch, self.env, self.name)
 
 
 def _vmapped(policy: Policy, params, keys: jax.Array, states: State) -> jax.Array:
@@ -305,12 +379,8 @@ def check_env(agent: Agent, env: Gomoku) -> None:
     built = getattr(agent, "env", None)
     if isinstance(built, Gomoku) and (built.size, built.k, built.rule) != (
             env.size, env.k, env.rule):
-        trained = getattr(agent, "params", None) is not None
-        advice = ("its network was trained for that game alone: play it there, or train "
-                  "one for this game" if trained else
-                  "build it for this game (e.g. agents.make(name, env))")
         raise ValueError(f"agent {agent.name!r} was built for {built.words}, not "
-                         f"{env.words}: {advice}")
+                         f"{env.words}: {_advice(agent)}")
 
 
 AgentFactory = Callable[[str, Gomoku], Agent]

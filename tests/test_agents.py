@@ -1,5 +1,8 @@
 """Baseline agents: legal play, the heuristic's priority order, the killer wrapper."""
 
+import re
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -495,3 +498,80 @@ def test_a_heuristic_built_in_python_is_named_as_make_names_it():
     match = arena.play_match(ENV, agents.heuristic_agent(ENV),
                              agents.heuristic_agent(ENV, block_probability=0.5), 2, seed=0)
     assert {r.black for r in match.records} == {"heuristic", "heuristic@0.5"}
+
+
+# ------------------------------------------------------- a state of another board size
+
+BIG = Gomoku(15, 5)
+# every kind of agent `make` builds for a game (random plays any: see below)
+_BUILT_FOR_ONE_GAME = ["heuristic", "heuristic-5", "heuristic@0.5", "heuristic+killer",
+                       "pure-mcts-10", "pure-mcts-10+killer", "alphabeta-1", "negamax-1",
+                       "gomokubot-2", "alphabeta-1+killer"]
+
+
+def _built_for(name, built, given):
+    return (rf"^agent '{re.escape(name)}' was built for {built}x{built} 5 in a row "
+            rf"\(freestyle\), not a {given}x{given} board: build it for this game")
+
+
+@pytest.mark.parametrize("name", _BUILT_FOR_ONE_GAME)
+def test_an_agent_handed_a_board_of_another_size_names_the_mismatch(name):
+    agent = agents.make(name, BIG)
+    for deadline in (None, time.perf_counter() + 60):  # the budgeted searches' path too
+        with pytest.raises(ValueError, match=_built_for(name, 15, 9)):
+            agent.act(ENV.init(), jax.random.key(0), deadline)
+    with pytest.raises(ValueError, match=_built_for(name, 9, 15)):
+        agents.make(name, ENV).act(BIG.init(), jax.random.key(0))
+
+
+@pytest.mark.parametrize("name", _BUILT_FOR_ONE_GAME)
+def test_an_agent_handed_a_board_of_its_own_size_still_plays(name):
+    state = _pos({(4, 4): 1, (3, 4): 2}, to_move=0)
+    action = agents.make(name, ENV).act(state, jax.random.key(0))
+    assert isinstance(action, int) and bool(state.legal_action_mask[action])
+
+
+def test_a_mismatched_board_is_named_for_every_agent_with_a_game():
+    # minimax (small boards only), a trained network's agent, an agent of one's own
+    minimax = agents.make("minimax", Gomoku(4, 4))
+    with pytest.raises(ValueError, match=r"^agent 'minimax' was built for 4x4 4 in a row "
+                       r"\(freestyle\), not a 3x3 board"):
+        minimax.act(Gomoku(3, 3).init(), jax.random.key(0))
+    trained = agents.JaxAgent("net.gjx", lambda params, key, state: jnp.int32(0),
+                              {"w": jnp.zeros(2)}, env=BIG)
+    with pytest.raises(ValueError, match=r"^agent 'net.gjx' was built for 15x15 5 in a row "
+                       r"\(freestyle\), not a 9x9 board: its network was trained for that "
+                       "game alone"):
+        trained.act(ENV.init(), jax.random.key(0))
+
+    class Own(agents.PythonAgent):
+        name, env = "own", BIG
+
+        def select(self, state, rng):
+            return 0
+
+    with pytest.raises(ValueError, match=_built_for("own", 15, 9)):
+        Own().act(ENV.init(), jax.random.key(0))
+    assert Own().act(BIG.init(), jax.random.key(0)) == 0
+    # the random agent is built for no game: it plays any
+    state = ENV.init()
+    assert bool(state.legal_action_mask[agents.make("random", BIG).act(state, jax.random.key(0))])
+
+
+def test_a_batch_of_another_size_is_refused_by_act_and_the_batch_policy():
+    agent = agents.make("heuristic+killer", ENV)
+    keys = jax.random.split(jax.random.key(0), 2)
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), ENV.init())
+    with pytest.raises(ValueError, match=r"^agent 'heuristic\+killer' plays one game of 9x9 5 "
+                       r"in a row \(freestyle\) at a time \(board \[9, 9\]\), got a board of "
+                       r"shape \(2, 9, 9\)"):
+        agent.act(batch, keys[0])
+    other = jax.tree.map(lambda x: jnp.stack([x, x]), Gomoku(7, 5).init())
+    policy = jax.jit(agent.batch_policy())  # the check reads static shapes while traced
+    with pytest.raises(ValueError, match=r"^agent 'heuristic\+killer' was built for 9x9 5 in a "
+                       r"row \(freestyle\): its batch policy takes a batch of those games "
+                       r"\(board \[B, 9, 9\]\), got a board of shape \(2, 7, 7\)"):
+        policy(None, keys, other)
+    assert np.asarray(policy(None, keys, batch)).shape == (2,)
+    # the check leaves compiled match loops shared between equal policies
+    assert agent.batch_policy() == agents.make("heuristic+killer", ENV).batch_policy()
