@@ -42,7 +42,9 @@ of the network is the move played), ``l2``, the same ``val_*`` on the validation
 ``data.imitate`` (player names) restricts the policy target to the moves of those
 players (e.g. the master in seed 001's third stage); the other positions train the
 value only. ``data.generate`` plays games (`experiments.generate_records`) into the
-first path when no file matches: how the smoke variants get their tiny dataset.
+first path when no file matches: how the smoke variants get their tiny dataset. A line
+says so, naming the file (relative paths are from the current directory), and another
+when a later start reuses it.
 
 **Compiling once.** The learning rate, momentum, weight decay, ``l2``, value weight
 and number of iterations (the schedules' length) are inputs of the compiled programs
@@ -274,7 +276,18 @@ def _sha256(path: str) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def _say(text: str) -> None:
+    """A line of the run's output (process 0's), above a progress bar if one is drawn,
+    as `gomoku_jax.training.run` says where a run stands."""
+    if jax.process_index() == 0:
+        from tqdm.auto import tqdm
+
+        tqdm.write(text)
+
+
 def _generate(path: str, settings: GenerateSettings, env: Gomoku) -> None:
+    """Play ``settings``'s games into ``path`` (a relative one is from the current
+    directory) and print a line naming the file in full."""
     from experiments import generate_records
 
     played = generate_records.generate(
@@ -287,6 +300,10 @@ def _generate(path: str, settings: GenerateSettings, env: Gomoku) -> None:
     records.write_records(path, games, env, metadata={
         "generator": "algorithms.imitation",
         **{k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}})
+    forfeits = len(played) - len(games)
+    left_out = f"; {forfeits} lost by forfeit left out" if forfeits else ""
+    _say(f"records: played {len(games)} games of {settings.black} against {settings.white} "
+         f"(data.generate{left_out}) into {os.path.abspath(path)}")
 
 
 def _to_dataset(games: list, env: Gomoku, data: DataSettings) -> tuple[Dataset, dict]:
@@ -329,6 +346,11 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
     if not files and data.generate is not None:
         _generate(data.generate.out or data.paths[0], data.generate, env)
         files = resolve_paths(data.paths)
+    elif files and data.generate is not None:  # played by an earlier start, or given
+        named = (os.path.abspath(files[0]) if len(files) == 1 else
+                 f"the {len(files)} files matching {list(data.paths)} in {os.getcwd()}")
+        _say(f"records: reusing {named} (data.generate plays games only when no file "
+             "matches data.paths)")
     if not files:
         raise ValueError(f"data.paths: no records file matches {list(data.paths)} (from "
                          f"{os.getcwd()}); generate some with `gomoku-jax records generate` "

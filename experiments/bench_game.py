@@ -111,6 +111,12 @@ def run(
     }
 
 
+def format_ratio(ratio: float) -> str:
+    """A speed ratio for the table: two significant digits below 10 (1.6x, 0.43x, not
+    the 2x and 0x of whole numbers), whole numbers from 10 on (54x)."""
+    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.2g}x"
+
+
 def format_report(report: dict) -> str:
     lines = [
         f"Random full games, k={report['k']} {report['rule']}, device: {report['device']}",
@@ -122,7 +128,8 @@ def format_report(report: dict) -> str:
         lines.append(
             f"{row['size']:>4}x{row['size']:<2} {row['batch']:>7} {row['plies_per_s']:>12,.0f} "
             f"{row['games_per_s']:>10,.0f} {row['mean_game_length']:>9.1f} "
-            f"{ref['plies_per_s']:>14,.0f} {row['ratio']:>7.0f}x {row['compile_and_first_call_s']:>10.2f}"
+            f"{ref['plies_per_s']:>14,.0f} {format_ratio(row['ratio']):>8} "
+            f"{row['compile_and_first_call_s']:>10.2f}"
         )
     return "\n".join(lines)
 
@@ -135,19 +142,21 @@ def main(argv=None) -> dict:
                         help="board sides (default 9 15; --quick: 9)")
     parser.add_argument("--batches", type=count_argument(1), nargs="+", default=None,
                         help="batch sizes (default 256 1024 4096, plus 65536 on GPU/TPU)")
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"])
+    parser.add_argument("--k", type=int, default=5, help="stones in a row to win (default 5)")
+    parser.add_argument("--rule", default="freestyle", choices=["freestyle", "standard"],
+                        help="default freestyle")
     parser.add_argument("--repeats", type=count_argument(1), default=None,
                         help="timed calls per batch size (default 3; --quick: 1)")
     parser.add_argument("--numpy-seconds", type=float, default=None,
                         help="seconds of NumPy reference games per board size (default 3; "
                              "--quick: 0.5)")
-    parser.add_argument("--seed", type=seed_argument, default=0)
+    parser.add_argument("--seed", type=seed_argument, default=0,
+                        help="random seed of the games (default 0)")
     add_out_argument(parser, "runs/bench_game.json")
     parser.add_argument("--quick", action="store_true",
                         help="a few seconds: 9x9, batch 256, one timed call (options given "
                              "explicitly still apply)")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     fill_unset(args, QUICK if args.quick else {"sizes": list(DEFAULT_SIZES), "repeats": 3,
                                                "numpy_seconds": 3.0})

@@ -17,7 +17,10 @@ From ``experiments/results/az_9x9_cpu/`` (the recorded CPU run of
   the machinery of ``gomoku-jax tournament``: ``tournament.json``, ``tournament.md`` and
   ``heatmap.png`` in the same folder.
 
-``--skip-tournament`` only redraws the curves.
+``--skip-tournament`` only redraws the curves. ``--run`` names another run's folder: an
+AlphaZero run's (``gomoku-jax train`` writes its ``metrics.csv`` and ``report.json``); a
+DQN, imitation or pipeline run logs other columns, and is refused before anything is drawn
+or played.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from pathlib import Path
 RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
 OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
 
-__all__ = ["OPPONENTS", "RUN", "evaluation_points", "main", "tournament", "training_curves"]
+__all__ = ["CURVE_COLUMNS", "OPPONENTS", "RUN", "check_curve_columns", "evaluation_points",
+           "main", "tournament", "training_curves"]
 
 
 def _read_metrics(path: Path) -> dict[str, list[float]]:
@@ -53,6 +57,40 @@ def _read_metrics(path: Path) -> dict[str, list[float]]:
                 values.append(float("nan"))
         columns[name] = values
     return columns
+
+
+# The metrics.csv columns the training curves draw: those an AlphaZero run logs.
+CURVE_COLUMNS = ("iteration", "loss", "policy_loss", "value_loss", "explained_variance",
+                 "entropy", "game_length")
+
+
+def _algorithm(run: Path) -> str | None:
+    """The algorithm the run's ``config.json`` names (`gomoku_jax.training.run` writes it),
+    else None (no such file, or one that names none)."""
+    try:
+        algorithm = json.loads((run / "config.json").read_text()).get("algorithm")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return algorithm if isinstance(algorithm, str) and algorithm else None
+
+
+def check_curve_columns(run: Path, metrics: dict) -> None:
+    """ValueError unless ``metrics`` (the run's ``metrics.csv``) has every column of
+    `CURVE_COLUMNS`: a DQN or imitation run logs others. It names the run's folder, its
+    algorithm (from its ``config.json``) and the columns it lacks."""
+    missing = [name for name in CURVE_COLUMNS if name not in metrics]
+    if not missing:
+        return
+    algorithm = _algorithm(run)
+    if algorithm is None:
+        holds = "a run"
+    else:
+        article = "an" if algorithm[0].lower() in "aeiou" else "a"
+        holds = f"{article} {algorithm} run (its config.json says so)"
+    raise ValueError(
+        f"{run} holds {holds}, whose metrics.csv lacks {', '.join(missing)}: figures draws "
+        "an AlphaZero run's training curves (a run of gomoku-jax train with an alphazero "
+        "config, such as experiments/configs/az_9x9_cpu.json)")
 
 
 def evaluation_points(metrics: dict, report: dict) -> dict[str, list[tuple[int, float]]]:
@@ -93,6 +131,7 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
 
     run = Path(run)
     m = _read_metrics(run / "metrics.csv")
+    check_curve_columns(run, m)  # before report.json: a DQN run has one too
     report = json.loads((run / "report.json").read_text())
     if device is None:  # the training machine, which a run's report records; older ones do not
         from experiments.common import device_description

@@ -87,16 +87,29 @@ def run(games: int = 100, mcts_simulations: int = 2000, timing_games: int = 4, s
     return results
 
 
-def main(argv=None) -> dict:
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--games", type=count_argument(1), default=100)
-    parser.add_argument("--mcts-simulations", type=count_argument(1), default=2000)
-    parser.add_argument("--timing-games", type=count_argument(1), default=4)
-    parser.add_argument("--seed", type=seed_argument, default=0)
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m experiments.gomokubot_strength",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games", type=count_argument(1), default=100,
+                        help="9x9 games against each opponent, colours alternating "
+                             "(default 100)")
+    parser.add_argument("--mcts-simulations", type=count_argument(1), default=2000,
+                        help="simulations per move of the pure MCTS opponent (default 2000)")
+    parser.add_argument("--timing-games", type=count_argument(1), default=4,
+                        help="15x15 games against the heuristic that time GomokuBot's moves "
+                             "(default 4)")
+    parser.add_argument("--seed", type=seed_argument, default=0,
+                        help="random seed of the matches (default 0)")
     parser.add_argument("--opponents", default="heuristic,pure-mcts",
-                        help="comma-separated subset of heuristic,pure-mcts (quick checks)")
-    parser.add_argument("--json", type=nonempty_path, default=None)
-    args = parser.parse_args(argv)
+                        help="comma-separated subset of heuristic,pure-mcts (default both; "
+                             "one for a quick check)")
+    parser.add_argument("--json", type=nonempty_path, default=None,
+                        help="also write the report here as JSON (default: only print it)")
+    return parser
+
+
+def main(argv=None) -> dict:
+    args = build_parser().parse_args(argv)
     report = run(args.games, args.mcts_simulations, args.timing_games, args.seed,
                  tuple(x.strip() for x in args.opponents.split(",") if x.strip()))
     return publish(report, json.dumps(report, indent=2), args.json)

@@ -38,7 +38,7 @@ from gomoku_jax.cli import ArgumentParser, nonempty_path
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku, State
 
-__all__ = ["analyse", "forcing_moves", "main", "run"]
+__all__ = ["analyse", "build_parser", "forcing_moves", "main", "run"]
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -130,16 +130,26 @@ def report_text(report: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> dict:
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agent", required=True, help="an exported agent (.gjx)")
-    parser.add_argument("--games", type=count_argument(1), default=40)
-    parser.add_argument("--seed", type=seed_argument, default=11)
-    parser.add_argument("--opening-stones", type=count_argument(0), default=1)
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m experiments.missed_wins",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agent", required=True, help="an exported agent (.gjx; required)")
+    parser.add_argument("--games", type=count_argument(1), default=40,
+                        help="games against the heuristic, colours alternating (default 40)")
+    parser.add_argument("--seed", type=seed_argument, default=11,
+                        help="random seed of the match (default 11)")
+    parser.add_argument("--opening-stones", type=count_argument(0), default=1,
+                        help="random stones near the centre before each pair of games "
+                             "(default 1)")
     parser.add_argument("--simulations", type=count_argument(1), default=None,
                         help="play-time simulations (default: the file's)")
-    parser.add_argument("--json", type=nonempty_path, default=None)
-    args = parser.parse_args(argv)
+    parser.add_argument("--json", type=nonempty_path, default=None,
+                        help="also write the report here as JSON (default: only print it)")
+    return parser
+
+
+def main(argv=None) -> dict:
+    args = build_parser().parse_args(argv)
     report = run(args.agent, args.games, args.seed, args.opening_stones, args.simulations)
     return publish(report, report_text(report), args.json)
 

@@ -101,13 +101,25 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m experiments.seed004_tables",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games-3x3", type=count_argument(1), default=100,
+                        help="3x3 games of each agent against the perfect player, colours "
+                             "alternating (default 100)")
+    parser.add_argument("--games-big", type=count_argument(1), default=10,
+                        help="5x5 and 10x10 games of each agent against alpha-beta, colours "
+                             "alternating (default 10)")
+    parser.add_argument("--seed", type=seed_argument, default=0,
+                        help="random seed of the learners' training and of the matches "
+                             "(default 0)")
+    parser.add_argument("--json", type=nonempty_path, default=None,
+                        help="also write the report here as JSON (default: only print it)")
+    return parser
+
+
 def main(argv=None) -> dict:
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--games-3x3", type=count_argument(1), default=100)
-    parser.add_argument("--games-big", type=count_argument(1), default=10)
-    parser.add_argument("--seed", type=seed_argument, default=0)
-    parser.add_argument("--json", type=nonempty_path, default=None)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     report = run(args.games_3x3, args.games_big, args.seed)
     return publish(report, format_report(report), args.json)
 

@@ -14,7 +14,8 @@ Subcommands:
 * ``random-game``: play one game of random legal moves and print the board
   (optionally write an SVG picture and the move list).
 * ``tournament``: a round robin between named agents (from a JSON config or the
-  command line), with a progress bar; writes the report as JSON and Markdown.
+  command line), with a progress bar (``--no-progress``: none); writes the report as
+  JSON and Markdown.
 * ``pbrain``: run an agent as a Gomocup (Piskvork) brain on stdin / stdout
   (`gomoku_jax.gomocup`).
 * ``train``: train an experiment config (``--set key=value`` overrides, ``--smoke``
@@ -218,7 +219,7 @@ def _tournament(args: argparse.Namespace) -> int:
               f"{games // 2}; an even number balances the colours", file=sys.stderr)
     result = arena.round_robin(
         env, players, games, seed=int(config["seed"]),
-        opening_stones=int(config["opening_stones"]), progress=True,
+        opening_stones=int(config["opening_stones"]), progress=not args.no_progress,
     )
     report = result.report()
     report["config"] = config
@@ -602,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "heatmap.png (the score of each pairing)")
     tour.add_argument("--force", action="store_true",
                       help="replace the reports already in --out (refused without it)")
+    tour.add_argument("--no-progress", action="store_true", help="no progress bar")
     play = sub.add_parser("play", help="play against an agent in the browser (a local page)")
     play.add_argument("--agent", default="heuristic",
                       help="agent name, e.g. heuristic, pure-mcts-1000, runs/x/final.gjx@200 "

@@ -235,6 +235,20 @@ def test_bench_game_reports_ratio_against_numpy(tmp_path, capsys):
     assert "NumPy plies/s" in printed and "device: cpu" in printed
 
 
+def test_bench_game_prints_small_ratios_readably():
+    from experiments import bench_game
+
+    ratios = (0.0432, 0.5, 1.56, 9.94, 9.96, 54.4, 1234.5)
+    assert [bench_game.format_ratio(r) for r in ratios] == [
+        "0.043x", "0.5x", "1.6x", "9.9x", "10x", "54x", "1234x"]
+    row = {"size": 9, "batch": 256, "plies_per_s": 1.56e6, "games_per_s": 3e4,
+           "mean_game_length": 52.0, "ratio": 1.56, "compile_and_first_call_s": 0.5}
+    text = bench_game.format_report({"k": 5, "rule": "freestyle", "device": "cpu",
+                                     "numpy_reference": {"9": {"plies_per_s": 1e6}},
+                                     "jax": [row]})
+    assert text.splitlines()[-1].split()[-2:] == ["1.6x", "0.50"]  # (JSON: 1.56)
+
+
 def test_bench_refuses_bad_options(capsys):
     assert cli.main(["bench", "game", "--sizes", "2"]) == 2
     assert "GameConfig.size must be an integer from 3 to 19, got 2" in capsys.readouterr().err
@@ -337,6 +351,17 @@ def test_a_bad_board_setting_names_where_it_came_from(tmp_path, capsys):
     assert cli.main(["tournament", "--config", str(config)]) == 2
     assert "got 5 (from the default k; give --k or the config's game.k)" in (
         capsys.readouterr().err)
+
+
+def test_tournament_no_progress_leaves_out_the_progress_bar(capsys):
+    argv = ["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4",
+            "--games-per-pair", "2"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "round robin: 100%" in err and "Win rate" in out  # the bar, on stderr
+    assert cli.main(argv + ["--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "Win rate" in out  # the report, without the bar
 
 
 def test_tournament_refuses_a_games_per_pair_below_one(capsys):

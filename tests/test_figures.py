@@ -132,3 +132,48 @@ def test_a_seed_out_of_range_is_refused_before_anything_is_drawn(seed, tmp_path,
     assert exit_info.value.code == 2
     assert (f"argument --seed: must be an integer from 0 to 4294967295, got {seed!r}"
             in capsys.readouterr().err)
+
+
+# metrics.csv's first columns of a DQN run and of an imitation run (`gomoku-jax train`)
+DQN_COLUMNS = ["iteration", "buffer_fill", "epsilon", "game_length", "loss", "q_mean",
+               "td_abs", "seconds"]
+IMITATION_COLUMNS = ["iteration", "accuracy", "loss", "policy_loss", "val_accuracy",
+                     "val_policy_loss", "value_loss", "seconds"]
+
+
+@pytest.mark.parametrize("algorithm, columns, missing", [
+    ("dqn", DQN_COLUMNS, "policy_loss, value_loss, explained_variance, entropy"),
+    ("imitation", IMITATION_COLUMNS, "explained_variance, entropy, game_length"),
+    (None, IMITATION_COLUMNS, "explained_variance, entropy, game_length"),
+])
+def test_a_run_of_another_algorithm_is_refused_before_anything_is_drawn(
+        tmp_path, monkeypatch, capsys, algorithm, columns, missing):
+    run = tmp_path / "other_run"
+    run.mkdir()
+    with (run / "metrics.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        writer.writerows([[i] + [0.5] * (len(columns) - 1) for i in (1, 2, 3)])
+    (run / "report.json").write_text(json.dumps({"iterations": 3, "evaluation": {}}))
+    if algorithm is not None:  # else a run without config.json: only its columns tell
+        (run / "config.json").write_text(json.dumps({"algorithm": algorithm, "seed": 0}))
+    holds = {"dqn": "a dqn run (its config.json says so)",
+             "imitation": "an imitation run (its config.json says so)", None: "a run"}[algorithm]
+    expected = (f"{run} holds {holds}, whose metrics.csv lacks {missing}: figures draws an "
+                "AlphaZero run's training curves (a run of gomoku-jax train with an alphazero "
+                "config, such as experiments/configs/az_9x9_cpu.json)")
+    with pytest.raises(ValueError) as error:
+        figures.training_curves(run)
+    assert str(error.value) == expected
+    # as a script: one error line, status 2, no picture and no round robin
+    monkeypatch.setattr(figures, "tournament", lambda *a, **k: pytest.fail("games were played"))
+    monkeypatch.setattr("sys.argv", ["experiments/figures.py"])
+    from experiments.common import run_script
+
+    for extra in ([], ["--skip-tournament"]):
+        with pytest.raises(SystemExit) as exit_info:
+            run_script(lambda: figures.main(["--run", str(run), *extra]))
+        assert exit_info.value.code == 2
+        out, err = capsys.readouterr()
+        assert err == f"figures: error: {expected}\n" and out == ""
+    assert not (run / "training_curves.png").exists()

@@ -410,13 +410,39 @@ def test_the_cpu_config_and_its_variants_load():
         assert cfglib.from_dict(im.ImitationConfig, cfglib.to_dict(cfg)) == cfg
 
 
+def test_generated_records_are_named_when_written_and_when_reused(tmp_path, monkeypatch,
+                                                                   capsys):
+    monkeypatch.chdir(tmp_path)  # data.paths is relative, as the smoke variants' are
+    cfg = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config(["made/records.jsonl.gz"])),
+        {"data.generate": {"games": 2, "black": "random", "white": "heuristic",
+                           "opening_stones": 0}}))
+    path = tmp_path / "made" / "records.jsonl.gz"
+    _, _, summary = im.load_dataset(cfg)
+    assert summary["files"] == ["made/records.jsonl.gz"] and path.is_file()
+    assert capsys.readouterr().out == (
+        "records: played 2 games of random against heuristic (data.generate) into "
+        f"{path}\n")
+    before = path.read_bytes()
+    im.load_dataset(cfg)  # a later start: the file is kept
+    assert capsys.readouterr().out == (
+        f"records: reusing {path} (data.generate plays games only when no file matches "
+        "data.paths)\n")
+    assert path.read_bytes() == before
+    # without data.generate nothing is said
+    im.load_dataset(_config(["made/records.jsonl.gz"]))
+    assert capsys.readouterr().out == ""
+
+
 @pytest.mark.slow
-def test_the_smoke_variant_generates_its_records_and_trains(tmp_path, monkeypatch):
+def test_the_smoke_variant_generates_its_records_and_trains(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the smoke variant generates its records under runs/
     cfg, _ = cfglib.load_file(im.ImitationConfig, CONFIG, variants=["smoke"],
                               overrides=["data.generate.games=2"])
     learner = im.make_learner(cfg, devices=jax.devices()[:1])
     state, metrics = learner.iteration(learner.init())
     assert (tmp_path / cfg.data.paths[0]).exists() and learner.data_summary["train"]["games"]
+    assert (f"records: played 2 games of heuristic against heuristic (data.generate) into "
+            f"{tmp_path / cfg.data.paths[0]}\n") in capsys.readouterr().out
     assert int(state.iteration) == 1
     assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(metrics).values())

@@ -147,3 +147,23 @@ def test_an_exported_file_given_as_a_folder_is_named_so(tmp_path):
     with pytest.raises(CheckpointError, match=r"is a folder, not an exported params file "
                                               rf"\(did you mean {tmp_path}/final.gjx\?\)"):
         exported.load(tmp_path)
+
+
+def test_the_help_names_the_command_and_every_option_says_its_default(capsys):
+    from experiments.missed_wins import build_parser, main
+
+    for action in build_parser()._actions:
+        if action.dest != "help":
+            assert action.help and ("default" in action.help or action.required), (
+                action.option_strings)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m experiments.missed_wins [-h] --agent AGENT")
+    assert "(default 11)" in out and "(default 40)" in out
+    with pytest.raises(SystemExit) as exit_info:  # refused before the agent is loaded
+        main(["--agent", "nothing.gjx", "--opening-stones", "-1"])
+    assert exit_info.value.code == 2
+    assert ("python -m experiments.missed_wins: error: argument --opening-stones"
+            in capsys.readouterr().err)

@@ -62,6 +62,20 @@ def test_seed001_config_is_the_reports_duelnet():
     assert stage1.data.balance == "splits" and cfg.eval.opponents == ("pure-mcts-2000",)
 
 
+def test_the_smoke_variant_says_where_it_writes_its_records(tmp_path, monkeypatch, capsys):
+    """Stage 1 of ``--smoke`` plays its records into the current directory, and says so."""
+    monkeypatch.chdir(tmp_path)
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"],
+                              overrides=["imitation.data.generate.games=2"])
+    stage1 = cfg.stage_config(0)
+    im.load_dataset(stage1)
+    path = tmp_path / "runs" / "smoke_records" / "pipeline_9x9_records.jsonl.gz"
+    assert stage1.data.paths == ("runs/smoke_records/pipeline_9x9_records.jsonl.gz",)
+    assert path.is_file() and capsys.readouterr().out == (
+        "records: played 2 games of heuristic against heuristic (data.generate) into "
+        f"{path}\n")
+
+
 def test_start_from_refuses_params_of_another_network():
     cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"])
     learner = im.make_learner(cfg.stage_config(0), devices=jax.devices()[:1])

@@ -32,3 +32,23 @@ def test_the_recorded_tables_carry_intervals_that_fit_their_counts():
         assert {key: row[key] for key in expected} == expected
     text = seed004_tables.format_report(report)
     assert "0.25 (0.08-0.56)" in text  # pure MCTS on 5x5: 1 won, 3 drawn of 10
+
+
+@pytest.mark.parametrize("name", ["seed004_tables", "gomokubot_strength"])
+def test_the_help_names_the_command_and_every_option_says_its_default(name, capsys):
+    """(gomokubot_strength's other tests are in test_bench_search.py.)"""
+    import importlib
+
+    script = importlib.import_module(f"experiments.{name}")
+    parser = script.build_parser()
+    for action in parser._actions:
+        if action.dest != "help":
+            assert action.help and "default" in action.help, action.option_strings
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m experiments.{name} [-h]")
+    with pytest.raises(SystemExit) as exit_info:  # refused before any game
+        script.main(["--games-3x3" if name == "seed004_tables" else "--games", "0"])
+    assert exit_info.value.code == 2
+    assert f"python -m experiments.{name}: error: argument --games" in capsys.readouterr().err
