@@ -900,11 +900,9 @@ class EngineAgent(PythonAgent):
         return known + backwards[::-1]
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
-        del key  # the engine has its own randomness
+        del key  # the engine has its own randomness (the board's size: `Agent` checks it)
         n = self.env.size
         board = np.asarray(state.board)
-        if board.shape != (n, n):
-            raise ValueError(f"{self.name}: expected one {n}x{n} game, got a board {board.shape}")
         self._ensure_started()
         cells = board.reshape(-1).astype(np.int8)
         me = int(state.current_player) + 1

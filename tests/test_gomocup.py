@@ -594,6 +594,9 @@ def test_engine_agent_restarts_the_engine_before_a_new_game():
         elif w == 'END': sys.exit(0)
     """)
     with gomocup.EngineAgent(cmd, env, name="fake") as agent:
+        with pytest.raises(ValueError, match=r"^agent 'fake' was built for 7x7 5 in a row "
+                                             r"\(freestyle\), not a 9x9 board"):
+            agent.act(Gomoku(9, 5).init(), None)  # refused before the engine hears of it
         assert agent.act(env.init(), None) == 3 * 7 + 3  # fresh from START: no RESTART
         # its stone as the opponent's: a new game (RESTART), then TURN 3,3
         assert agent.act(env.play(env.init(), 3, 3), None) == 1 * 7 + 1
