@@ -547,44 +547,69 @@ def load_file(
             raise ConfigError(f"{where}: variant {name!r} sets algorithm, "
                               f"which the file chooses ({algorithm!r}); a variant cannot "
                               "change it")
+    if not isinstance(algorithm, str):  # (as algorithm_of refuses it)
+        raise ConfigError(f"{where}: 'algorithm' must be a string, got {brief_json(algorithm)}")
     _check_learner_class(cls, where, algorithm)
     overrides = _override_mapping(overrides)
     _check_meta_overrides(path, overrides, algorithm)
-    try:
-        for name in variants:
+    for name in variants:  # one that cannot apply: the file's own mistake, else its own
+        try:
             data = apply_overrides(data, known[name])
+        except ConfigError as err:
+            raise _unappliable(cls, where, itself,
+                               f"{where}, its variant {name!r}: {err}") from None
+    try:
         data = apply_overrides(data, overrides)
-        description = data.get("description", "")
-        if not isinstance(description, str):
-            raise ConfigError(f"description: expected a string, got {brief_json(description)}")
-        config = from_dict(cls, data)
+    except ConfigError as err:
+        raise _unappliable(cls, where, itself,
+                           f"{err} (from the overrides, not {where})") from None
+    try:
+        config = _built(cls, data)
     except ConfigError as err:
         raise _attributed(err, cls, where, itself, known, variants) from None
+    description = data.get("description", "")
     if variants:
         description += f" [variants: {', '.join(variants)}]"
         _check_without_variants(cls, path, itself, overrides, variants)
     return config, description
 
 
-def _attributed(err: ConfigError, cls, where: str, itself: dict, known: Mapping,
+def _built(cls, data: Mapping):
+    """``from_dict(cls, data)`` after checking the file's own ``description`` key."""
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"description: expected a string, got {brief_json(description)}")
+    return from_dict(cls, data)
+
+
+def _unappliable(cls, where: str, itself: Mapping, message: str) -> ConfigError:
+    """The error of a variant or override that cannot be applied (it sets ``a.b`` where
+    ``a`` is no object): the config file's own mistake when the file alone does not
+    build (``"search": "gumbel"``), else ``message``."""
+    try:
+        _built(cls, itself)
+    except ConfigError as mistake:
+        return ConfigError(f"{where}: {mistake}")
+    return ConfigError(message)
+
+
+def _attributed(err: ConfigError, cls, where: str, itself: Mapping, known: Mapping,
                 variants: Sequence[str]) -> ConfigError:
-    """``err``, raised by a config built from a file, its ``variants`` and overrides, as
-    an error that says which of them holds the mistake: the file itself, the first
-    variant that brings it in, else the overrides (``--set``, a sweep's value,
-    ``overrides=``)."""
-    data, step = itself, None
+    """``err``, raised building a config from a file, its ``variants`` and overrides, as
+    an error that says which holds the mistake: the file itself or the first variant that
+    brings it in (whichever gives this very error first), else the overrides when the
+    file and its variants build without them. Otherwise (an override mends one mistake
+    and makes another, variants that only work together) ``err`` as it is."""
+    text, data = str(err), itself
     for name in (None, *variants):
+        step = where if name is None else f"{where}, its variant {name!r}"
         try:
             if name is not None:
-                step = f"{where}, its variant {name!r}"
                 data = apply_overrides(data, known[name])
-            from_dict(cls, data)
-            if not isinstance(data.get("description", ""), str):
-                raise ConfigError("description: expected a string, got "
-                                  f"{brief_json(data['description'])}")
+            _built(cls, data)
         except ConfigError as found:
-            return ConfigError(f"{step or where}: {found}")
-    return ConfigError(f"{err} (from the overrides, not {where})")
+            return ConfigError(f"{step}: {text}") if str(found) == text else err
+    return ConfigError(f"{text} (from the overrides, not {where})")
 
 
 def _check_learner_class(cls, where: str, algorithm) -> None:

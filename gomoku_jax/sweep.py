@@ -257,9 +257,12 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     workdir = pathlib.Path(workdir)
     configs, run_dirs = [], []  # every config first: a bad one fails before any training
     for i, value in enumerate(values):
-        cfg, _ = config_lib.load_file(config_class, config_path, overrides={**base, key: value},
-                                      variants=variants)
         run = f"the run {key}={value!r}"
+        try:
+            cfg, _ = config_lib.load_file(config_class, config_path,
+                                          overrides={**base, key: value}, variants=variants)
+        except config_lib.ConfigError as err:
+            raise config_lib.ConfigError(f"sweep ({run}): {err}") from None
         training.check_iterations(cfg, iterations, f"sweep ({run}): iterations",
                                   "through overrides")
         if hasattr(evaluate, "check_game"):  # its settings that depend on the run's game

@@ -154,6 +154,32 @@ def test_a_mistake_is_traced_to_the_file_the_variant_or_the_overrides(tmp_path):
             cfglib.load_file(AlphaZeroConfig, path, ["train.batch=8"], variants=variants)
         assert str(err.value).startswith("unknown config key 'train.batch'"), err.value
         assert str(err.value).endswith(f" (from the overrides, not {file})"), err.value
+    # an override that cannot apply to the file's own mistake: the file's is named
+    path.write_text(json.dumps({"algorithm": "alphazero", "search": "gumbel"}))
+    with pytest.raises(cfglib.ConfigError) as err:
+        cfglib.load_file(AlphaZeroConfig, path, ["search.num_simulations=4"])
+    assert str(err.value) == f"{file}: search: expected an object, got 'gumbel'"
+    # Where no one step gives this very error, it is left as it is (no wrong blame):
+    # an override mends the file's mistake and another override makes one,
+    path.write_text(json.dumps({"algorithm": "alphazero", "seed": "x",
+                                "variants": {"smoke": {"seed": 1}}}))
+    for overrides, variants in ((["seed=3", "train.batchsize=8"], []),
+                                (["train.batchsize=8"], ["smoke"])):  # or a variant does
+        with pytest.raises(cfglib.ConfigError) as err:
+            cfglib.load_file(AlphaZeroConfig, path, overrides, variants=variants)
+        assert str(err.value).startswith("unknown config key 'train.batchsize'"), err.value
+        assert "config file" not in str(err.value)
+    # and variants that only build together
+    path.write_text(json.dumps({
+        "algorithm": "alphazero", "network": {"name": "resnet", "options": {"blocks": 1}},
+        "variants": {"a": {"network.name": "simplenet"},
+                     "b": {"network.options": {"channels": [4, 4]}}}}))
+    assert cfglib.load_file(AlphaZeroConfig, path, variants=["a", "b"])[0].network.name == (
+        "simplenet")
+    with pytest.raises(cfglib.ConfigError) as err:
+        cfglib.load_file(AlphaZeroConfig, path, ["train.batchsize=8"], variants=["a", "b"])
+    assert str(err.value).startswith("unknown config key 'train.batchsize'"), err.value
+    assert "config file" not in str(err.value)
 
 
 def test_a_file_of_another_learner_is_named_as_such(tmp_path):
@@ -167,6 +193,12 @@ def test_a_file_of_another_learner_is_named_as_such(tmp_path):
         f"config file {path!r} is a config of 'dqn' (its \"algorithm\"), not of 'alphazero': "
         "read it with algorithms.dqn.DQNConfig (algorithms.learner_entry('dqn'))")
     assert isinstance(cfglib.load_file(DQNConfig, path)[0], DQNConfig)
+    # an algorithm that is no string is refused as such (not a TypeError)
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"algorithm": ["dqn"]}')
+    with pytest.raises(cfglib.ConfigError, match=r"odd.json': 'algorithm' must be a string, "
+                                                 r'got \["dqn"\]'):
+        cfglib.load_file(DQNConfig, odd)
     # a file that names no algorithm is AlphaZero's
     bare = tmp_path / "bare.json"
     bare.write_text('{"seed": 3}')

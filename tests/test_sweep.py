@@ -292,6 +292,12 @@ def test_a_sweep_of_the_algorithm_is_refused_in_the_sweeps_words(tmp_path, fake_
     with pytest.raises(cfglib.ConfigError, match=r"an override algorithm=\"dqn\" \(from "
                                                  r"--set, a sweep or overrides=\)"):
         sweep.sweep(CONFIG, "algorithm", ["dqn"], iterations=1, workdir=tmp_path)
+    # a value the config refuses names its run and that it came with the sweep
+    with pytest.raises(cfglib.ConfigError) as err:
+        sweep.sweep(CONFIG, "train.batch_size", [8, "eight"], iterations=1, workdir=tmp_path)
+    assert str(err.value).startswith("sweep (the run train.batch_size='eight'): "
+                                     "train.batch_size: "), err.value
+    assert str(err.value).endswith(f"(from the overrides, not config file {str(CONFIG)!r})")
     assert fake_training == []
 
 
