@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
-from gomoku_jax.cli import output_file
+from gomoku_jax.cli import nonempty_path, output_file
 from gomoku_jax.config import count_argument, seed_argument
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -46,6 +46,12 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
                              "0 to 8 so that no win is on the board (default 4)")
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     add_out_argument(parser, report_example)
+
+
+def add_json_argument(parser) -> None:
+    """``--json``: where an experiment (not a benchmark) also writes its report."""
+    parser.add_argument("--json", type=nonempty_path, default=None,
+                        help="also write the report here as JSON (default: only print it)")
 
 
 def add_out_argument(parser, report_example: str) -> None:

@@ -67,9 +67,11 @@ CURVE_COLUMNS = ("iteration", "loss", "policy_loss", "value_loss", "explained_va
 def _algorithm(run: Path) -> str | None:
     """The algorithm the run's ``config.json`` names (`gomoku_jax.training.run` writes it),
     else None (no such file, or one that names none)."""
+    from gomoku_jax import io as gio
+
     try:
-        algorithm = json.loads((run / "config.json").read_text()).get("algorithm")
-    except (OSError, ValueError, AttributeError):
+        algorithm = gio.read_json_object(run / "config.json", "").get("algorithm")
+    except gio.CheckpointError:  # missing, unreadable, or no object
         return None
     return algorithm if isinstance(algorithm, str) and algorithm else None
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 import time
 
-from experiments.common import device_description, publish, run_script
+from experiments.common import add_json_argument, device_description, publish, run_script
 from gomoku_jax import agents, arena
-from gomoku_jax.cli import ArgumentParser, nonempty_path
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
@@ -103,8 +103,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--opponents", default="heuristic,pure-mcts",
                         help="comma-separated subset of heuristic,pure-mcts (default both; "
                              "one for a quick check)")
-    parser.add_argument("--json", type=nonempty_path, default=None,
-                        help="also write the report here as JSON (default: only print it)")
+    add_json_argument(parser)
     return parser
 
 

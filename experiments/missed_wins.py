@@ -32,9 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import device_description, publish, run_script
+from experiments.common import add_json_argument, device_description, publish, run_script
 from gomoku_jax import agents, arena, exported, tactics
-from gomoku_jax.cli import ArgumentParser, nonempty_path
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku, State
 
@@ -143,8 +143,7 @@ def build_parser() -> ArgumentParser:
                              "(default 1)")
     parser.add_argument("--simulations", type=count_argument(1), default=None,
                         help="play-time simulations (default: the file's)")
-    parser.add_argument("--json", type=nonempty_path, default=None,
-                        help="also write the report here as JSON (default: only print it)")
+    add_json_argument(parser)
     return parser
 
 

@@ -24,9 +24,9 @@ import json
 import time
 
 from algorithms.classical import LinearTDLearner, TabularValueLearner
-from experiments.common import device_description, publish, run_script
+from experiments.common import add_json_argument, device_description, publish, run_script
 from gomoku_jax import agents, arena
-from gomoku_jax.cli import ArgumentParser, nonempty_path
+from gomoku_jax.cli import ArgumentParser
 from gomoku_jax.config import count_argument, seed_argument
 from gomoku_jax.game import Gomoku
 from gomoku_jax.ratings import score_interval
@@ -113,8 +113,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--seed", type=seed_argument, default=0,
                         help="random seed of the learners' training and of the matches "
                              "(default 0)")
-    parser.add_argument("--json", type=nonempty_path, default=None,
-                        help="also write the report here as JSON (default: only print it)")
+    add_json_argument(parser)
     return parser
 
 

@@ -674,12 +674,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_plugin(token: str) -> bool:
+    """Whether ``token`` is the ``--plugin`` option (``--plugin`` or ``--plugin=MODULE``)."""
+    return token == "--plugin" or token.startswith("--plugin=")
+
+
 def _command_at(argv: list[str]) -> int:
     """The index in ``argv`` of the first token after the options that go before the
     command (``--plugin MODULE``, ``--plugin=MODULE``): the command, or what stands in
     its place."""
     i = 0
-    while i < len(argv) and (argv[i] == "--plugin" or argv[i].startswith("--plugin=")):
+    while i < len(argv) and _is_plugin(argv[i]):
         i += 2 if argv[i] == "--plugin" else 1
     return i
 
@@ -711,9 +716,8 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if rest and args.command not in ("bench", "records"):  # (theirs go to their script)
         # refused by the command's parser, with its usage, before anything starts
-        plugin = any(t == "--plugin" or t.startswith("--plugin=") for t in rest)
         hint = ("; --plugin goes before the command (gomoku-jax --plugin MODULE "
-                f"{args.command} ...)" if plugin else "")
+                f"{args.command} ...)" if any(map(_is_plugin, rest)) else "")
         parser.chosen(args).error(f"unrecognized arguments: {' '.join(rest)}{hint}")
     try:
         multi = [f"--{name.replace('_', '-')}" for name in ("coordinator", "num_processes",
