@@ -68,6 +68,17 @@ def test_summary_divides_the_right_rows():
     assert (growth["from"], growth["to"], growth["interior_us"]) == (16, 400, 4e5)
 
 
+def test_argmax_line_says_a_cost_within_the_loops_noise_is_not_measurable():
+    # a GPU run measured jnp.argmax's loop below its baseline; that is noise, not a cost
+    result = {"batch": 1024, "num_actions": 81, "baseline_us": 15.2, "jnp_us": 14.9,
+              "ops_us": 16.6, "jnp_argmax_us": 14.9 - 15.2, "ops_argmax_us": 16.6 - 15.2}
+    assert bench.argmax_line(result) == (
+        "argmax over [1024, 81]: jnp.argmax not measurable (a step 14.9 us, the baseline's "
+        "15.2 us), ops.argmax 1.4 us")
+    result.update(jnp_us=26.0, jnp_argmax_us=26.0 - 15.2)
+    assert "jnp.argmax 10.8 us," in bench.argmax_line(result)
+
+
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--warmup", "-1"],
                                   ["--min-seconds", "-1"], ["--size", "3"],
                                   ["--simulations", "0"], ["--mctx-simulations", "8", "0"],
