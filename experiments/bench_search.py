@@ -3,8 +3,14 @@
 Commands::
 
     gomoku-jax bench search --out experiments/results/bench_search_cpu.json
-    gomoku-jax bench search --preset gpu --out experiments/results/bench_search_gpu.json
+    gomoku-jax bench search --preset gpu --warmup 0 --repeats 1 --min-seconds 0.3 \
+        --simulations 16 800 --mctx-simulations 800 \
+        --out experiments/results/bench_search_gpu_h200.json
     gomoku-jax bench search --quick
+
+The GPU command is the README's (about 6 minutes on an H200): one timed call at 800
+simulations, since mctx's PUCT search of 800 at batch 1,024 takes 42 s a call, and with the
+defaults (3 warm-up calls, 5 timed) mctx's runs at 800 would be skipped by the time budget.
 
 For each algorithm (``puct``: ``muzero_policy``; ``gumbel``: ``gumbel_muzero_policy``) and
 number of simulations, one jitted `gomoku_jax.search.run_search` searches a batch of
@@ -44,7 +50,7 @@ Presets. ``cpu`` (default): 9x9 (the CPU default config's rules), batch 64, the 
 network (`search.uniform_evaluate`, no parameters), ours at 16 64 200 400 800 and mctx
 at 16 64 200 400 800 (800 within the budget). ``gpu``: batches 256 and 1024, seed 000's
 10 x 128 ResNet in bfloat16 (`gomoku_jax.networks`), 16 and 800 simulations for both
-(for an H100 / H200; not run on the CPU).
+(for an H100 / H200; on a CPU it takes hours).
 """
 
 from __future__ import annotations
