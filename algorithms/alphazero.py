@@ -468,6 +468,15 @@ class Learner(SearchPlayer, ShardedLearner):
                                      "policy-value")
 
     # ------------------------------------------------------------------- shardings
+    def untrained_reason(self) -> str:
+        cfg = self.config
+        cells = cfg.game.size ** 2
+        return (f"the replay buffer never held train.min_buffer ({cfg.train.min_buffer}) "
+                "positions. A position enters it when its game ends, and a game longer "
+                f"than two iterations' selfplay.steps ({2 * cfg.selfplay.steps} moves; "
+                f"the board has {cells} cells) loses its earliest positions "
+                "(metrics.csv: games_finished, dropped)")
+
     def state_sharding(self) -> TrainState:
         shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))
         rep, games, pending = self._rep, self._games_sharding, self._pending_sharding

@@ -615,6 +615,10 @@ class Learner(ShardedLearner):
         return jnp.maximum(jnp.float32(a.epsilon_end), decayed)
 
     # ------------------------------------------------------------------- shardings
+    def untrained_reason(self) -> str:
+        return (f"the replay buffer never held train.min_buffer "
+                f"({self.config.train.min_buffer}) transitions")
+
     def state_sharding(self) -> TrainState:
         shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))
         rep, games = self._rep, self._games_sharding

@@ -380,6 +380,7 @@ def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
         raise TypeError(f"sweep_table_markdown: columns must be a list of column names, got "
                         f"{reprlib.repr(columns)}")
     _check_columns(rows, columns, "sweep_table_markdown")
+    columns = [c for c in columns if c != key]  # the swept value is the first column already
     lines = ["| " + " | ".join([key, *columns]) + " |",
              "|" + "---|" * (len(columns) + 1)]
     for row in rows:

@@ -91,20 +91,25 @@ def non_finite(variables, metrics: Mapping[str, float] = {}) -> list[str]:  # no
 
 
 def check_finite(variables, metrics: Mapping[str, float], iteration: int,
-                 saved: int | None, workdir) -> None:
+                 saved: int | None, workdir, first_step: bool = False) -> None:
     """Raise `TrainingDiverged` if ``metrics``' losses or ``variables`` hold NaN or inf
     after ``iteration`` of the run in ``workdir``; ``saved`` is its last checkpointed
-    iteration (None: none)."""
+    iteration (None: none); ``first_step``: the iteration holds the run's first training
+    steps, from the network as initialised (the network itself may then be the cause)."""
     bad = non_finite(variables, metrics)
     if not bad:
         return
     kept = (f"its last checkpoint, iteration {saved}, is sound" if saved else
             "it has no checkpoint yet")
+    first = (" These were the run's first training steps, from the network as initialised: "
+             "if its outputs are NaN or inf from the start (a log or a division in its "
+             "forward pass), check the network first, as a lower learning rate will not "
+             "help." if first_step else "")
     raise TrainingDiverged(
         f"training in {workdir} diverged at iteration {iteration}: {'; '.join(bad)}. The run "
-        f"stopped without saving this iteration ({kept}; metrics.csv shows the iteration). "
-        "Resuming repeats the same steps: train again in a new --workdir with a lower "
-        "learning rate (train.learning_rate; DDQN: or a smaller train.max_grad_norm)")
+        f"stopped without saving this iteration ({kept}; metrics.csv shows the iteration)."
+        f"{first} Resuming repeats the same steps: train again in a new --workdir with a "
+        "lower learning rate (train.learning_rate; DDQN: or a smaller train.max_grad_norm)")
 
 
 class RunWarning(UserWarning):
@@ -859,6 +864,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     new_best = False  # this iteration's evaluation beat the best: export it once saved
     if restored is not None and lead:
         _resume_evaluations(workdir, start, prog, state.variables, export)
+    stepped = 0  # iterations of this start that took a training step
     try:
         it = start
         while it < stop_at and not bool(prog["stopped"]):
@@ -868,8 +874,11 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             seconds = time.perf_counter() - t0
             it = int(state.iteration)
             metrics.update(seconds=seconds, moves_per_second=metrics["moves"] / seconds)
+            steps = metrics.get("trained", 1) != 0
+            stepped += steps
             try:  # before the evaluation, which could export a broken network as best
-                check_finite(state.variables, metrics, it, saved, workdir)
+                check_finite(state.variables, metrics, it, saved, workdir,
+                             first_step=start == 0 and steps and stepped == 1)
             except TrainingDiverged as err:
                 log.log(it, metrics)
                 write(workdir / DIVERGED, json.dumps({"iteration": it, "reason": str(err)},
@@ -913,6 +922,14 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         log.close()
         ckpt.close()  # orbax's threads now, not at the interpreter's exit
 
+    ran = int(state.iteration) - start
+    if ran and not stepped and lead:
+        reason = getattr(learner, "untrained_reason", None)
+        kept = "as initialised" if start == 0 else f"as it was at iteration {start}"
+        warnings.warn(
+            f"{workdir}: no training step in the {ran} iteration(s) just run (metrics.csv: "
+            f"trained is 0), so the network is {kept}" + (f": {reason()}" if reason else ""),
+            RunWarning, stacklevel=2)
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
               "stopped_because": _stop_reason(ev, prog),

@@ -68,10 +68,10 @@ def test_a_run_that_diverges_is_a_row_and_the_other_values_still_train(tmp_path,
 
     check = training.check_finite
 
-    def nan_at_the_low_rate(variables, metrics, iteration, saved, workdir):
+    def nan_at_the_low_rate(variables, metrics, iteration, saved, workdir, **kwargs):
         if "=0.001" in str(workdir):  # as if that run's loss had turned NaN
             metrics = dict(metrics, loss=float("nan"))
-        return check(variables, metrics, iteration, saved, workdir)
+        return check(variables, metrics, iteration, saved, workdir, **kwargs)
 
     monkeypatch.setattr(training, "check_finite", nan_at_the_low_rate)
     settings = dict(iterations=1, workdir=tmp_path, variant="smoke",
@@ -103,6 +103,9 @@ def test_the_table_has_one_row_per_run(swept):
     assert "parameters" not in table[0]
     assert sweep.sweep_table_markdown(rows, ["parameters"]).splitlines()[2] == (
         f"| 4 | {rows[0]['parameters']} |")
+    # the swept key among the columns is not shown twice
+    assert sweep.sweep_table_markdown(rows, ["network.options.filters", "parameters"]) == (
+        sweep.sweep_table_markdown(rows, ["parameters"]))
 
 
 def test_bad_sweeps_fail_before_training(tmp_path):

@@ -5,6 +5,7 @@ import json
 import pathlib
 import re
 import shutil
+import warnings
 
 import jax
 import numpy as np
@@ -463,6 +464,39 @@ def _diverging(learner, at, poison):
     return changed
 
 
+def test_a_run_that_never_trains_says_so(learner, tmp_path):
+    """Iterations whose buffer never reached min_buffer took no step: the run warns, with
+    what the buffer waits for, instead of ending like one that trained."""
+    import copy
+
+    untrained = copy.copy(learner)
+
+    def iteration(state):
+        state, metrics = learner.iteration(state)
+        return state, dict(metrics, trained=np.bool_(False))
+
+    untrained.iteration = iteration
+    cfg = learner.config
+    with pytest.warns(training.RunWarning) as caught:
+        training.run(untrained, tmp_path, iterations=2, progress=False)
+    [warning] = [w for w in caught if issubclass(w.category, training.RunWarning)]
+    assert str(warning.message) == (
+        f"{tmp_path}: no training step in the 2 iteration(s) just run (metrics.csv: trained "
+        f"is 0), so the network is as initialised: the replay buffer never held "
+        f"train.min_buffer ({cfg.train.min_buffer}) positions. A position enters it when its "
+        f"game ends, and a game longer than two iterations' selfplay.steps "
+        f"({2 * cfg.selfplay.steps} moves; the board has 81 cells) loses its earliest "
+        f"positions (metrics.csv: games_finished, dropped)")
+    # resumed, the iterations that trained before are not its network's start
+    with pytest.warns(training.RunWarning, match=r"so the network is as it was at iteration 2:"):
+        training.run(untrained, tmp_path, progress=False)
+    # a run whose iterations train does not warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", training.RunWarning)
+        training.run(learner, tmp_path / "trains", iterations=1, progress=False)
+    assert _rows(tmp_path / "trains")[0]["trained"] == "True"
+
+
 @pytest.mark.parametrize("broken, named", [
     ("loss", r"loss is nan"),
     ("params", r"the network's variables hold NaN or inf \(params\.[\w.]+(, params\.[\w.]+)*"
@@ -503,13 +537,27 @@ def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
         assert not (tmp_path / training.DIVERGED).exists()
 
 
+def test_a_loss_nan_at_the_first_training_steps_points_at_the_network(learner, tmp_path):
+    # iteration 1 of the smoke run is its first with training steps
+    nan_loss = lambda state, metrics: (state, dict(metrics, loss=np.float32("nan")))
+    with pytest.raises(training.TrainingDiverged) as err:
+        training.run(_diverging(learner, 1, nan_loss), tmp_path, progress=False)
+    assert str(err.value).startswith(
+        f"training in {tmp_path} diverged at iteration 1: loss is nan. The run stopped without "
+        "saving this iteration (it has no checkpoint yet; metrics.csv shows the iteration). "
+        "These were the run's first training steps, from the network as initialised: if its "
+        "outputs are NaN or inf from the start (a log or a division in its forward pass), "
+        "check the network first, as a lower learning rate will not help. Resuming")
+    assert _rows(tmp_path)[0]["trained"] == "True"
+
+
 def test_a_checkpoint_of_a_diverged_network_is_not_resumed(learner, tmp_path, monkeypatch):
     def poison(state, metrics):
         variables = jax.tree.map(lambda x: x * np.float32("nan"), state.variables)
         return state.replace(variables=variables), metrics
 
     with monkeypatch.context() as unchecked:  # as a run saved before the check existed
-        unchecked.setattr(training, "check_finite", lambda *args: None)
+        unchecked.setattr(training, "check_finite", lambda *args, **kw: None)
         unchecked.setattr(training.exported, "export_agent", lambda *args, **kw: None)
         training.run(_diverging(learner, 1, poison), tmp_path, iterations=1, progress=False)
     with pytest.raises(training.TrainingDiverged,
@@ -845,6 +893,12 @@ def test_an_exported_file_whose_header_does_not_fit_its_params_is_refused(
     assert str(path) in str(err.value)
 
 
+def _line_of(text):
+    """The number of this file's first line that holds ``text``."""
+    lines = pathlib.Path(__file__).read_text().splitlines()
+    return [i for i, line in enumerate(lines, 1) if text in line][0]
+
+
 def test_forfeits_are_named_in_reports(monkeypatch):
     from gomoku_jax import Gomoku, agents
 
@@ -858,14 +912,16 @@ def test_forfeits_are_named_in_reports(monkeypatch):
     result = arena.round_robin(env, [agents.random_agent(), Crashing()], 2)
     markdown = result.to_markdown()
     assert "**2 games forfeited**" in markdown
-    assert "- 2 x crashing raised RuntimeError: out of ideas\n" in markdown  # first line only
+    at = f"test_training.py:{_line_of('and a second line')}"
+    # first line only; the agent's own line that raised comes first
+    assert f"- 2 x crashing raised RuntimeError (at {at}): out of ideas\n" in markdown
     make = agents.make
     monkeypatch.setattr(training.agents_lib, "make",
                         lambda name, env: Crashing() if name == "crashing" else make(name, env))
     evaluation = training.evaluate(env, agents.random_agent(), ["heuristic", "crashing"], 2, 0, 0)
     assert evaluation["heuristic"]["forfeits"] == []
-    assert evaluation["crashing"]["forfeits"] == ["crashing raised RuntimeError: out of ideas\n"
-                                                  "and a second line"] * 2
+    assert evaluation["crashing"]["forfeits"] == [f"crashing raised RuntimeError (at {at}): "
+                                                  "out of ideas\nand a second line"] * 2
     text = training._report_markdown({"iterations": 1, "evaluation": evaluation}, "how")
     assert "**2 games forfeited**" in text and "2 x crashing raised RuntimeError" in text
     del evaluation["crashing"]
