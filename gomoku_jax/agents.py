@@ -40,6 +40,7 @@ __all__ = [
     "Agent",
     "check_env",
     "check_state",
+    "plain_action",
     "digits",
     "JaxAgent",
     "PythonAgent",
@@ -129,15 +130,25 @@ class Agent:
 
 def _checking_state(act: Callable) -> Callable:
     """``act`` after `check_state` of its state (one shape comparison: no cost to speak
-    of per move)."""
+    of per move), its answer through `plain_action`."""
 
     @functools.wraps(act)
     def checked(self, state, *args, **kwargs):
         check_state(self, state)
-        return act(self, state, *args, **kwargs)
+        return plain_action(act(self, state, *args, **kwargs))
 
     checked._checks_state = True
     return checked
+
+
+def plain_action(action):
+    """An agent's answer as the action it means: a concrete 0-d integer array, NumPy's or
+    JAX's (``jnp.argmax(...)``), as the Python int it holds; anything else as it is (a
+    traced value inside a compiled program, or a wrong answer for the arena to refuse)."""
+    if (isinstance(action, (np.ndarray, jax.Array)) and not isinstance(action, jax.core.Tracer)
+            and action.shape == () and jnp.issubdtype(action.dtype, jnp.integer)):
+        return int(action)
+    return action
 
 
 def _board_shape(state) -> tuple[int, ...] | None:

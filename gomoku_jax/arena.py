@@ -25,7 +25,7 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -205,14 +205,31 @@ def illegal_reason(env: Gomoku, state: State, action) -> str | None:
     legal move). An action is a Python or NumPy integer (not a bool) on an empty cell;
     the text follows the agent's name in a forfeit (``"a played action 81, off the 9x9
     board"``)."""
-    n = env.size
     if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
         return f"returned {action!r}, not an action index"
+    return _off_or_occupied(env.size, int(action), lambda a: int(
+        np.asarray(state.board).reshape(-1)[a]) != 0)
+
+
+def _off_or_occupied(n: int, action: int, occupied: Callable[[int], bool]) -> str | None:
+    """`illegal_reason`'s text for an integer ``action`` on an ``n`` x ``n`` board whose
+    cells ``occupied`` tells (None: a legal move)."""
     if not 0 <= action < n * n:
         return f"played action {action}, off the {n}x{n} board"
-    if int(np.asarray(state.board).reshape(-1)[action]) != 0:
-        return f"played {divmod(int(action), n)}, an occupied cell"
+    if occupied(action):
+        return f"played {divmod(action, n)}, an occupied cell"
     return None
+
+
+def raised_reason(err: Exception) -> str:
+    """What an agent that raised ``err`` did, for a forfeit or a note: its type, the
+    agent's own line that raised it (`io.raised_at`; none when it came from this
+    framework, e.g. an engine that exited) and its message, e.g.
+    ``"raised IndexError (at my_agents.py:42): index 100 is out of bounds"``. The line
+    comes first: reports show a forfeit's first line."""
+    at = gio.raised_at(err)
+    where = f" (at {Path(at.filename).name}:{at.lineno})" if at else ""
+    return f"raised {type(err).__name__}{where}: {err}"
 
 
 def _forfeit(env: Gomoku, state: State) -> State:
@@ -234,7 +251,7 @@ def _play_one(env: Gomoku, black: Agent, white: Agent, opening: Sequence[int], k
         try:
             action = agent.act(state, jax.random.fold_in(key, ply))
         except Exception as err:  # an agent's crash costs it the game, not the match
-            action, reason = None, f"raised {type(err).__name__}: {err}"
+            action, reason = None, raised_reason(err)
         else:
             reason = illegal_reason(env, state, action)
         seconds[agent.name] += time.perf_counter() - start
@@ -252,7 +269,7 @@ def _play_one(env: Gomoku, black: Agent, white: Agent, opening: Sequence[int], k
 @functools.partial(jax.jit, static_argnames=("env", "batch_a", "batch_b"))
 def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openings):
     """All games of a JAX-vs-JAX match at once. Returns moves [B, N*N] (-1 padded), the
-    winners [B] and a flag [B] for games lost by an illegal action."""
+    winners [B], a flag [B] for games lost by an illegal action and that action [B]."""
     batch, n_open = openings.shape
     nn = env.num_actions
     step = jax.vmap(env.step)
@@ -264,7 +281,7 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         moves = moves.at[:, t].set(openings[:, t])
 
     def body(carry):
-        t, state, moves, illegal = carry
+        t, state, moves, illegal, bad = carry
         keys = jax.random.split(jax.random.fold_in(key, t), 2 * batch)
         a_moves = (state.current_player == 0) == a_is_black
         action = jnp.where(a_moves, act_a(params_a, keys[:batch], state),
@@ -273,16 +290,18 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         ok = (action >= 0) & (action < nn) & jnp.take_along_axis(
             state.legal_action_mask, jnp.clip(action, 0, nn - 1)[:, None], axis=1)[:, 0]
         illegal = illegal | (live & ~ok)
+        bad = jnp.where(live & ~ok, action, bad)
         moves = moves.at[:, t].set(jnp.where(live & ok, action, moves[:, t]))
-        return t + 1, step(state, action), moves, illegal
+        return t + 1, step(state, action), moves, illegal, bad
 
     def cond(carry):
-        t, state, _, _ = carry
+        t, state = carry[:2]
         return (t < nn) & ~jnp.all(state.terminated)
 
-    init = (jnp.int32(n_open), state, moves, jnp.zeros((batch,), bool))
-    _, state, moves, illegal = jax.lax.while_loop(cond, body, init)
-    return moves, state.winner, illegal
+    init = (jnp.int32(n_open), state, moves, jnp.zeros((batch,), bool),
+            jnp.zeros((batch,), jnp.int32))
+    _, state, moves, illegal, bad = jax.lax.while_loop(cond, body, init)
+    return moves, state.winner, illegal, bad
 
 
 def check_match_seed(seed, name: str = "seed") -> int:
@@ -326,13 +345,14 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
     if all(isinstance(a, JaxAgent) and a.batched for a in (agent_a, agent_b)):
         a_is_black = jnp.asarray([g % 2 == 0 for g in range(games)])
         start = time.perf_counter()
-        moves, winners, illegal = _lockstep(
+        moves, winners, illegal, bad = _lockstep(
             env, agent_a.batch_policy(), agent_b.batch_policy(), agent_a.params,
             agent_b.params, key,
             a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
         # jax.device_get, not np.asarray: it lets Ctrl-C through while the match runs (a
         # blocking np.asarray holds it until the last game ends)
-        moves, winners, illegal = map(np.asarray, jax.device_get((moves, winners, illegal)))
+        moves, winners, illegal, bad = map(np.asarray,
+                                           jax.device_get((moves, winners, illegal, bad)))
         elapsed = time.perf_counter() - start
         for g in range(games):
             black, white = names if g % 2 == 0 else names[::-1]
@@ -340,7 +360,8 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
             forfeit = None
             if illegal[g]:
                 loser = (black, white)[1 - int(winners[g])]
-                forfeit = f"{loser} played an illegal action"
+                why = _off_or_occupied(env.size, int(bad[g]), played.__contains__)
+                forfeit = f"{loser} {why or f'played action {int(bad[g])}'}"
             records.append(GameRecord(black, white, played, opening_stones, int(winners[g]), forfeit))
         total = sum(r.length - r.opening for r in records) + int(illegal.sum())
         for n in names:  # both policies run on every ply of the lockstep loop

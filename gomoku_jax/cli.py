@@ -415,32 +415,24 @@ def _load_plugins(modules: list[str]) -> None:
 
             first = brief(error)
             detail = f"{type(error).__name__}: {first}" if first else type(error).__name__
+            missing = (isinstance(error, ModuleNotFoundError)
+                       and error.name == module.split(".")[0])  # not a module it imports
+            hint = ("; a plugin is found by its module name in the current folder or a "
+                    "folder of PYTHONPATH" if missing else "")
             raise ValueError(f"--plugin {module}: cannot import it ({detail}"
-                             f"{_raised_at(error)})") from None
+                             f"{_raised_at(error)}){hint}") from None
         _check_not_shadowed(module, imported)
         PLUGINS.append(module)
 
 
 def _raised_at(error: BaseException) -> str:
-    """`` at FILE:LINE`` of the plugin's own line that raised ``error``: the innermost
-    frame of its traceback outside the import machinery, this framework and installed
-    packages (a plugin's ``register_network`` refused in `networks` is named at the
-    plugin's call), else the innermost outside the import machinery; or ``""``."""
-    import importlib
-    import os
-    import traceback
+    """`` at FILE:LINE`` of the plugin's own line that raised ``error`` (`io.raised_at`:
+    a plugin's ``register_network`` refused in `networks` is named at the plugin's call),
+    else of the innermost frame outside the import machinery and this file; or ``""``."""
+    from gomoku_jax import io as gio
 
-    import algorithms
-
-    machinery = (__file__, importlib.__file__)
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not f.filename.startswith("<frozen") and f.filename not in machinery]
-    ours = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__],
-                                                               algorithms))
-    own = [f for f in frames if not f.filename.startswith(ours)
-           and "site-packages" not in Path(f.filename).parts]
-    at = (own or frames)[-1:]
-    return f" at {at[0].filename}:{at[0].lineno}" if at else ""
+    at = gio.raised_at(error, fallback=True, skip=(__file__,))
+    return f" at {at.filename}:{at.lineno}" if at else ""
 
 
 def _check_not_shadowed(name: str, module) -> None:

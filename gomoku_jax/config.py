@@ -327,6 +327,21 @@ def check_number(owner: str, name: str, value, low: float, high: float,
     return float(value)
 
 
+def _json_hint(value) -> str:
+    """Why an override's text that looks like a JSON object or list (``{channels: 8}``)
+    was read as a string: JSON's own complaint, or ``""`` for other values."""
+    if not isinstance(value, str) or value.lstrip()[:1] not in ("{", "["):
+        return ""
+    try:
+        json.loads(value)
+    except json.JSONDecodeError as error:
+        return (f" (a string: as JSON it fails with '{error.msg}' at column {error.colno}; "
+                "JSON puts keys and strings in double quotes)")
+    except RecursionError:
+        return ""
+    return ""
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``"a.b=3"`` -> ``("a.b", 3)``; values are JSON when they parse, else strings."""
     if not isinstance(text, str) or "=" not in text:
@@ -404,17 +419,17 @@ def _convert(tp, value, path: str):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{path}: expected an object, got {value!r}")
+            raise ConfigError(f"{path}: expected an object, got {value!r}{_json_hint(value)}")
         return from_dict(tp, value, path)
     if origin in (tuple, list, Sequence, typing.Sequence) or tp in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}: expected a list, got {value!r}")
+            raise ConfigError(f"{path}: expected a list, got {value!r}{_json_hint(value)}")
         args = [a for a in typing.get_args(tp) if a is not Ellipsis]
         item = args[0] if args else Any
         return tuple(_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value))
     if origin in (dict, Mapping) or tp in (dict, Mapping):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{path}: expected an object, got {value!r}")
+            raise ConfigError(f"{path}: expected an object, got {value!r}{_json_hint(value)}")
         return dict(value)
     if tp is Any:
         return value
@@ -516,10 +531,14 @@ def algorithm_of(path) -> str:
 
 
 def load_file(
-    cls, path, overrides: Sequence[str] | Mapping[str, Any] = (), variants: Sequence[str] = ()
+    cls, path, overrides: Sequence[str] | Mapping[str, Any] = (),
+    variants: str | Sequence[str] = ()
 ):
-    """Read a JSON config file into ``cls``: the named ``variants`` first, in order,
-    then ``overrides``. Returns ``(config, description)``."""
+    """Read a JSON config file into ``cls``: the named ``variants`` first, in order (one
+    name or a list), then ``overrides``. Returns ``(config, description)``: the config and
+    the file's ``description`` text."""
+    if isinstance(variants, str):  # one variant, not its letters
+        variants = [variants]
     path = pathlib.Path(path)
     data = read_json(path)
     if not isinstance(data, dict):

@@ -79,7 +79,7 @@ from typing import Callable, Sequence, TextIO
 import jax
 import numpy as np
 
-from gomoku_jax import __version__
+from gomoku_jax import __version__, arena
 from gomoku_jax.agents import Agent, PythonAgent
 from gomoku_jax.config import clip
 from gomoku_jax.game import DIRECTIONS, RULES, Gomoku, State
@@ -385,7 +385,7 @@ class Engine:
         try:
             action = agent.act(game.state(env), key, deadline)
         except Exception as err:
-            self._note(f"{agent.name} raised {type(err).__name__}: {err}; playing a fallback move")
+            self._note(f"{agent.name} {arena.raised_reason(err)}; playing a fallback move")
             return _fallback_move(game.cells)
         late = None if deadline is None else time.perf_counter() - deadline
         if timed and late is not None and late > _LATE_S and agent.name not in self._late:

@@ -76,7 +76,6 @@ import dataclasses
 import functools
 import math
 import re
-import traceback
 import types
 import typing
 from collections.abc import Mapping
@@ -795,9 +794,6 @@ def init_network(module: nn.Module, key: jax.Array, observation_shape,
     return _jit_init(module, key, shape)
 
 
-_HERE = str(Path(__file__).resolve().parent)
-
-
 @functools.lru_cache(maxsize=128)
 def check_calls(module: nn.Module, observation_shape: tuple[int, ...],
                 kind: str | None = None) -> None:
@@ -821,9 +817,10 @@ def check_calls(module: nn.Module, observation_shape: tuple[int, ...],
 
     def fail(stage: str, error: Exception) -> ValueError:
         # the innermost line of the network's own code (not JAX's, Flax's or ours)
-        own = [f for f in traceback.extract_tb(error.__traceback__)
-               if "site-packages" not in f.filename and not f.filename.startswith(_HERE)]
-        where = f" (at {Path(own[-1].filename).name}:{own[-1].lineno})" if own else ""
+        from gomoku_jax import io as gio
+
+        own = gio.raised_at(error)
+        where = f" (at {Path(own.filename).name}:{own.lineno})" if own else ""
         text = (str(error).strip().splitlines() or [""])[0]
         hint = ("; networks are called without random streams, so layers that need one "
                 "(Dropout) are not supported" if "PRNG" in text else "")

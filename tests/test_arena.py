@@ -1,5 +1,6 @@
 """The arena: reproducible matches, colours and openings, forfeits, round robins."""
 
+import pathlib
 import re
 import warnings
 
@@ -117,15 +118,27 @@ class _Cheat(agents.PythonAgent):
 
     def select(self, state, rng):
         if self.action == "raise":
-            raise RuntimeError("out of ideas")
+            raise RuntimeError("out of ideas")  # _RAISES
+        if self.action == "index":
+            return np.zeros(ENV.num_actions)[100]  # _INDEXES
         return self.action
+
+
+def _line(marker):
+    """``test_arena.py:N``, the line of this file that holds ``marker``."""
+    lines = pathlib.Path(__file__).read_text().splitlines()
+    return f"test_arena.py:{[i for i, t in enumerate(lines, 1) if t.endswith(marker)][0]}"
 
 
 @pytest.mark.parametrize("action, reason", [
     (0, "played (0, 0), an occupied cell"),
     (49, "played action 49, off the 7x7 board"),
     ("e4", "returned 'e4', not an action index"),
-    ("raise", "raised RuntimeError: out of ideas"),
+    (jnp.float32(3), "returned Array(3., dtype=float32), not an action index"),
+    # the agent's own line that raised, not NumPy's or the arena's
+    ("raise", f"raised RuntimeError (at {_line('# _RAISES')}): out of ideas"),
+    ("index", f"raised IndexError (at {_line('# _INDEXES')}): index 100 is out of bounds for "
+              "axis 0 with size 49"),
 ])
 def test_illegal_output_loses_with_its_reason(action, reason):
     first = _Cheat(action)  # (0, 0) is legal once; it always comes back to it
@@ -143,8 +156,36 @@ def test_illegal_jax_policy_is_a_forfeit_in_the_batched_loop():
         s = _replay(ENV, r)
         centre_player = 0 if r.black == "centre" else 1
         assert r.winner == 1 - centre_player  # its second move repeats the centre
-        assert r.forfeit == "centre played an illegal action"
+        assert r.forfeit == "centre played (3, 3), an occupied cell"
         assert not bool(s.terminated)  # the replayed legal moves alone did not end it
+    off_board = agents.JaxAgent("off", lambda p, k, s: jnp.int32(ENV.num_actions + 2))
+    m = arena.play_match(ENV, off_board, always_centre, 2)
+    assert {r.forfeit for r in m.records} == {"off played action 51, off the 7x7 board"}
+
+
+def test_an_agent_answering_a_jax_or_numpy_integer_scalar_plays_that_move():
+    """``jnp.argmax(...)`` is the action it holds, from a Python agent as from any other."""
+    class ArgmaxAgent(agents.PythonAgent):
+        name = "argmax"
+
+        def select(self, state, rng):
+            return jnp.argmax(state.legal_action_mask)  # the first empty cell
+
+    class NumpyAgent(ArgmaxAgent):
+        name = "numpy-argmax"
+
+        def select(self, state, rng):
+            return np.array(np.argmax(np.asarray(state.legal_action_mask)))
+
+    for agent in (ArgmaxAgent(), NumpyAgent()):
+        action = agent.act(ENV.init(), jax.random.key(0))
+        assert type(action) is int and action == 0
+        m = arena.play_match(ENV, agent, agents.random_agent(), 2, seed=0)
+        assert all(r.forfeit is None for r in m.records)
+    # a one-element array or a bool array is still not an action
+    assert arena.illegal_reason(ENV, ENV.init(), agents.plain_action(jnp.array([3]))) == (
+        "returned Array([3], dtype=int32), not an action index")
+    assert isinstance(agents.plain_action(np.array(True)), np.ndarray)  # left as it is
 
 
 def test_bad_match_arguments():
@@ -298,7 +339,7 @@ def slow(x, games, actions):  # a match's results after seconds of work, well pa
     y = jax.lax.fori_loop(0, 40000, lambda i, y: jnp.tanh(y @ y), x)
     zero = (y[0, 0] > 9).astype(jnp.int32)
     return (jnp.zeros((games, actions), jnp.int32) + zero, jnp.zeros((games,), jnp.int32),
-            jnp.zeros((games,), bool) | (zero > 0))
+            jnp.zeros((games,), bool) | (zero > 0), jnp.zeros((games,), jnp.int32))
 
 x = jnp.full((256, 256), 1e-3)
 jax.block_until_ready(slow(x, 2, env.num_actions))  # compiled before the match

@@ -797,9 +797,15 @@ def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsy
         "from gomoku_jax import networks\n"
         "networks.register_network('resnet', networks.NETWORKS['resnet-q'][0], 'q', 'taken')\n")
     taken = plugin_dir / "gjx_taken_plugin.py"
+    # a module the plugin imports is missing, not the plugin: no hint about where plugins are
+    needs_dep = plugin_dir / "gjx_needs_dep.py"
+    needs_dep.write_text("import gjx_missing_dependency\n")
     for module, text in (
+            ("gjx_needs_dep", "cannot import it (ModuleNotFoundError: No module named "
+                              f"'gjx_missing_dependency' at {needs_dep}:1)\n"),
             ("gjx_no_such_plugin", "cannot import it (ModuleNotFoundError: No module named "
-                                   "'gjx_no_such_plugin')"),
+                                   "'gjx_no_such_plugin'); a plugin is found by its module "
+                                   "name in the current folder or a folder of PYTHONPATH"),
             ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here at "
                                   f"{plugin_dir / 'gjx_broken_plugin.py'}:1)"),
             ("gjx_taken_plugin", "cannot import it (ValueError: register_network: network "
