@@ -219,12 +219,6 @@ class ShardedLearner:
     HYPERPARAMETERS: tuple[str, ...] = ()
     NOT_COMPILED: tuple[str, ...] = ("seed", "checkpoint_every", "eval")
 
-    def untrained_reason(self) -> str:
-        """Why iterations may take no training step (their ``trained`` metric 0), in a
-        sentence, for the warning of a run none of whose iterations trained."""
-        return (f"the replay buffer never held train.min_buffer "
-                f"({self.config.train.min_buffer}) items")
-
     def _setup_mesh(self, devices, batch_sizes: Mapping[str, int]) -> None:
         devices = list(jax.devices() if devices is None else devices)
         n = len(devices)

@@ -71,7 +71,7 @@ def play_game(env, black, white, seed: int, index: int, opening_stones: int):
         try:
             action = agent.act(state, jax.random.fold_in(play_key, ply))
         except Exception as err:  # an agent's crash costs it the game, not the run
-            forfeit = f"{agent.name} raised {type(err).__name__}: {err}"
+            forfeit = f"{agent.name} {arena.raised_reason(err)}"
             break
         ply += 1
         reason = arena.illegal_reason(env, state, action)  # as a match judges it

@@ -34,7 +34,7 @@ import numpy as np
 from gomoku_jax import compiled
 from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
-from gomoku_jax.agents import Agent, JaxAgent, check_env
+from gomoku_jax.agents import Agent, JaxAgent, check_env, plain_action
 from gomoku_jax.config import SEED_MAX, check_count, check_seed
 from gomoku_jax.game import Gomoku, State, check_key
 
@@ -202,9 +202,11 @@ def opening_moves(env: Gomoku, key: jax.Array, stones: int) -> list[int]:
 
 def illegal_reason(env: Gomoku, state: State, action) -> str | None:
     """Why ``action``, an agent's answer in ``state``, loses the game (None: it is a
-    legal move). An action is a Python or NumPy integer (not a bool) on an empty cell;
+    legal move). An action is a Python or NumPy integer, or a 0-d integer array (JAX's
+    too; `agents.plain_action`), not a bool, on an empty cell;
     the text follows the agent's name in a forfeit (``"a played action 81, off the 9x9
     board"``)."""
+    action = plain_action(action)  # (done by every agent's act; here for any other caller)
     if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
         return f"returned {action!r}, not an action index"
     return _off_or_occupied(env.size, int(action), lambda a: int(
@@ -290,7 +292,7 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         ok = (action >= 0) & (action < nn) & jnp.take_along_axis(
             state.legal_action_mask, jnp.clip(action, 0, nn - 1)[:, None], axis=1)[:, 0]
         illegal = illegal | (live & ~ok)
-        bad = jnp.where(live & ~ok, action, bad)
+        bad = jnp.where(live & ~ok, action.astype(jnp.int32), bad)
         moves = moves.at[:, t].set(jnp.where(live & ok, action, moves[:, t]))
         return t + 1, step(state, action), moves, illegal, bad
 

@@ -415,8 +415,8 @@ def _load_plugins(modules: list[str]) -> None:
 
             first = brief(error)
             detail = f"{type(error).__name__}: {first}" if first else type(error).__name__
-            missing = (isinstance(error, ModuleNotFoundError)
-                       and error.name == module.split(".")[0])  # not a module it imports
+            missing = (isinstance(error, ModuleNotFoundError) and error.name is not None
+                       and (module + ".").startswith(error.name + "."))  # not one it imports
             hint = ("; a plugin is found by its module name in the current folder or a "
                     "folder of PYTHONPATH" if missing else "")
             raise ValueError(f"--plugin {module}: cannot import it ({detail}"

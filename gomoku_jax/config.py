@@ -335,8 +335,7 @@ def _json_hint(value) -> str:
     try:
         json.loads(value)
     except json.JSONDecodeError as error:
-        return (f" (a string: as JSON it fails with '{error.msg}' at column {error.colno}; "
-                "JSON puts keys and strings in double quotes)")
+        return f" (a string: as JSON it fails with '{error.msg}' at column {error.colno})"
     except RecursionError:
         return ""
     return ""

@@ -51,7 +51,8 @@ def load_network(path):
         raise gio.CheckpointError(f"{path} is a folder, not an exported params file"
                                   f"{folder_hint(path)}")
     if not os.path.isfile(path):
-        raise gio.CheckpointError(f"{path}: no such params file")
+        where = "" if os.path.isabs(path) else f" (in the current folder, {os.getcwd()})"
+        raise gio.CheckpointError(f"{path}: no such params file{where}")
     meta, variables = gio.read_exported(path)
     try:
         game = meta["game"]

@@ -80,7 +80,7 @@ import jax
 import numpy as np
 
 from gomoku_jax import __version__, arena
-from gomoku_jax.agents import Agent, PythonAgent
+from gomoku_jax.agents import Agent, PythonAgent, plain_action
 from gomoku_jax.config import clip
 from gomoku_jax.game import DIRECTIONS, RULES, Gomoku, State
 
@@ -395,6 +395,7 @@ class Engine:
                        "plays its N simulations whatever the time: if this is one, lower "
                        "N to fit")
         n = game.size
+        action = plain_action(action)  # (done by every agent's act; here for any other)
         if (isinstance(action, (int, np.integer)) and not isinstance(action, bool)
                 and 0 <= action < n * n and game.cells.reshape(-1)[action] == 0):
             return int(action)

@@ -196,12 +196,13 @@ def brief(text: str, width: int = 300) -> str:
 def raised_at(error: BaseException, fallback: bool = False, skip: tuple[str, ...] = ()):
     """The innermost frame (a ``traceback.FrameSummary``) of ``error``'s traceback in a
     user's own code: outside this framework (``gomoku_jax``, ``algorithms``), installed
-    packages (``site-packages``) and Python's import machinery; with ``fallback``, else the
-    innermost outside the import machinery and the files ``skip``; else None. It names the
-    line of a plugin, a network or an agent of one's own that raised, not JAX's or ours
-    below it."""
+    packages (``site-packages``, ``dist-packages``), Python's standard library and its
+    import machinery; with ``fallback``, else the innermost outside the import machinery
+    and the files ``skip``; else None. It names the line of a plugin, a network or an agent
+    of one's own that raised, not JAX's, ``random``'s or ours below it."""
     import importlib
     import sys
+    import sysconfig
     import traceback
 
     frames = [f for f in traceback.extract_tb(error.__traceback__)
@@ -210,8 +211,9 @@ def raised_at(error: BaseException, fallback: bool = False, skip: tuple[str, ...
     ours = tuple(os.path.dirname(m.__file__) + os.sep
                  for m in (sys.modules["gomoku_jax"], sys.modules.get("algorithms"))
                  if m is not None and getattr(m, "__file__", None))
-    own = [f for f in frames if not f.filename.startswith(ours)
-           and "site-packages" not in Path(f.filename).parts]
+    library = tuple(sysconfig.get_paths()[name] + os.sep for name in ("stdlib", "platstdlib"))
+    own = [f for f in frames if not f.filename.startswith(ours + library)
+           and not {"site-packages", "dist-packages"} & set(Path(f.filename).parts)]
     chosen = own or (frames if fallback else [])
     return chosen[-1] if chosen else None
 

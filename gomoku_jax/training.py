@@ -45,7 +45,7 @@ import numpy as np
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
-from gomoku_jax.config import check_int, from_dict, to_dict
+from gomoku_jax.config import check_int, from_dict, plain_scalars, to_dict
 
 __all__ = ["DIVERGED", "RESUMABLE_SETTINGS", "RunLog", "RunWarning", "TrainingDiverged",
            "evaluate", "non_finite", "restore", "run", "sigterm_as_interrupt"]
@@ -226,8 +226,10 @@ def _not_utf8(error: UnicodeDecodeError) -> str:
 
 
 def _plain(v):
+    """A metric as a Python number (a float32 as its shortest decimal, `config.plain_scalars`:
+    metrics.csv shows 0.002, not 0.0020000000949949026) or a list."""
     v = np.asarray(v)
-    return v.item() if v.size == 1 else v.tolist()
+    return plain_scalars(v.reshape(())[()]) if v.size == 1 else v.tolist()
 
 
 def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
@@ -928,7 +930,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         kept = "as initialised" if start == 0 else f"as it was at iteration {start}"
         warnings.warn(
             f"{workdir}: no training step in the {ran} iteration(s) just run (metrics.csv: "
-            f"trained is 0), so the network is {kept}" + (f": {reason()}" if reason else ""),
+            f"trained is False), so the network is {kept}" + (f": {reason()}" if reason else ""),
             RunWarning, stacklevel=2)
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),

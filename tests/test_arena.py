@@ -1,6 +1,6 @@
 """The arena: reproducible matches, colours and openings, forfeits, round robins."""
 
-import pathlib
+import random
 import re
 import warnings
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gomoku_jax import agents, arena
+from helpers import line_of
 from gomoku_jax.game import Gomoku
 
 ENV = Gomoku(7, 4)
@@ -121,13 +122,9 @@ class _Cheat(agents.PythonAgent):
             raise RuntimeError("out of ideas")  # _RAISES
         if self.action == "index":
             return np.zeros(ENV.num_actions)[100]  # _INDEXES
+        if self.action == "stdlib":
+            return random.choice([])  # _CHOOSES
         return self.action
-
-
-def _line(marker):
-    """``test_arena.py:N``, the line of this file that holds ``marker``."""
-    lines = pathlib.Path(__file__).read_text().splitlines()
-    return f"test_arena.py:{[i for i, t in enumerate(lines, 1) if t.endswith(marker)][0]}"
 
 
 @pytest.mark.parametrize("action, reason", [
@@ -136,9 +133,12 @@ def _line(marker):
     ("e4", "returned 'e4', not an action index"),
     (jnp.float32(3), "returned Array(3., dtype=float32), not an action index"),
     # the agent's own line that raised, not NumPy's or the arena's
-    ("raise", f"raised RuntimeError (at {_line('# _RAISES')}): out of ideas"),
-    ("index", f"raised IndexError (at {_line('# _INDEXES')}): index 100 is out of bounds for "
-              "axis 0 with size 49"),
+    ("raise", f"raised RuntimeError (at {line_of(__file__, '# _RAISES')}): out of ideas"),
+    ("index", f"raised IndexError (at {line_of(__file__, '# _INDEXES')}): index 100 is out of "
+              "bounds for axis 0 with size 49"),
+    # raised inside Python's own library (random.py): still the agent's line
+    ("stdlib", f"raised IndexError (at {line_of(__file__, '# _CHOOSES')}): Cannot choose "
+               "from an empty sequence"),
 ])
 def test_illegal_output_loses_with_its_reason(action, reason):
     first = _Cheat(action)  # (0, 0) is legal once; it always comes back to it
@@ -182,6 +182,13 @@ def test_an_agent_answering_a_jax_or_numpy_integer_scalar_plays_that_move():
         assert type(action) is int and action == 0
         m = arena.play_match(ENV, agent, agents.random_agent(), 2, seed=0)
         assert all(r.forfeit is None for r in m.records)
+    # an act that the Agent class does not wrap (a static method) is judged the same way
+    class Unwrapped(agents.Agent):
+        name = "unwrapped"
+        act = staticmethod(lambda state, key, deadline=None: jnp.argmax(state.legal_action_mask))
+
+    m = arena.play_match(ENV, Unwrapped(), agents.random_agent(), 2, seed=0)
+    assert all(r.forfeit is None for r in m.records)
     # a one-element array or a bool array is still not an action
     assert arena.illegal_reason(ENV, ENV.init(), agents.plain_action(jnp.array([3]))) == (
         "returned Array([3], dtype=int32), not an action index")

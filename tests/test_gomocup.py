@@ -20,6 +20,7 @@ import pytest
 from gomoku_jax import agents, arena, cli, gomocup
 from gomoku_jax.agents import Agent, PythonAgent
 from gomoku_jax.game import Gomoku
+from helpers import line_of
 
 MOVE = re.compile(r"(\d+),(\d+)")
 PBRAIN = [sys.executable, "-m", "gomoku_jax.cli", "pbrain", "--agent"]
@@ -163,6 +164,20 @@ def test_engine_never_plays_occupied_or_illegal_cells():
     bad.action = 10**6  # off the board
     move = xy(one(engine, "TURN 4,4"))
     assert move not in seen and move != (4, 4)
+
+
+def test_an_agent_that_raises_is_noted_with_its_own_line_and_a_fallback_plays():
+    class Raising(Recorder):
+        def act(self, state, key, deadline=None):
+            return [][0]  # _RAISES_HERE
+
+    log = io.StringIO()
+    engine = gomocup.Engine(lambda e: Raising(e), warmup=False, log=log)
+    one(engine, "START 5")
+    assert xy(one(engine, "BEGIN")) in {(x, y) for x in range(5) for y in range(5)}
+    assert (f"gomoku-jax pbrain: recorder raised IndexError (at "
+            f"{line_of(__file__, '# _RAISES_HERE')}): list index out of range; playing a "
+            "fallback move") in log.getvalue()
 
 
 def test_errors_leave_the_state_unchanged():

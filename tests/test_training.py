@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -15,6 +16,7 @@ from algorithms import alphazero as az
 from gomoku_jax import arena, cli, exported, training
 from gomoku_jax import config as cfglib
 from gomoku_jax import io as gio
+from helpers import line_of
 
 CONFIG = pathlib.Path(__file__).parents[1] / "experiments" / "configs" / "az_9x9_cpu.json"
 TIMING = {"seconds", "moves_per_second"}
@@ -59,6 +61,11 @@ def test_a_run_writes_logs_checkpoints_reports_and_exports(learner, uninterrupte
     assert json.loads((workdir / "config.json").read_text()) == {
         "algorithm": "alphazero", **cfglib.to_dict(learner.config)}
     assert (workdir / "eval" / "iter_000002.json").exists() and (workdir / "best.gjx").exists()
+    # float32 metrics are written as their shortest decimals (0.002, not 0.00200000009...)
+    shortest = lambda v: float(np.format_float_positional(np.float32(v), unique=True))
+    floats = [v for row in rows for v in row.values()
+              if re.fullmatch(r"-?[\d.]+(e-?\d+)?", v) and not v.isdigit()]
+    assert floats and all(float(v) == shortest(v) for v in floats), floats
     games = learner.config.eval.final_games
     assert report["evaluation"]["random"]["games"] == games
     assert json.loads((workdir / "report.json").read_text()) == report
@@ -196,8 +203,12 @@ def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
     assert agent.name == path + "@4"
     with pytest.raises(ValueError, match=r"trained for 9x9 k=5 freestyle; this game is 15x15"):
         agents.make(path, Gomoku(15, 5))
-    with pytest.raises(ValueError, match="no such params file"):
+    with pytest.raises(ValueError, match="missing.gjx: no such params file$"):
         agents.make(str(straight / "missing.gjx"), Gomoku(9, 5))
+    # a relative path is looked for in the current folder, which the error names
+    with pytest.raises(ValueError, match=re.escape(
+            f"runs/missing.gjx: no such params file (in the current folder, {os.getcwd()})")):
+        agents.make("runs/missing.gjx", Gomoku(9, 5))
     killer = agents.make(path + "@4+killer", Gomoku(9, 5))  # the +killer of an N-sims agent
     assert killer.name == path + "@4+killer"
     out = stdio.StringIO()
@@ -482,7 +493,7 @@ def test_a_run_that_never_trains_says_so(learner, tmp_path):
     [warning] = [w for w in caught if issubclass(w.category, training.RunWarning)]
     assert str(warning.message) == (
         f"{tmp_path}: no training step in the 2 iteration(s) just run (metrics.csv: trained "
-        f"is 0), so the network is as initialised: the replay buffer never held "
+        f"is False), so the network is as initialised: the replay buffer never held "
         f"train.min_buffer ({cfg.train.min_buffer}) positions. A position enters it when its "
         f"game ends, and a game longer than two iterations' selfplay.steps "
         f"({2 * cfg.selfplay.steps} moves; the board has 81 cells) loses its earliest "
@@ -522,6 +533,7 @@ def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
         training.run(_diverging(learner, 2, poison), tmp_path, progress=False)
     marker = json.loads((tmp_path / training.DIVERGED).read_text())
     assert marker["iteration"] == 2 and "diverged at iteration 2" in marker["reason"]
+    assert "first training steps" not in marker["reason"]  # iteration 1 trained already
     assert gio.Checkpointer(tmp_path / "checkpoints", config=cfglib.to_dict(
         learner.config)).latest_step() == 1
     rows = _rows(tmp_path)
@@ -893,12 +905,6 @@ def test_an_exported_file_whose_header_does_not_fit_its_params_is_refused(
     assert str(path) in str(err.value)
 
 
-def _line_of(text):
-    """The number of this file's first line that holds ``text``."""
-    lines = pathlib.Path(__file__).read_text().splitlines()
-    return [i for i, line in enumerate(lines, 1) if text in line][0]
-
-
 def test_forfeits_are_named_in_reports(monkeypatch):
     from gomoku_jax import Gomoku, agents
 
@@ -906,13 +912,13 @@ def test_forfeits_are_named_in_reports(monkeypatch):
         name = "crashing"
 
         def act(self, state, key, deadline=None):
-            raise RuntimeError("out of ideas\nand a second line")
+            raise RuntimeError("out of ideas\nand a second line")  # _CRASHES
 
     env = Gomoku(9, 5)
     result = arena.round_robin(env, [agents.random_agent(), Crashing()], 2)
     markdown = result.to_markdown()
     assert "**2 games forfeited**" in markdown
-    at = f"test_training.py:{_line_of('and a second line')}"
+    at = line_of(__file__, "# _CRASHES")
     # first line only; the agent's own line that raised comes first
     assert f"- 2 x crashing raised RuntimeError (at {at}): out of ideas\n" in markdown
     make = agents.make
