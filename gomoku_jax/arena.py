@@ -286,13 +286,14 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         t, state, moves, illegal, bad = carry
         keys = jax.random.split(jax.random.fold_in(key, t), 2 * batch)
         a_moves = (state.current_player == 0) == a_is_black
-        action = jnp.where(a_moves, act_a(params_a, keys[:batch], state),
-                           act_b(params_b, keys[batch:], state))
+        answer = jnp.where(a_moves, act_a(params_a, keys[:batch], state),
+                           act_b(params_b, keys[batch:], state))  # int64 under x64
         live = ~state.terminated
-        ok = (action >= 0) & (action < nn) & jnp.take_along_axis(
-            state.legal_action_mask, jnp.clip(action, 0, nn - 1)[:, None], axis=1)[:, 0]
+        ok = (answer >= 0) & (answer < nn) & jnp.take_along_axis(
+            state.legal_action_mask, jnp.clip(answer, 0, nn - 1)[:, None], axis=1)[:, 0]
         illegal = illegal | (live & ~ok)
-        bad = jnp.where(live & ~ok, action.astype(jnp.int32), bad)
+        bad = jnp.where(live & ~ok, answer.astype(jnp.int32), bad)
+        action = jnp.where(ok, answer, -1).astype(jnp.int32)  # -1: the engine's forfeit
         moves = moves.at[:, t].set(jnp.where(live & ok, action, moves[:, t]))
         return t + 1, step(state, action), moves, illegal, bad
 

@@ -163,6 +163,17 @@ def test_illegal_jax_policy_is_a_forfeit_in_the_batched_loop():
     assert {r.forfeit for r in m.records} == {"off played action 51, off the 7x7 board"}
 
 
+def test_a_batched_match_with_64_bit_actions_names_the_illegal_cell():
+    with jax.enable_x64(True):  # jnp.argmax answers int64 there; the match's loop keeps int32
+        first_empty = agents.JaxAgent("first-empty", lambda p, k, s: jnp.argmax(
+            s.legal_action_mask))
+        centre = agents.JaxAgent("centre64", lambda p, k, s: jnp.int64(24))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no int64-into-int32 scatter (JAX's FutureWarning)
+            m = arena.play_match(ENV, first_empty, centre, 2, seed=0)
+    assert {r.forfeit for r in m.records} == {"centre64 played (3, 3), an occupied cell"}
+
+
 def test_an_agent_answering_a_jax_or_numpy_integer_scalar_plays_that_move():
     """``jnp.argmax(...)`` is the action it holds, from a Python agent as from any other."""
     class ArgmaxAgent(agents.PythonAgent):

@@ -806,6 +806,8 @@ def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsy
             ("gjx_no_such_plugin", "cannot import it (ModuleNotFoundError: No module named "
                                    "'gjx_no_such_plugin'); a plugin is found by its module "
                                    "name in the current folder or a folder of PYTHONPATH"),
+            ("json.gjx_no_such", "cannot import it (ModuleNotFoundError: No module named "
+                                 "'json.gjx_no_such'); a plugin is found by its module name"),
             ("gjx_broken_plugin", "cannot import it (RuntimeError: no GPU here at "
                                   f"{plugin_dir / 'gjx_broken_plugin.py'}:1)"),
             ("gjx_taken_plugin", "cannot import it (ValueError: register_network: network "
