@@ -41,6 +41,23 @@ def test_argmax_of_large_arrays_with_nans(shape):
         np.testing.assert_array_equal(jax.jit(ops.argmax, static_argnums=1)(x, axis), want)
 
 
+@pytest.mark.parametrize("where", ["last", "nan"])
+def test_argmax_past_float32_exact_indices(where):
+    """Beyond 2 ** 23 values a row's codes (index, or index plus its length) are no longer
+    exact in float32, and the index is found in int32 instead: the last of 8,388,611
+    values, or a NaN after a +inf, is still found."""
+    size = 2 ** 23 + 3
+    x = np.zeros((1, size), np.float32)
+    if where == "last":
+        x[0, -1] = 1.0
+        want = size - 1
+    else:
+        x[0, -3] = np.inf
+        x[0, -2] = np.nan
+        want = size - 2
+    assert int(ops.argmax(x)[0]) == want == int(jnp.argmax(x, axis=-1)[0])
+
+
 def test_argmax_by_hand_under_jit_and_vmap():
     x = jnp.array([[1.0, 3.0, 3.0, -jnp.inf],      # a tie: the first
                    [jnp.nan, 5.0, jnp.nan, 1.0],   # a NaN wins, the first one
