@@ -962,7 +962,10 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
 
 def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
           verbose: bool = False) -> None:
-    """Serve ``app`` until Ctrl-C, printing the address first."""
+    """Serve ``app`` until Ctrl-C or SIGTERM (``kill``, ``timeout``), printing the address
+    first; either closes the server and returns."""
+    from gomoku_jax.training import sigterm_as_interrupt
+
     server = make_server(app, host, port, verbose)
     address = url_of(server)
     elsewhere = (f", or this machine's name or address at port {server.server_address[1]} "
@@ -974,7 +977,8 @@ def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser:
 
         webbrowser.open(address)
     try:
-        server.serve_forever()
+        with sigterm_as_interrupt():
+            server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
