@@ -33,7 +33,7 @@ import numpy as np
 
 from gomoku_jax import ops, tactics
 from gomoku_jax.config import check_int, check_number, clip, same_definition
-from gomoku_jax.game import Gomoku, State, sample_legal_action
+from gomoku_jax.game import Gomoku, State, describe_result, sample_legal_action
 
 __all__ = [
     "AGENTS",
@@ -107,8 +107,8 @@ def _jitted(policy: Policy):
 class Agent:
     """A player. Subclasses give it a ``name`` and implement `act`; ``env`` is the game
     it was built for (None: it plays any), which the arena checks against the match's.
-    Every subclass's `act` first checks that the state's board is one game of that
-    size (`check_state`: a ValueError naming the agent, not an error deep in its code)."""
+    Every subclass's `act` first checks that the state is one unfinished game of that
+    game (`check_state`: a ValueError naming the agent, not an error deep in its code)."""
 
     name: str
     env: Gomoku | None = None
@@ -128,9 +128,21 @@ class Agent:
         return f"{type(self).__name__}({self.name!r})"
 
 
+def _check_not_over(agent: Agent, state: State) -> None:
+    """ValueError naming ``agent`` when the one concrete game ``state`` is over (there
+    every cell counts as legal, so a policy would answer with some move)."""
+    flags = [getattr(state, name, None) for name in ("terminated", "truncated")]
+    if any(flag is None or isinstance(flag, jax.core.Tracer) or np.shape(flag) != ()
+           for flag in flags):
+        return
+    if any(bool(flag) for flag in flags):
+        raise ValueError(f"agent {agent.name!r} was asked for a move in a game that is over "
+                         f"({describe_result(state)})")
+
+
 def _checking_state(act: Callable) -> Callable:
-    """``act`` after `check_state` of its state (one shape comparison: no cost to speak
-    of per move), its answer through `plain_action`."""
+    """``act`` after `check_state` of its state (static comparisons and a read of two
+    flags: no cost to speak of per move), its answer through `plain_action`."""
 
     @functools.wraps(act)
     def checked(self, state, *args, **kwargs):
@@ -165,13 +177,23 @@ def _advice(agent: Agent) -> str:
 
 
 def check_state(agent: Agent, state: State) -> None:
-    """ValueError naming ``agent`` when ``state`` is not one game of the size it was
-    built for (its ``env``; an agent with none plays any). Only the board's static shape
-    is read, so it costs nothing and works on traced states too."""
+    """ValueError naming ``agent`` when ``state`` is not one game of the game it was
+    built for (its ``env``: board size, k and rule; an agent with none plays any), or
+    when the game is over. Only static data (the board's shape, the state's
+    ``observation_spec``) is read for the game, so that check costs nothing and works
+    on traced states too; whether the game is over is read only from a concrete state."""
     built = getattr(agent, "env", None)
     shape = _board_shape(state)
-    if not isinstance(built, Gomoku) or shape is None or shape == (built.size, built.size):
-        return
+    if not isinstance(built, Gomoku) or shape is None:
+        return _check_not_over(agent, state)
+    if shape == (built.size, built.size):
+        spec = getattr(state, "observation_spec", None)
+        k, rule = getattr(spec, "k", built.k), getattr(spec, "rule", built.rule)
+        if (k, rule) != (built.k, built.rule):
+            raise ValueError(f"agent {agent.name!r} was built for {built.words}, not "
+                             f"{built.size}x{built.size} {k} in a row ({rule}): "
+                             f"{_advice(agent)}")
+        return _check_not_over(agent, state)
     if len(shape) == 2:
         raise ValueError(f"agent {agent.name!r} was built for {built.words}, not a "
                          f"{shape[0]}x{shape[1]} board: {_advice(agent)}")
@@ -539,11 +561,37 @@ def make(spec: str, env: Gomoku) -> Agent:
     _refuse_other_file(spec)
     registered = ", ".join(f"{name}*" if name.endswith("-") else name for name in AGENTS)
     raise ValueError(
-        f"unknown agent {spec!r}: known are {_known_names()}"
+        f"unknown agent {spec!r}{_did_you_mean(spec)}: known are {_known_names()}"
         + (f", the registered {registered}" if AGENTS else "")
         + ", each optionally with +killer (an agent of your own must be registered "
         "first: agents.register_agent, or gomoku-jax --plugin MODULE)"
     )
+
+
+# Names offered when an unknown one is close to one of them (with the registered ones).
+_SUGGESTED = ("random", "heuristic", "minimax", "gomokubot", "pure-mcts-1000", "alphabeta-2",
+              "negamax-2")
+
+
+def _did_you_mean(spec: str) -> str:
+    """`` (did you mean 'NAME'?)`` for a mistyped agent name: the closest built-in or
+    registered name; for a path, the closest exported file in its folder (``final.gj``
+    for ``final.gjx``, the ``@N`` kept); else ``""``."""
+    import difflib
+    import os
+
+    from gomoku_jax.exported import closest_file
+
+    path, at, sims = spec.rpartition("@")
+    if not (at and digits(sims)):
+        path, at, sims = spec, "", ""
+    if os.path.dirname(path) or path.endswith((".gj", ".gx", ".jx")):
+        close = closest_file(path)
+        return f" (did you mean {close + at + sims!r}?)" if close else ""
+    names = [*_SUGGESTED, *(name for name in AGENTS if not name.endswith("-"))]  # not prefixes
+    close = difflib.get_close_matches(spec, [*names, *(f"{n}+killer" for n in names)], n=1,
+                                      cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _refuse_other_file(spec: str) -> None:

@@ -45,6 +45,20 @@ def folder_hint(path) -> str:
     return f" (did you mean {inside}?)" if os.path.isfile(inside) else ""
 
 
+def closest_file(path) -> str | None:
+    """The exported file (``.gjx``) in ``path``'s folder whose name is closest to
+    ``path``'s (``final.gjx`` for ``final.gj`` or ``finl.gjx``), None when none is close."""
+    import difflib
+
+    folder, name = os.path.split(str(path))
+    try:
+        files = [f for f in os.listdir(folder or ".") if f.endswith(".gjx")]
+    except OSError:  # no such folder, or not one
+        return None
+    close = difflib.get_close_matches(name, files, n=1, cutoff=0.8)
+    return os.path.join(folder, close[0]) if close else None
+
+
 def load_network(path):
     """``(metadata, env, module, variables)`` from an exported file."""
     if os.path.isdir(path):
@@ -52,7 +66,9 @@ def load_network(path):
                                   f"{folder_hint(path)}")
     if not os.path.isfile(path):
         where = "" if os.path.isabs(path) else f" (in the current folder, {os.getcwd()})"
-        raise gio.CheckpointError(f"{path}: no such params file{where}")
+        close = closest_file(path)
+        hint = f" (did you mean {close}?)" if close else ""
+        raise gio.CheckpointError(f"{path}: no such params file{where}{hint}")
     meta, variables = gio.read_exported(path)
     try:
         game = meta["game"]

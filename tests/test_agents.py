@@ -1,5 +1,6 @@
 """Baseline agents: legal play, the heuristic's priority order, the killer wrapper."""
 
+import pathlib
 import re
 import time
 
@@ -427,11 +428,44 @@ def test_the_unknown_agent_error_lists_registered_names(agent_registry):
         plain.value)
     agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
     agents.register_agent("nth-empty-", _nth_empty)
-    for name in ("frist-empty", "nth-empty-", "first-empty-2"):
-        with pytest.raises(ValueError, match=rf"unknown agent '{name}': known are random, .*"
-                                             r"the registered first-empty, nth-empty-\*, "
+    for name, close in (("frist-empty", "first-empty"), ("nth-empty-", None),
+                        ("first-empty-2", "first-empty")):
+        hint = "" if close is None else re.escape(f" (did you mean '{close}'?)")
+        with pytest.raises(ValueError, match=rf"unknown agent '{name}'{hint}: known are random, "
+                                             r".*the registered first-empty, nth-empty-\*, "
                                              "each optionally with \\+killer"):
             agents.make(name, ENV)
+
+
+@pytest.mark.parametrize("spec,close", [
+    ("heuristc", "heuristic"), ("minmax", "minimax"), ("radnom", "random"),
+    ("gomokubot+killr", "gomokubot+killer"),
+    ("experiments/results/az_9x9_cpu/final.gj", "experiments/results/az_9x9_cpu/final.gjx"),
+    ("experiments/results/az_9x9_cpu/final.gj@50", "experiments/results/az_9x9_cpu/final.gjx@50"),
+    ("zzz", None), ("experiments/results/az_9x9_cpu/zzz.gj", None)])
+def test_a_mistyped_agent_name_or_file_gets_the_closest_one(spec, close, monkeypatch):
+    monkeypatch.chdir(pathlib.Path(__file__).resolve().parents[1])  # for the relative paths
+    with pytest.raises(ValueError) as error:
+        agents.make(spec, ENV)
+    message = str(error.value)
+    assert message.startswith(f"unknown agent {spec!r}")
+    if close is None:
+        assert "did you mean" not in message
+    else:
+        assert message.startswith(f"unknown agent {spec!r} (did you mean {close!r}?): known")
+
+
+def test_a_missing_exported_file_gets_the_closest_one_in_its_folder(monkeypatch):
+    monkeypatch.chdir(pathlib.Path(__file__).resolve().parents[1])
+    for spec in ("experiments/results/az_9x9_cpu/finl.gjx",
+                 "experiments/results/az_9x9_cpu/finl.gjx@50"):
+        with pytest.raises(ValueError, match=re.escape(
+                "experiments/results/az_9x9_cpu/finl.gjx: no such params file (in the current "
+                "folder, ") + ".*" + re.escape(
+                "(did you mean experiments/results/az_9x9_cpu/final.gjx?)")):
+            agents.make(spec, ENV)
+    with pytest.raises(ValueError, match=r"no such params file \(in the current folder, [^)]*\)$"):
+        agents.make("experiments/results/az_9x9_cpu/other.gjx", ENV)
 
 
 def test_the_play_page_lists_registered_agents(agent_registry):
@@ -529,6 +563,37 @@ def test_an_agent_handed_a_board_of_its_own_size_still_plays(name):
     state = _pos({(4, 4): 1, (3, 4): 2}, to_move=0)
     action = agents.make(name, ENV).act(state, jax.random.key(0))
     assert isinstance(action, int) and bool(state.legal_action_mask[action])
+
+
+@pytest.mark.parametrize("name", _BUILT_FOR_ONE_GAME)
+def test_an_agent_handed_a_game_of_another_k_or_rule_names_the_mismatch(name):
+    """The board's size is not all: a 9x9 agent for five in a row refuses a 9x9 game of
+    four in a row, or of the standard rule (the state's static data says which)."""
+    agent = agents.make(name, ENV)
+    for other in (Gomoku(9, 4), Gomoku(9, 5, "standard")):
+        words = re.escape(f"9x9 {other.k} in a row ({other.rule})")
+        with pytest.raises(ValueError, match=rf"^agent '{re.escape(name)}' was built for 9x9 5 "
+                           rf"in a row \(freestyle\), not {words}: build it for this game"):
+            agent.act(other.init(), jax.random.key(0))
+
+
+def test_an_agent_asked_to_move_in_a_finished_game_says_it_is_over():
+    """A finished game's every cell counts as legal (a step after the end changes
+    nothing), so an agent would answer with some move: ``act`` refuses instead, for
+    agents built for a game and for those that play any."""
+    state = ENV.init()
+    for action in (0, 9, 1, 10, 2, 11, 3, 12, 4):  # black: five in the first row
+        state = ENV.step(state, action)
+    assert bool(state.terminated)
+    exported_like = agents.JaxAgent("net.gjx", lambda params, key, state: jnp.int32(0),
+                                    {"w": jnp.zeros(2)}, env=ENV)
+    for agent in (agents.make("heuristic", ENV), agents.make("random", ENV), exported_like):
+        with pytest.raises(ValueError, match=rf"^agent '{re.escape(agent.name)}' was asked for "
+                           r"a move in a game that is over \(black wins\)$"):
+            agent.act(state, jax.random.key(0))
+    truncated = ENV.init().replace(truncated=jnp.bool_(True))
+    with pytest.raises(ValueError, match="game that is over"):
+        agents.make("heuristic", ENV).act(truncated, jax.random.key(0))
 
 
 def test_a_mismatched_board_is_named_for_every_agent_with_a_game():

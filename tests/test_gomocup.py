@@ -266,8 +266,7 @@ def test_game_over_after_the_opponents_move():
 
 
 def test_standard_rule_ignores_overlines():
-    env = Gomoku(9, 5)
-    engine = gomocup.Engine(lambda e: Recorder(env), warmup=False)  # first empty cell
+    engine = gomocup.Engine(Recorder, warmup=False)  # first empty cell, for either rule
     one(engine, "START 9")
     assert say(engine, "INFO rule 1") == [] and engine.rule == "standard"
     say(engine, "BOARD", "0,8,2", "1,8,2", "2,8,2", "4,8,2", "5,8,2",
