@@ -33,7 +33,7 @@ import numpy as np
 
 from gomoku_jax import ops, tactics
 from gomoku_jax.config import check_int, check_number, clip, same_definition
-from gomoku_jax.game import Gomoku, State, describe_result, sample_legal_action
+from gomoku_jax.game import Gomoku, State, describe_result, game_words, sample_legal_action
 
 __all__ = [
     "AGENTS",
@@ -141,12 +141,14 @@ def _check_not_over(agent: Agent, state: State) -> None:
 
 
 def _checking_state(act: Callable) -> Callable:
-    """``act`` after `check_state` of its state (static comparisons and a read of two
-    flags: no cost to speak of per move), its answer through `plain_action`."""
+    """``act`` after `check_state` of its state (static comparisons) and a check that the
+    game is not over (two flags read from the device: no cost to speak of next to a
+    move, whose answer is read back as well), its answer through `plain_action`."""
 
     @functools.wraps(act)
     def checked(self, state, *args, **kwargs):
         check_state(self, state)
+        _check_not_over(self, state)
         return plain_action(act(self, state, *args, **kwargs))
 
     checked._checks_state = True
@@ -176,27 +178,35 @@ def _advice(agent: Agent) -> str:
     return "build it for this game (e.g. agents.make(name, env))"
 
 
+def _k_and_rule(state, built: Gomoku) -> tuple[int, str]:
+    """The k and rule of ``state``'s game (its static ``observation_spec``; ``built``'s
+    where a state has none)."""
+    spec = getattr(state, "observation_spec", None)
+    return getattr(spec, "k", built.k), getattr(spec, "rule", built.rule)
+
+
+def _not_built_for(agent: Agent, built: Gomoku, other: str) -> ValueError:
+    """The error of ``agent``, built for ``built``, handed the game ``other`` (words)."""
+    return ValueError(f"agent {agent.name!r} was built for {built.words}, not {other}: "
+                      f"{_advice(agent)}")
+
+
 def check_state(agent: Agent, state: State) -> None:
     """ValueError naming ``agent`` when ``state`` is not one game of the game it was
-    built for (its ``env``: board size, k and rule; an agent with none plays any), or
-    when the game is over. Only static data (the board's shape, the state's
-    ``observation_spec``) is read for the game, so that check costs nothing and works
-    on traced states too; whether the game is over is read only from a concrete state."""
+    built for (its ``env``: board size, k and rule; an agent with none plays any). Only
+    static data is read (the board's shape, the state's ``observation_spec``), so it
+    costs nothing and works on traced states too."""
     built = getattr(agent, "env", None)
     shape = _board_shape(state)
     if not isinstance(built, Gomoku) or shape is None:
-        return _check_not_over(agent, state)
+        return
     if shape == (built.size, built.size):
-        spec = getattr(state, "observation_spec", None)
-        k, rule = getattr(spec, "k", built.k), getattr(spec, "rule", built.rule)
+        k, rule = _k_and_rule(state, built)
         if (k, rule) != (built.k, built.rule):
-            raise ValueError(f"agent {agent.name!r} was built for {built.words}, not "
-                             f"{built.size}x{built.size} {k} in a row ({rule}): "
-                             f"{_advice(agent)}")
-        return _check_not_over(agent, state)
+            raise _not_built_for(agent, built, game_words(built.size, k, rule))
+        return
     if len(shape) == 2:
-        raise ValueError(f"agent {agent.name!r} was built for {built.words}, not a "
-                         f"{shape[0]}x{shape[1]} board: {_advice(agent)}")
+        raise _not_built_for(agent, built, f"a {shape[0]}x{shape[1]} board")
     raise ValueError(f"agent {agent.name!r} plays one game of {built.words} at a time "
                      f"(board [{built.size}, {built.size}]), got a board of shape {shape}")
 
@@ -219,6 +229,11 @@ class _CheckedBatch:
                 f"agent {self.name!r} was built for {self.env.words}: its batch policy "
                 f"takes a batch of those games (board [B, {n}, {n}]), got a board of "
                 f"shape {shape}")
+        k, rule = _k_and_rule(states, self.env)
+        if (k, rule) != (self.env.k, self.env.rule):
+            raise ValueError(
+                f"agent {self.name!r} was built for {self.env.words}: its batch policy "
+                f"takes a batch of those games, got games of {game_words(n, k, rule)}")
         return self.inner(params, keys, states)
 
 
@@ -412,8 +427,7 @@ def check_env(agent: Agent, env: Gomoku) -> None:
     built = getattr(agent, "env", None)
     if isinstance(built, Gomoku) and (built.size, built.k, built.rule) != (
             env.size, env.k, env.rule):
-        raise ValueError(f"agent {agent.name!r} was built for {built.words}, not "
-                         f"{env.words}: {_advice(agent)}")
+        raise _not_built_for(agent, built, env.words)
 
 
 AgentFactory = Callable[[str, Gomoku], Agent]
@@ -568,15 +582,12 @@ def make(spec: str, env: Gomoku) -> Agent:
     )
 
 
-# Names offered when an unknown one is close to one of them (with the registered ones).
-_SUGGESTED = ("random", "heuristic", "minimax", "gomokubot", "pure-mcts-1000", "alphabeta-2",
-              "negamax-2")
-
-
 def _did_you_mean(spec: str) -> str:
     """`` (did you mean 'NAME'?)`` for a mistyped agent name: the closest built-in or
-    registered name; for a path, the closest exported file in its folder (``final.gj``
-    for ``final.gjx``, the ``@N`` kept); else ``""``."""
+    registered name (a built-in prefix keeps the number typed after it: ``pure-mcst-100``
+    -> ``pure-mcts-100``; ``+killer`` kept or mended); for a path, the closest exported
+    file in its folder (`gomoku_jax.exported.closest_file`, the ``@N`` kept); else
+    ``""``."""
     import difflib
     import os
 
@@ -588,10 +599,22 @@ def _did_you_mean(spec: str) -> str:
     if os.path.dirname(path) or path.endswith((".gj", ".gx", ".jx")):
         close = closest_file(path)
         return f" (did you mean {close + at + sims!r}?)" if close else ""
-    names = [*_SUGGESTED, *(name for name in AGENTS if not name.endswith("-"))]  # not prefixes
-    close = difflib.get_close_matches(spec, [*names, *(f"{n}+killer" for n in names)], n=1,
-                                      cutoff=0.75)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    base, plus, suffix = spec.partition("+")
+    names = [*_BUILTIN_NAMES, *(name for name in AGENTS if not name.endswith("-"))]
+    number = re.match(r"^(.*?-)(\d+)$", base)  # "pure-mcst-100": a prefix and its number
+    close = []
+    if number:
+        prefixes = [*(p for p in _BUILTIN_PREFIXES if p != "minimax-"),  # takes no depth
+                    *(name for name in AGENTS if name.endswith("-"))]
+        close = difflib.get_close_matches(number.group(1), prefixes, n=1, cutoff=0.75)
+        close = [close[0] + number.group(2)] if close else []
+    if not close:
+        close = difflib.get_close_matches(base, names, n=1, cutoff=0.75)
+    if plus and suffix != "killer" and difflib.get_close_matches(suffix, ["killer"], cutoff=0.6):
+        suffix = "killer"
+    if not close or close[0] + plus + suffix == spec:
+        return ""
+    return f" (did you mean {close[0] + plus + suffix!r}?)"
 
 
 def _refuse_other_file(spec: str) -> None:

@@ -600,9 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--agent", default="heuristic",
                       help="agent name, e.g. heuristic, pure-mcts-1000, runs/x/final.gjx@200 "
                            "(default heuristic; the page can change it)")
-    play.add_argument("--simulations", type=count(1), default=None,
-                      help="simulations per move of a search agent, up to 20000 (default: its "
-                           "own)")
+    play.add_argument("--simulations", type=count(1, config_lib.PLAY_MAX_BUDGET), default=None,
+                      help="simulations per move of a search agent (default: its own)")
     play.add_argument("--colour", choices=["black", "white"], default="black",
                       help="your colour (white: the agent opens; default black)")
     play.add_argument("--size", type=int, default=None,

@@ -282,6 +282,11 @@ def check_seed(owner: str, name: str, value) -> int:
     return check_int(owner, name, value, 0, SEED_MAX)
 
 
+PLAY_MAX_BUDGET = 20_000
+"""The largest search budget (simulations a move) that `gomoku-jax play` and its page
+accept (`gomoku_jax.play.MAX_BUDGET`); here, where the command line's options are read."""
+
+
 def count_argument(minimum: int = 1, maximum: int | None = None):
     """An argparse ``type`` for an integer option with bounds (games, iterations,
     simulations, a batch, opening stones, a port...): the option's text read as ``int``

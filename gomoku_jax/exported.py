@@ -47,7 +47,8 @@ def folder_hint(path) -> str:
 
 def closest_file(path) -> str | None:
     """The exported file (``.gjx``) in ``path``'s folder whose name is closest to
-    ``path``'s (``final.gjx`` for ``final.gj`` or ``finl.gjx``), None when none is close."""
+    ``path``'s (``final.gjx`` for ``final``, ``final.gj`` or ``finl.gjx``), None when none
+    is close."""
     import difflib
 
     folder, name = os.path.split(str(path))
@@ -55,7 +56,8 @@ def closest_file(path) -> str | None:
         files = [f for f in os.listdir(folder or ".") if f.endswith(".gjx")]
     except OSError:  # no such folder, or not one
         return None
-    close = difflib.get_close_matches(name, files, n=1, cutoff=0.8)
+    close = ([name + ".gjx"] if name + ".gjx" in files  # the extension left out
+             else difflib.get_close_matches(name, files, n=1, cutoff=0.8))
     return os.path.join(folder, close[0]) if close else None
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "IllegalMoveError",
     "State",
     "auto_reset",
+    "game_words",
     "check_key",
     "describe_result",
     "is_winning_run",
@@ -226,6 +227,11 @@ def sample_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Arr
     return legal_action_of_rank(legal_action_mask, bits)
 
 
+def game_words(size: int, k: int, rule: str) -> str:
+    """A game in words for messages and reports: ``9x9 5 in a row (freestyle)``."""
+    return f"{size}x{size} {k} in a row ({rule})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Gomoku:
     """A k-in-a-row environment with pgx's interface: ``init(key)``, ``step(state, action)``.
@@ -266,7 +272,7 @@ class Gomoku:
     @property
     def words(self) -> str:
         """The game in words for messages and reports: ``9x9 5 in a row (freestyle)``."""
-        return f"{self.size}x{self.size} {self.k} in a row ({self.rule})"
+        return game_words(self.size, self.k, self.rule)
 
     @property
     def num_actions(self) -> int:

@@ -80,7 +80,7 @@ import jax
 import numpy as np
 
 from gomoku_jax import __version__, arena
-from gomoku_jax.agents import Agent, PythonAgent, plain_action
+from gomoku_jax.agents import Agent, PythonAgent, check_env, plain_action
 from gomoku_jax.config import clip
 from gomoku_jax.game import DIRECTIONS, RULES, Gomoku, State
 
@@ -345,6 +345,7 @@ class Engine:
         env = Gomoku(size, K, rule)
         try:
             agent = self._factory(env)
+            check_env(agent, env)  # a factory that built it for another game: refused here
         except ValueError as err:
             self._unfit[(size, rule)] = str(err)
             raise

@@ -4,7 +4,7 @@
 value; a NaN counts as the largest, so the first NaN wins) but is computed as a maximum
 followed by the smallest index that reaches it, two float reductions. ``jnp.argmax``
 lowers to one reduction over (value, index) pairs, which XLA's CPU backend runs element
-by element: on a [64, 81] array, a batch of 9x9 policies, it took 11.0 to 11.5 us (19.1
+by element: on a [64, 81] array, a batch of 9x9 policies, it took 11.0 to 13.0 us (19.1
 to 19.4 us pinned to one core) against 2.2 to 2.5 us for this function (2-core AMD EPYC,
 jax 0.10.2; `gomoku-jax bench search` times both, its reports' ``argmax``). The search's
 selection steps and the learners' greedy moves take an argmax over every game's actions
@@ -48,24 +48,33 @@ def argmax(x, axis: int = -1) -> jax.Array:
         x = x.astype(jnp.int8)
     shape = [1] * x.ndim
     shape[axis] = size
-    # The answer is the smallest "code" of the row: a NaN's index, or the index of a
-    # maximum plus `size` (so any NaN comes before any maximum). The codes are float32
-    # where every one is exact (XLA's CPU backend runs a float reduction as one fused
-    # kernel, an integer or boolean one as two), int32 beyond.
-    code_dtype = np.float32 if 2 * size <= _EXACT_FLOAT32 else np.int32
-    index = jnp.asarray(np.arange(size, dtype=code_dtype).reshape(shape))
-    past = jnp.asarray(2 * size, code_dtype)  # no hit
-    if jnp.issubdtype(x.dtype, jnp.inexact):
+    nan = jnp.isnan(x) if jnp.issubdtype(x.dtype, jnp.inexact) else None
+    if nan is None:
+        best = jnp.max(x, axis=axis, keepdims=True)
+    else:
         # A NaN is the maximum. Not through jnp.max: on a CPU its reduction of a large
         # array (4,096 values or more) may skip NaNs rather than return one. So NaNs
-        # count as +inf for the maximum, and their codes come first.
-        nan = jnp.isnan(x)
+        # count as +inf for the maximum, and are looked for apart (below).
         best = jnp.max(jnp.where(nan, jnp.inf, x), axis=axis, keepdims=True)
-        code = jnp.where(nan, index, jnp.where(x == best, index + size, past))
-    else:
-        code = jnp.where(x == jnp.max(x, axis=axis, keepdims=True), index + size, past)
-    code = jnp.min(code, axis=axis)
-    return jnp.where(code < size, code, code - size).astype(jnp.int32)
+    hit = x == best  # never a NaN
+    if 2 * size <= _EXACT_FLOAT32:
+        # The answer is the smallest "code" of the row: a NaN's index, or the index of a
+        # maximum plus `size` (so any NaN comes before any maximum), in float32, where
+        # each is exact: XLA's CPU backend runs a float reduction as one fused kernel, an
+        # integer or boolean one as two.
+        index = jnp.asarray(np.arange(size, dtype=np.float32).reshape(shape))
+        code = jnp.where(hit, index + size, np.float32(2 * size))  # 2 * size: no hit
+        if nan is not None:
+            code = jnp.where(nan, index, code)
+        code = jnp.min(code, axis=axis)
+        return jnp.where(code < size, code, code - size).astype(jnp.int32)
+    # Longer rows: the first NaN and the first maximum apart, in int32 (`size`: none).
+    index = jnp.asarray(np.arange(size, dtype=np.int32).reshape(shape))
+    first = jnp.min(jnp.where(hit, index, np.int32(size)), axis=axis)
+    if nan is None:
+        return first
+    first_nan = jnp.min(jnp.where(nan, index, np.int32(size)), axis=axis)
+    return jnp.where(first_nan < size, first_nan, first)
 
 
 # Integers up to 2 ** 24 are exact in float32.

@@ -82,7 +82,7 @@ import numpy as np
 
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena
-from gomoku_jax.config import check_int, check_seed, clip, loads
+from gomoku_jax.config import PLAY_MAX_BUDGET, check_int, check_seed, clip, loads
 from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
                              IllegalMoveError, State, describe_result)
 
@@ -100,7 +100,7 @@ BASELINES = ("heuristic", "random", "pure-mcts-1000", "pure-mcts-200", "gomokubo
 """Agent names the page offers in its list, followed by the names registered with
 `gomoku_jax.agents.register_agent` (any other name can be typed)."""
 
-MAX_BUDGET = 20_000
+MAX_BUDGET = PLAY_MAX_BUDGET
 """The largest search budget (simulations) the server accepts."""
 
 _COLOURS = {"black": BLACK, "white": WHITE}
@@ -966,6 +966,14 @@ def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser:
     first; either closes the server and returns."""
     from gomoku_jax.training import sigterm_as_interrupt
 
+    try:  # from the first line printed on, SIGTERM stops it as Ctrl-C does
+        with sigterm_as_interrupt():
+            _serve(app, host, port, open_browser, verbose)
+    except KeyboardInterrupt:
+        pass
+
+
+def _serve(app: PlayApp, host: str, port: int, open_browser: bool, verbose: bool) -> None:
     server = make_server(app, host, port, verbose)
     address = url_of(server)
     elsewhere = (f", or this machine's name or address at port {server.server_address[1]} "
@@ -977,9 +985,6 @@ def serve(app: PlayApp, host: str = "127.0.0.1", port: int = 8000, open_browser:
 
         webbrowser.open(address)
     try:
-        with sigterm_as_interrupt():
-            server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve_forever()
     finally:
         server.server_close()

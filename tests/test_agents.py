@@ -439,7 +439,10 @@ def test_the_unknown_agent_error_lists_registered_names(agent_registry):
 
 @pytest.mark.parametrize("spec,close", [
     ("heuristc", "heuristic"), ("minmax", "minimax"), ("radnom", "random"),
+    ("alphabet", "alphabeta"), ("pure-mcst-100", "pure-mcts-100"),  # the number kept
+    ("minmax-3", "minimax"), ("alphabeta-3+kiler", "alphabeta-3+killer"),
     ("gomokubot+killr", "gomokubot+killer"),
+    ("experiments/results/az_9x9_cpu/final", "experiments/results/az_9x9_cpu/final.gjx"),
     ("experiments/results/az_9x9_cpu/final.gj", "experiments/results/az_9x9_cpu/final.gjx"),
     ("experiments/results/az_9x9_cpu/final.gj@50", "experiments/results/az_9x9_cpu/final.gjx@50"),
     ("zzz", None), ("experiments/results/az_9x9_cpu/zzz.gj", None)])
@@ -638,6 +641,10 @@ def test_a_batch_of_another_size_is_refused_by_act_and_the_batch_policy():
                        r"\(board \[B, 9, 9\]\), got a board of shape \(2, 7, 7\)"):
         policy(None, keys, other)
     assert np.asarray(policy(None, keys, batch)).shape == (2,)
+    four = jax.tree.map(lambda x: jnp.stack([x, x]), Gomoku(9, 4).init())  # the same board
+    with pytest.raises(ValueError, match=r"its batch policy takes a batch of those games, got "
+                       r"games of 9x9 4 in a row \(freestyle\)"):
+        policy(None, keys, four)
     # the check leaves compiled match loops shared between equal policies: the agent's
     # name, which only its messages use, is not part of the policy's equality or hash
     one, two = (agents.heuristic_agent(ENV, name=name).batch_policy() for name in "ab")

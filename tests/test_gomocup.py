@@ -235,8 +235,7 @@ def test_errors_leave_the_state_unchanged():
 
 
 def test_game_over_after_the_opponents_move():
-    env = Gomoku(9, 5)
-    engine = gomocup.Engine(lambda e: Recorder(env), warmup=False)  # first empty cell
+    engine = gomocup.Engine(Recorder, warmup=False)  # first empty cell, on any board
     one(engine, "START 9")
     say(engine, "BOARD", "0,8,2", "1,8,2", "2,8,2", "5,5,1", "6,5,1")
     assert one(engine, "DONE") == "0,0"
@@ -278,6 +277,21 @@ def test_standard_rule_ignores_overlines():
     assert "the opponent has five in a row" in engine.game_over  # but it does here
     assert one(engine, "TAKEBACK 3,8") == "OK" and engine.game_over is None
     assert one(engine, "TURN 3,8") == "ERROR game over: the opponent won with 3,8"
+
+
+def test_an_agent_built_for_another_game_than_the_factorys_is_refused_as_a_rule():
+    """A factory that ignores the game it is given (its agent built for freestyle) does
+    not get asked for standard-rule moves it would refuse on every move (each then a
+    fallback): its agent is checked against the game when it is built, so the rule is
+    refused with ERROR and play goes on under freestyle."""
+    freestyle = Gomoku(9, 5)
+    engine = gomocup.Engine(lambda env: Recorder(freestyle), warmup=False)
+    one(engine, "START 9")
+    reply = one(engine, "INFO rule 1")
+    assert reply.startswith("ERROR unsupported rule 1 (standard): agent 'recorder' was built "
+                            "for 9x9 5 in a row (freestyle), not 9x9 5 in a row (standard)"), reply
+    assert reply.endswith("still playing freestyle") and engine.rule == "freestyle"
+    assert one(engine, "BEGIN") == "0,0"  # the first empty cell: its own move, no fallback
 
 
 def test_deadline_from_info():

@@ -41,12 +41,13 @@ def test_argmax_of_large_arrays_with_nans(shape):
         np.testing.assert_array_equal(jax.jit(ops.argmax, static_argnums=1)(x, axis), want)
 
 
+@pytest.mark.parametrize("size", [2 ** 23, 2 ** 23 + 3])
 @pytest.mark.parametrize("where", ["last", "nan"])
-def test_argmax_past_float32_exact_indices(where):
-    """Beyond 2 ** 23 values a row's codes (index, or index plus its length) are no longer
-    exact in float32, and the index is found in int32 instead: the last of 8,388,611
-    values, or a NaN after a +inf, is still found."""
-    size = 2 ** 23 + 3
+def test_argmax_at_and_past_float32_exact_indices(where, size):
+    """Up to 2 ** 23 values a row's codes (an index, or an index plus the row's length,
+    up to 2 ** 24) are exact in float32; beyond, the index is found in int32 instead. At
+    the largest float32 row and just past it, the last value, or a NaN after a +inf, is
+    still found."""
     x = np.zeros((1, size), np.float32)
     if where == "last":
         x[0, -1] = 1.0
