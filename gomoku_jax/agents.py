@@ -107,8 +107,9 @@ def _jitted(policy: Policy):
 class Agent:
     """A player. Subclasses give it a ``name`` and implement `act`; ``env`` is the game
     it was built for (None: it plays any), which the arena checks against the match's.
-    Every subclass's `act` first checks that the state is one unfinished game of that
-    game (`check_state`: a ValueError naming the agent, not an error deep in its code)."""
+    Every subclass's `act` first checks that the state is one unfinished game of the
+    game it was built for (`check_state` and the game-over check: a ValueError naming
+    the agent, not an error deep in its code or a move in a finished game)."""
 
     name: str
     env: Gomoku | None = None
