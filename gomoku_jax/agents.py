@@ -225,17 +225,15 @@ class _CheckedBatch:
     def __call__(self, params, keys: jax.Array, states: State) -> jax.Array:
         n = self.env.size
         shape = _board_shape(states)
-        if shape is not None and (len(shape) != 3 or shape[1:] != (n, n)):
-            raise ValueError(
-                f"agent {self.name!r} was built for {self.env.words}: its batch policy "
-                f"takes a batch of those games (board [B, {n}, {n}]), got a board of "
-                f"shape {shape}")
         k, rule = _k_and_rule(states, self.env)
-        if (k, rule) != (self.env.k, self.env.rule):
-            raise ValueError(
-                f"agent {self.name!r} was built for {self.env.words}: its batch policy "
-                f"takes a batch of those games, got games of {game_words(n, k, rule)}")
-        return self.inner(params, keys, states)
+        if shape is not None and (len(shape) != 3 or shape[1:] != (n, n)):
+            got = f" (board [B, {n}, {n}]), got a board of shape {shape}"
+        elif (k, rule) != (self.env.k, self.env.rule):
+            got = f", got games of {game_words(n, k, rule)}"
+        else:
+            return self.inner(params, keys, states)
+        raise ValueError(f"agent {self.name!r} was built for {self.env.words}: its batch "
+                         f"policy takes a batch of those games{got}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
