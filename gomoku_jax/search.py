@@ -887,11 +887,13 @@ class ReusingSearchAgent(JaxAgent):
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del deadline  # a fixed number of simulations
+        # its own game's input planes, whoever made the state (as `_search_batch`)
+        state = state.replace(observation_spec=self.env.observation_spec)
         with self._lock:
             tree = self.tree
             if tree is not None and jax.tree.structure(tree.embeddings) != jax.tree.structure(
                     state):
-                tree = None  # a state of another kind (e.g. other observation planes)
+                tree = None  # a state of another kind
             if tree is None:
                 tree = self._empty(state)
             action, searched, kept = self._move(self.params, key, state, tree)

@@ -272,6 +272,49 @@ def test_agent_starts_fresh_off_the_path(agent, play_env):
     assert int(agent._jit_policy(None, key, s)) == action
 
 
+def _last_plane_value(size: int, params, states):
+    """`_central`'s prior with a value read from the input's last plane (the side to
+    move's colour in one encoding, the empty cells in another)."""
+    logits, _ = _central(size, params, states)
+    batch = states.current_player.shape[0]
+    plane = states.observation[..., -1].reshape(batch, -1).astype(jnp.float32)
+    return logits, jnp.mean(plane, axis=-1) - 0.5
+
+
+def test_agent_reads_states_in_its_own_planes(play_env):
+    """A state made by a game of other input planes is searched as the agent's own game
+    encodes it: the same tree, move after move, as for its own game's state."""
+    config = search_lib.SearchConfig(num_simulations=PLAY_SIMS, backend="linear",
+                                     reuse_tree=True, dirichlet_fraction=0.0)
+    evaluate = functools.partial(_last_plane_value, play_env.size)
+    agent = search_lib.search_agent("reuse-planes", play_env, evaluate, None, config)
+    other = Gomoku(play_env.size, play_env.k, observation="stones-empty")
+    assert other.observation_spec != play_env.observation_spec
+    trees, replies = [], []
+    for env in (play_env, other):
+        agent.reset()
+        state, found = env.init(), []
+        for ply in range(2):
+            action = agent.act(state, jax.random.key(ply))
+            tree = jax.device_get(agent.last_tree)
+            found.append((action, tree))
+            state = env.step(state, jnp.int32(action))
+            if len(replies) < 2:  # the reply most searched under the move (then reused)
+                child = tree.children_index[0, 0, action]
+                visits = np.where(state.legal_action_mask, tree.children_visits[0, child], -1)
+                replies.append(int(np.argmax(visits)))
+                if ply == 0:  # what the second search should start from
+                    kept = tree.children_visits[0, tree.children_index[0, child, replies[0]]]
+            state = env.step(state, jnp.int32(replies[ply]))
+        trees.append(found)
+    for (a, tree), (b, tree_other) in zip(*trees):
+        assert a == b
+        for field in ("node_visits", "node_values", "children_visits"):
+            np.testing.assert_array_equal(getattr(tree, field), getattr(tree_other, field))
+    # the second search started from the subtree after the reply (its visits carried)
+    assert kept.sum() > 0 and (trees[0][1][1].children_visits[0, 0] >= kept).all()
+
+
 def test_agent_plays_a_whole_game_reusing(agent, play_env):
     env = play_env
     agent.reset()
