@@ -104,16 +104,18 @@ def memory_bytes(batch: int, simulations: int, num_actions: int) -> int:
 
 
 def check_memory(batch: int, simulations: int, num_actions: int,
-                 limit_bytes: int | None = None, device=None, what: str = "pure MCTS") -> int:
+                 limit_bytes: int | None = None, device=None, what: str = "pure MCTS",
+                 limit_name: str = "limit_bytes") -> int:
     """Refuse a search whose trees (`memory_bytes`) would not fit; returns their bytes.
     The check and its message are the tree search's
-    (`gomoku_jax.tree_search.check_tree_memory`): two copies must fit ``limit_bytes``,
-    default the free memory of ``device`` or the host's available RAM."""
+    (`gomoku_jax.tree_search.check_tree_memory`): two copies must fit ``limit_bytes``
+    (``limit_name`` in the messages), default the free memory of ``device`` or the
+    host's available RAM."""
     from gomoku_jax.tree_search import check_tree_memory
 
     need = memory_bytes(batch, simulations, num_actions)
     return check_tree_memory(need, batch, simulations, limit_bytes, device,
-                             what=f"{what}: a search")
+                             what=f"{what}: a search", limit_name=limit_name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -477,7 +479,8 @@ def pure_mcts_agent(env: Gomoku, simulations: int = 1000, name: str | None = Non
     whole batch against the device's free memory when it is traced."""
     name = name or f"pure-mcts-{simulations}"
     check_simulations(simulations, f"agent {name!r}: its simulations")
-    check_memory(1, simulations, env.num_actions, memory_limit, what=f"agent {name!r}")
+    check_memory(1, simulations, env.num_actions, memory_limit, what=f"agent {name!r}",
+                 limit_name="memory_limit")
     config = MCTSConfig(simulations=simulations, **options)
     return PureMCTSAgent(name, static_partial(_policy, env, config), None, env, config,
                          batch=static_partial(_batch_policy, env, config))

@@ -562,7 +562,10 @@ def empty_tree(env: Gomoku, states: State, config: SearchConfig) -> mctx.Tree:
     batch, capacity, actions = states.board.shape[0], tree_capacity(config), env.num_actions
     state_bytes = sum(int(np.prod(np.shape(x)[1:], dtype=np.int64)) * jnp.dtype(x.dtype).itemsize
                       for x in jax.tree.leaves(states))
-    tree_search.check_search_memory(batch, capacity - 1, actions, state_bytes)
+    tree_search.check_search_memory(
+        batch, config.num_simulations, actions, state_bytes,
+        capacity=None if config.reuse_capacity is None else capacity,
+        capacity_name="search.reuse_capacity")
     bn, bna = (batch, capacity), (batch, capacity, actions)
     none = mctx.Tree.NO_PARENT
     return mctx.Tree(

@@ -113,7 +113,8 @@ _COPIES = 2
 
 # -------------------------------------------------------------------- memory
 def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
-                        embedding_bytes: int) -> int:
+                        embedding_bytes: int, *, value_bytes: int = 4,
+                        logit_bytes: int = 4) -> int:
     """Bytes of the search tree of ``batch`` games and ``num_simulations`` simulations.
 
     Per game and per simulation (one node each, plus the root) the tree holds
@@ -122,12 +123,19 @@ def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
     noise). Total: ``batch * ((num_simulations + 1) * (20 + 24 * num_actions +
     embedding_bytes) + 8 * num_actions)``. E.g. 9x9 Gomoku (81 actions, a ~300-byte
     game state): ~2.3 kB per game per simulation, 1.9 GB for 1024 games x 800.
+
+    Those figures are for float32 values and logits; ``value_bytes`` (the bytes of the
+    root value's dtype: two fields per node, three per edge) and ``logit_bytes`` (the
+    prior logits': one per edge) count other dtypes (float64 under x64, bfloat16).
     """
     for name, value, low in (("batch", batch, 1), ("num_simulations", num_simulations, 1),
                              ("num_actions", num_actions, 1),
-                             ("embedding_bytes", embedding_bytes, 0)):
+                             ("embedding_bytes", embedding_bytes, 0),
+                             ("value_bytes", value_bytes, 1), ("logit_bytes", logit_bytes, 1)):
         check_int("", name, value, low)
-    per_node = NODE_BYTES + EDGE_BYTES * int(num_actions) + int(embedding_bytes)
+    node = NODE_BYTES + 2 * (int(value_bytes) - 4)
+    edge = EDGE_BYTES + 3 * (int(value_bytes) - 4) + int(logit_bytes) - 4
+    per_node = node + edge * int(num_actions) + int(embedding_bytes)
     return int(batch) * ((int(num_simulations) + 1) * per_node + 8 * int(num_actions))
 
 
@@ -176,16 +184,29 @@ def _host_available_bytes() -> tuple[int, str]:
     return int(free), "available host RAM"
 
 
+def _size(n: float) -> str:
+    """Bytes as a short figure: ``512 bytes``, ``9.8 KiB``, ``1.0 MiB``, ``2.35 GiB``."""
+    for unit, scale, digits in (("GiB", 2**30, 2), ("MiB", 2**20, 1), ("KiB", 2**10, 1)):
+        if n >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{n:.0f} bytes"
+
+
 def check_tree_memory(need: int, batch: int, num_simulations: int,
-                      limit_bytes: int | None = None, device=None, what: str = "search") -> int:
+                      limit_bytes: int | None = None, device=None, what: str = "search", *,
+                      limit_name: str = "limit_bytes", capacity: int | None = None,
+                      capacity_name: str = "capacity") -> int:
     """Refuse trees of ``need`` bytes (``batch`` games of ``num_simulations``
     simulations) that would not fit; returns ``need``. The one check behind every
     search's memory (this module's, pure MCTS's).
 
     Raises ``ValueError`` (starting with ``what``) naming the size, per game and per
-    simulation, and the limit when twice ``need`` exceeds ``limit_bytes`` (default: the
+    node, and the limit when twice ``need`` exceeds ``limit_bytes`` (default: the
     free memory of ``device`` from its ``memory_stats()``, or the host's available RAM
-    when the device has no statistics, e.g. the CPU).
+    when the device has no statistics, e.g. the CPU). ``limit_name``: what the caller
+    calls ``limit_bytes`` (its argument, as the messages name it). ``capacity``: nodes
+    per game when the trees are not ``num_simulations + 1`` nodes (then the message
+    says so, and to make ``capacity_name`` smaller).
     """
     if limit_bytes is None:
         limit, source = available_bytes(device)
@@ -193,26 +214,35 @@ def check_tree_memory(need: int, batch: int, num_simulations: int,
         if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, np.integer)) or (
             limit_bytes <= 0
         ):
-            raise ValueError(f"limit_bytes must be a positive integer, got {limit_bytes!r}")
-        limit, source = int(limit_bytes), "limit_bytes"
+            raise ValueError(f"{limit_name} must be a positive integer (bytes), got "
+                             f"{limit_bytes!r}")
+        limit, source = int(limit_bytes), limit_name
     if _COPIES * need > limit:
-        fewer = "fewer simulations" if batch == 1 else "a smaller batch or fewer simulations"
+        nodes = num_simulations + 1 if capacity is None else capacity
+        fewer = "fewer simulations" if capacity is None else f"a smaller {capacity_name}"
+        fewer = fewer if batch == 1 else f"a smaller batch or {fewer}"
+        trees = "" if capacity is None else f" in trees of {capacity} nodes ({capacity_name})"
         raise ValueError(
-            f"{what} of batch {batch} x {num_simulations} simulations needs a tree of "
-            f"{need / 2**20:.1f} MiB ({need / (batch * (num_simulations + 1)):.0f} bytes per "
-            f"game per simulation, {_COPIES} copies = {_COPIES * need / 2**20:.1f} MiB), over "
-            f"the {source} of {limit / 2**20:.1f} MiB; use {fewer}"
+            f"{what} of batch {batch} x {num_simulations} simulations{trees} needs a tree of "
+            f"{_size(need)} ({need / (batch * nodes):.0f} bytes per game per node, "
+            f"{_COPIES} copies = {_size(_COPIES * need)}), over the {source} of "
+            f"{_size(limit)}; use {fewer}"
         )
     return need
 
 
 def check_search_memory(batch: int, num_simulations: int, num_actions: int,
                         embedding_bytes: int, limit_bytes: int | None = None,
-                        device=None) -> int:
-    """Refuse a search whose tree (`search_memory_bytes`) would not fit; returns its
-    bytes (`check_tree_memory`)."""
-    need = search_memory_bytes(batch, num_simulations, num_actions, embedding_bytes)
-    return check_tree_memory(need, batch, num_simulations, limit_bytes, device)
+                        device=None, *, capacity: int | None = None, **names) -> int:
+    """Refuse a search whose tree (`search_memory_bytes`; ``capacity`` nodes per game
+    when given, else ``num_simulations + 1``) would not fit; returns its bytes
+    (`check_tree_memory`, which ``names`` go to: ``limit_name``, ``capacity_name``,
+    ``value_bytes`` and ``logit_bytes`` go to `search_memory_bytes`)."""
+    dtypes = {k: names.pop(k) for k in ("value_bytes", "logit_bytes") if k in names}
+    nodes = num_simulations if capacity is None else capacity - 1
+    need = search_memory_bytes(batch, nodes, num_actions, embedding_bytes, **dtypes)
+    return check_tree_memory(need, batch, num_simulations, limit_bytes, device,
+                             capacity=capacity, **names)
 
 
 def _embedding_bytes(embedding) -> int:
@@ -469,10 +499,15 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     if invalid_actions is None:
         invalid_actions = jnp.zeros_like(root.prior_logits)
     if tree is None:
+        given = capacity
         capacity = num_simulations + 1 if capacity is None else capacity
         capacity = check_int("", "capacity", capacity, 2)
-        check_search_memory(batch, capacity - 1, num_actions,
-                            _embedding_bytes(root.embedding), memory_limit)
+        check_search_memory(batch, num_simulations, num_actions,
+                            _embedding_bytes(root.embedding), memory_limit,
+                            capacity=None if given is None else capacity,
+                            limit_name="memory_limit",
+                            value_bytes=jnp.dtype(root.value.dtype).itemsize,
+                            logit_bytes=jnp.dtype(root.prior_logits.dtype).itemsize)
         tree = _empty_tree(root, capacity, invalid_actions, extra_data)
     else:
         _check_tree(tree, root)
@@ -653,9 +688,9 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
     the noisy ``root.prior_logits``), ``capacity`` and ``memory_limit`` (see `search`).
     """
+    batch, num_actions = _batch_size(root)
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
     probs = jax.nn.softmax(root.prior_logits)
-    batch, num_actions = probs.shape
     noise = jax.random.dirichlet(
         noise_key, alpha=jnp.full([num_actions], fill_value=dirichlet_alpha), shape=(batch,))
     noisy = (1 - dirichlet_fraction) * probs + dirichlet_fraction * noise

@@ -232,8 +232,8 @@ def test_a_tree_too_big_for_memory_is_refused_with_the_figures():
     assert pm.memory_bytes(1, 10_000, ENV.num_actions) == 10_001 * per_sim
     with pytest.raises(ValueError, match=(
             rf"^agent 'pure-mcts-10000': a search of batch 1 x 10000 simulations needs a tree "
-            rf"of 4\.2 MiB \({per_sim} bytes per game per simulation, 2 copies = 8\.4 MiB\), "
-            r"over the limit_bytes of 1\.0 MiB; use fewer simulations$")):
+            rf"of 4\.2 MiB \({per_sim} bytes per game per node, 2 copies = 8\.4 MiB\), "
+            r"over the memory_limit of 1\.0 MiB; use fewer simulations$")):
         pm.pure_mcts_agent(ENV, 10_000, memory_limit=2**20)
     need = pm.memory_bytes(8, 1000, 81)
     assert pm.check_memory(8, 1000, 81, limit_bytes=2 * need) == need
@@ -241,6 +241,9 @@ def test_a_tree_too_big_for_memory_is_refused_with_the_figures():
         pm.check_memory(8, 1000, 81, limit_bytes=2 * need - 1)
     with pytest.raises(ValueError, match="limit_bytes must be a positive integer"):
         pm.check_memory(1, 10, 81, limit_bytes=0)
+    with pytest.raises(ValueError, match=r"^memory_limit must be a positive integer \(bytes\), "
+                                         r"got 1000000\.0$"):
+        pm.pure_mcts_agent(ENV, 100, memory_limit=1e6)
 
 
 def test_the_batch_policy_checks_the_whole_batch_before_allocating(monkeypatch):

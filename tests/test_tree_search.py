@@ -10,6 +10,7 @@ import mctx
 import numpy as np
 import pytest
 
+from experiments import bench_search
 from gomoku_jax import search as search_lib
 from gomoku_jax import tree_search as ts
 from gomoku_jax.game import Gomoku, sample_legal_action
@@ -53,6 +54,10 @@ def assert_same_output(ours, theirs, atol=1e-6):
     for name in TREE_FIELDS:
         np.testing.assert_allclose(getattr(ours.search_tree, name),
                                    getattr(theirs.search_tree, name), atol=atol, err_msg=name)
+    for name in ("embeddings", "root_invalid_actions"):
+        for x, y in zip(jax.tree.leaves(getattr(ours.search_tree, name)),
+                        jax.tree.leaves(getattr(theirs.search_tree, name)), strict=True):
+            np.testing.assert_allclose(x, y, atol=atol, err_msg=name)
     np.testing.assert_array_equal(ours.action, theirs.action)
     np.testing.assert_allclose(ours.action_weights, theirs.action_weights, atol=atol)
     ours_sum, theirs_sum = ours.search_tree.summary(), theirs.search_tree.summary()
@@ -66,7 +71,7 @@ def assert_same_output(ours, theirs, atol=1e-6):
 # Each case compiles both searches (slow on a shared 2-core CPU): the first of each
 # list runs by default, the others with the slow tests.
 PUCT_CASES = [  # (batch, num_actions, num_simulations, max_depth)
-    (3, 7, 30, 2),
+    (3, 7, 30, 3),  # 3: two interior levels at most, and re-expansions at the limit
     pytest.param(4, 9, 40, None, marks=pytest.mark.slow),
     pytest.param(1, 5, 12, None, marks=pytest.mark.slow),
 ]
@@ -88,7 +93,7 @@ def test_muzero_policy_equals_mctx(batch, num_actions, sims, max_depth):
         return (mctx.muzero_policy(params, key, root, recurrent_fn, **kwargs),
                 ts.muzero_policy(params, key, root, recurrent_fn, **kwargs))
 
-    terminals = 0
+    terminals, deepest = 0, 0
     for seed, fraction in ((0, 0.25), (1, 0.0), (2, 0.25)):
         params, root, _, invalid = toy_problem(seed, batch, num_actions)
         theirs, ours = both(params, jax.random.PRNGKey(seed + 10), root, invalid, fraction)
@@ -97,7 +102,9 @@ def test_muzero_policy_equals_mctx(batch, num_actions, sims, max_depth):
         expanded = np.asarray(tree.children_index) >= 0
         terminals += int((np.asarray(tree.children_discounts)[expanded] == 0).sum())
         assert not np.asarray(tree.children_visits[:, 0])[np.asarray(invalid)].any()
+        deepest = max(deepest, int(bench_search._depths(np.asarray(tree.parents)).max()))
     assert terminals > 0  # the problems are not degenerate
+    assert deepest == (max_depth or deepest)  # paths as deep as allowed
 
 
 @pytest.mark.parametrize("batch,num_actions,sims,max_depth,considered", GUMBEL_CASES)
@@ -616,6 +623,24 @@ def test_search_memory_bytes_by_hand():
     assert ts.search_memory_bytes(2, 3, 5, 16) == actual - mask_bytes + 2 * 5 * 4
     with pytest.raises(ValueError, match="num_actions"):
         ts.search_memory_bytes(2, 3, 0, 10)
+    # Other dtypes by their size: bfloat16 values and logits (the recurrent function's
+    # outputs cast to them, so the tree holds them).
+    def half(params, key, action, embedding):
+        out, nxt = recurrent_fn(params, key, action, embedding)
+        return jax.tree.map(lambda x: x.astype(jnp.bfloat16), out), nxt
+
+    half_root = root.replace(prior_logits=root.prior_logits.astype(jnp.bfloat16),
+                             value=root.value.astype(jnp.bfloat16))
+    tree = jax.eval_shape(lambda r: ts.muzero_policy(
+        params, jax.random.PRNGKey(0), r, half, 3, invalid_actions=invalid), half_root
+    ).search_tree
+    assert tree.node_values.dtype == jnp.bfloat16  # the logits: float32 after the noise
+    actual = sum(nbytes(x) for x in jax.tree.leaves(tree))
+    assert ts.search_memory_bytes(2, 3, 5, 16, value_bytes=2, logit_bytes=4) == (
+        actual - nbytes(tree.root_invalid_actions) + 2 * 5 * 4  # the mask as 4 bytes
+        + 2 * 5 * 4)  # and the Gumbel noise, counted though PUCT has none
+    assert ts.search_memory_bytes(2, 3, 5, 16, value_bytes=8, logit_bytes=2) == (
+        ts.search_memory_bytes(2, 3, 5, 16) + 2 * 4 * (2 * 4 + 5 * (3 * 4 - 2)))
 
 
 def test_memory_check_refuses_before_allocating():
@@ -627,6 +652,24 @@ def test_memory_check_refuses_before_allocating():
     with pytest.raises(ValueError, match="batch 2 x 50 simulations"):
         jax.eval_shape(lambda r: ts.muzero_policy(params, jax.random.PRNGKey(0), r,
                                                   recurrent_fn, 50, memory_limit=10_000), root)
+    # The messages name the caller's argument, the capacity when it sets the tree's size,
+    # and small sizes in KiB or bytes.
+    with pytest.raises(ValueError, match=r"^memory_limit must be a positive integer \(bytes\), "
+                                         r"got 1000000000\.0$"):
+        ts.muzero_policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 10,
+                         memory_limit=1e9)
+    with pytest.raises(ValueError, match=(
+            r"^search of batch 2 x 10 simulations in trees of 400 nodes \(capacity\) needs a "
+            r"tree of [\d.]+ KiB \(\d+ bytes per game per node, 2 copies = [\d.]+ KiB\), "
+            r"over the memory_limit of 9\.8 KiB; use a smaller batch or a smaller capacity$")):
+        ts.muzero_policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 10,
+                         memory_limit=10_000, capacity=400)
+    with pytest.raises(ValueError, match=r"over the memory_limit of 1000 bytes; use a smaller "
+                                         r"batch or fewer simulations$"):
+        ts.muzero_policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 10,
+                         memory_limit=1000)
+    assert ts.muzero_policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 10,
+                            memory_limit=10_000).action.shape == (2,)  # 2 x 11 nodes fit
     # A huge search is refused while tracing (eval_shape allocates nothing).
     huge = jax.ShapeDtypeStruct((1_000_000, 361), jnp.float32)
     big_root = mctx.RootFnOutput(prior_logits=huge,
@@ -699,3 +742,15 @@ def test_numpy_integer_depth_and_considered_actions_are_taken_as_ints():
         max_depth=depth, max_num_considered_actions=considered), root).action.shape
         for depth, considered in ((None, 4), (np.int64(2), np.int32(4)))]
     assert shapes == [(2,), (2,)]
+
+
+def test_a_root_of_the_wrong_shape_is_refused_naming_it():
+    params, root, recurrent_fn, _ = toy_problem(0, 2, 5)
+    one_game = root.replace(prior_logits=root.prior_logits[0])  # [A], not [B, A]
+    for policy in (ts.muzero_policy, ts.gumbel_muzero_policy):
+        with pytest.raises(ValueError, match=re.escape(
+                "root.prior_logits must be [B, num_actions], got shape (5,)")):
+            policy(params, jax.random.PRNGKey(0), one_game, recurrent_fn, 4)
+        with pytest.raises(ValueError, match=re.escape("root.value must be [2], got shape (3,)")):
+            policy(params, jax.random.PRNGKey(0), root.replace(value=jnp.zeros(3)),
+                   recurrent_fn, 4)
