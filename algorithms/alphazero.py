@@ -520,7 +520,8 @@ class Learner(SearchPlayer, ShardedLearner):
         cfg = self.config
         search_cfg = dataclasses.replace(cfg.search, num_simulations=simulations)
         return search_lib.run_search(self.env, self.evaluate, variables, games, key,
-                                     search_cfg, tactical=cfg.tactical)
+                                     search_cfg, tactical=cfg.tactical,
+                                     devices=self._mesh_devices())
 
     def _selfplay(self, variables, games: State, key, progress=0.0) -> tuple[State, Record]:
         """``selfplay.steps`` moves of every game (a ``lax.scan``). With
@@ -529,8 +530,9 @@ class Learner(SearchPlayer, ShardedLearner):
         ``progress`` (may be traced): the share of the sparring partner's moves that
         ``selfplay.opponent_final`` plays."""
         cfg = self.config
-        tree = (search_lib.empty_tree(self.env, games, cfg.search) if cfg.search.reuse_tree
-                else None)
+        tree = (search_lib.empty_tree(self.env, games, cfg.search,
+                                      devices=self._mesh_devices())
+                if cfg.search.reuse_tree else None)
 
         def move(carry, key):
             games, tree = carry
@@ -568,7 +570,8 @@ class Learner(SearchPlayer, ShardedLearner):
 
         if cfg.search.reuse_tree:  # validation refuses a playout cap with reuse
             out = search_lib.run_search_reusing(env, self.evaluate, variables, games,
-                                                k_search, cfg.search, cfg.tactical, tree)
+                                                k_search, cfg.search, cfg.tactical, tree,
+                                                devices=self._mesh_devices())
             target, weights, chosen, value = results(out)
             full = jnp.bool_(True)
         elif sp.playout_cap is None:

@@ -230,6 +230,11 @@ class ShardedLearner:
         self._rep = NamedSharding(self.mesh, P())
         self._games_sharding = NamedSharding(self.mesh, P("data"))
 
+    def _mesh_devices(self) -> list:
+        """The devices the games are split over (the ``data`` axis of ``self.mesh``),
+        for the memory checks of what the games hold (search trees)."""
+        return list(self.mesh.devices.flat)
+
     # ------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, np.ndarray]:
         """The traced settings of this learner's config, by dotted name: float32 or

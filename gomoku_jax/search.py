@@ -493,16 +493,19 @@ def root_noise(root: mctx.RootFnOutput, legal: jax.Array, key: jax.Array,
 
 
 def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.Array,
-               config: SearchConfig,
-               tactical: TacticalPrior | None = None) -> mctx.PolicyOutput:
+               config: SearchConfig, tactical: TacticalPrior | None = None, *,
+               devices=None) -> mctx.PolicyOutput:
     """Search a batch of games ``states [B]``; returns mctx's ``PolicyOutput``.
 
     PUCT: ``mctx.muzero_policy`` with Dirichlet noise on the root prior. Gumbel:
     ``mctx.gumbel_muzero_policy`` with ``qtransform_completed_by_mix_value``. The root
     masks ``invalid_actions = ~legal_action_mask``. Jit it with ``env`` and ``evaluate``
     static; ``config`` may be static or an argument (see the module docstring).
-    ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`.
-    Always a fresh tree (``config.reuse_tree`` is for `run_search_reusing`).
+    ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`,
+    which refuse a tree that would not fit the device; ``devices``: the devices the
+    batch is split over when the program runs sharded (each then holds its part; see
+    `tree_search.check_tree_memory`). Always a fresh tree (``config.reuse_tree`` is for
+    `run_search_reusing`).
     """
     if not isinstance(config, SearchConfig):
         raise ValueError(f"config must be a SearchConfig, got {config!r}")
@@ -511,7 +514,9 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     root = root_output(env, evaluate, params, states, root_key, tactical)
     recurrent_fn = make_recurrent_fn(env, evaluate, tactical)
     invalid = ~states.legal_action_mask
-    policies = tree_search if config.backend == "linear" else mctx
+    linear = config.backend == "linear"
+    policies = tree_search if linear else mctx
+    checked = {"devices": devices} if linear else {}  # mctx checks no memory
     if config.algorithm == "puct":
         root = root_noise(root, states.legal_action_mask,
                           jax.random.fold_in(search_key, _NOISE), config)
@@ -523,6 +528,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
             dirichlet_fraction=0.0,
             pb_c_init=config.c_puct,
             pb_c_base=config.pb_c_base,
+            **checked,
         )
     return policies.gumbel_muzero_policy(
         params, search_key, root, recurrent_fn,
@@ -532,6 +538,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
         qtransform=_gumbel_qtransform(config),
         max_num_considered_actions=config.max_num_considered_actions,
         gumbel_scale=config.gumbel_scale,
+        **checked,
     )
 
 
@@ -551,19 +558,21 @@ def tree_capacity(config: SearchConfig) -> int:
     return config.num_simulations + extra
 
 
-def empty_tree(env: Gomoku, states: State, config: SearchConfig) -> mctx.Tree:
+def empty_tree(env: Gomoku, states: State, config: SearchConfig, *,
+               devices=None) -> mctx.Tree:
     """A tree with no node used for each game of ``states [B]`` (their structure and
     dtypes only), of `tree_capacity` nodes: what a game's first search starts from.
 
     Raises ``ValueError`` (while tracing, before anything is allocated) when two copies
-    of the tree would not fit the device (`tree_search.check_search_memory`)."""
+    of the tree would not fit the device, or each of ``devices`` its part of the batch
+    (`tree_search.check_search_memory`)."""
     _check_reuse(config)
     _check_batched(env, states)
     batch, capacity, actions = states.board.shape[0], tree_capacity(config), env.num_actions
     state_bytes = sum(int(np.prod(np.shape(x)[1:], dtype=np.int64)) * jnp.dtype(x.dtype).itemsize
                       for x in jax.tree.leaves(states))
     tree_search.check_search_memory(
-        batch, config.num_simulations, actions, state_bytes,
+        batch, config.num_simulations, actions, state_bytes, device=devices,
         capacity=None if config.reuse_capacity is None else capacity,
         capacity_name="search.reuse_capacity")
     bn, bna = (batch, capacity), (batch, capacity, actions)
@@ -632,7 +641,7 @@ def tree_matches(tree: mctx.Tree, states: State) -> jax.Array:
 def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
                        key: jax.Array, config: SearchConfig,
                        tactical: TacticalPrior | None = None,
-                       tree: mctx.Tree | None = None) -> mctx.PolicyOutput:
+                       tree: mctx.Tree | None = None, *, devices=None) -> mctx.PolicyOutput:
     """`run_search` (PUCT, linear backend) from a kept ``tree`` (from `advance_tree`).
 
     Per game the kept tree is used only when `tree_matches` the game's state; otherwise
@@ -642,13 +651,14 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
     network's prior (with ``tactical`` and Dirichlet noise, as `run_search`), which
     replaces the kept root's stored prior; its visits, values and subtree are kept, so
     the root visit distribution (the policy target) includes the carried visits.
-    ``config.reuse_tree`` must be set. Returns the output; its ``search_tree`` is the
-    whole tree (`advance_tree` it with the move played).
+    ``config.reuse_tree`` must be set; ``devices`` as in `run_search`. Returns the
+    output; its ``search_tree`` is the whole tree (`advance_tree` it with the move
+    played).
     """
     _check_reuse(config)
     _check_batched(env, states)
     if tree is None:
-        tree = empty_tree(env, states, config)
+        tree = empty_tree(env, states, config, devices=devices)
     tree = _clear_games(tree, ~tree_matches(tree, states))
     root_key, search_key = jax.random.split(key)
     root = root_output(env, evaluate, params, states, root_key, tactical)
@@ -664,6 +674,7 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
         pb_c_init=config.c_puct,
         pb_c_base=config.pb_c_base,
         tree=tree,
+        devices=devices,
     )
 
 

@@ -605,7 +605,7 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
     them. Without the check, a buffer of 10**10 positions made the first allocation wait
     forever. A learner whose ``init`` cannot be traced is not checked (returns 0).
     """
-    from gomoku_jax.tree_search import available_bytes
+    from gomoku_jax.tree_search import available_bytes, least_available_bytes
 
     try:
         shapes = jax.eval_shape(learner.init)
@@ -638,9 +638,7 @@ def check_state_memory(learner, limit_bytes: int | None = None) -> int:
         limit, source = available_bytes(devices[0])
     else:  # each device its own part (replicated parameters and buffer: all of them)
         need = per_device
-        found = [available_bytes(d) for d in devices]
-        limit, source = min(found)
-        source = f"{source} (the device with the least)" if len(found) > 1 else source
+        limit, source = least_available_bytes(devices)
     if limit_bytes is not None:
         limit, source = int(limit_bytes), "limit_bytes"
     if need > limit:

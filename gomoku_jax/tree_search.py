@@ -82,6 +82,7 @@ __all__ = [
     "gumbel_muzero_policy",
     "gumbel_muzero_root_action_selection",
     "gumbel_selection",
+    "least_available_bytes",
     "muzero_action_selection",
     "muzero_policy",
     "num_nodes",
@@ -192,6 +193,31 @@ def _size(n: float) -> str:
     return f"{n:.0f} bytes"
 
 
+def least_available_bytes(devices) -> tuple[int, str]:
+    """`available_bytes` of the device of ``devices`` with the least free memory, and
+    where it came from."""
+    found = [available_bytes(d) for d in devices]
+    limit, source = min(found)
+    return limit, f"{source} (the device with the least)" if len(found) > 1 else source
+
+
+def _split_over(device) -> tuple[list, int]:
+    """``(devices to read the free memory of, how many parts the batch is split into)``
+    for `check_tree_memory`'s ``device``: one device (or None) holds the whole batch; a
+    sequence of devices holds equal parts, one each, unless they are all CPU devices
+    (one host's RAM holds every part). Devices of other processes count as parts but
+    are not read (their memory is not visible here)."""
+    if device is None or not isinstance(device, (list, tuple)):
+        return [device], 1
+    devices = list(device)
+    if not devices:
+        raise ValueError("device: an empty list of devices")
+    if all(d.platform == "cpu" for d in devices):
+        return [devices[0]], 1
+    local = [d for d in devices if d.process_index == jax.process_index()] or devices[:1]
+    return local, len(devices)
+
+
 def check_tree_memory(need: int, batch: int, num_simulations: int,
                       limit_bytes: int | None = None, device=None, what: str = "search", *,
                       limit_name: str = "limit_bytes", capacity: int | None = None,
@@ -203,13 +229,18 @@ def check_tree_memory(need: int, batch: int, num_simulations: int,
     Raises ``ValueError`` (starting with ``what``) naming the size, per game and per
     node, and the limit when twice ``need`` exceeds ``limit_bytes`` (default: the
     free memory of ``device`` from its ``memory_stats()``, or the host's available RAM
-    when the device has no statistics, e.g. the CPU). ``limit_name``: what the caller
-    calls ``limit_bytes`` (its argument, as the messages name it). ``capacity``: nodes
-    per game when the trees are not ``num_simulations + 1`` nodes (then the message
-    says so, and to make ``capacity_name`` smaller).
+    when the device has no statistics, e.g. the CPU). ``device`` may be a list: the
+    devices the batch is split over in equal parts (a learner's mesh), each part
+    checked against the device with the least free memory (or ``limit_bytes``, then
+    per device); CPU devices share the host's RAM, so there the whole tree is checked.
+    ``limit_name``: what the caller calls ``limit_bytes`` (its argument, as the
+    messages name it). ``capacity``: nodes per game when the trees are not
+    ``num_simulations + 1`` nodes (then the message says so, and to make
+    ``capacity_name`` smaller).
     """
+    devices, parts = _split_over(device)
     if limit_bytes is None:
-        limit, source = available_bytes(device)
+        limit, source = least_available_bytes(devices)
     else:
         if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, np.integer)) or (
             limit_bytes <= 0
@@ -217,15 +248,18 @@ def check_tree_memory(need: int, batch: int, num_simulations: int,
             raise ValueError(f"{limit_name} must be a positive integer (bytes), got "
                              f"{limit_bytes!r}")
         limit, source = int(limit_bytes), limit_name
-    if _COPIES * need > limit:
+    share = -(-need // parts)  # what one device holds
+    if _COPIES * share > limit:
         nodes = num_simulations + 1 if capacity is None else capacity
         fewer = "fewer simulations" if capacity is None else f"a smaller {capacity_name}"
         fewer = fewer if batch == 1 else f"a smaller batch or {fewer}"
         trees = "" if capacity is None else f" in trees of {capacity} nodes ({capacity_name})"
+        split = "" if parts == 1 else f" split over {parts} devices"
+        each = "" if parts == 1 else f", {_size(share)} a device"
         raise ValueError(
-            f"{what} of batch {batch} x {num_simulations} simulations{trees} needs a tree of "
-            f"{_size(need)} ({need / (batch * nodes):.0f} bytes per game per node, "
-            f"{_COPIES} copies = {_size(_COPIES * need)}), over the {source} of "
+            f"{what} of batch {batch} x {num_simulations} simulations{trees}{split} needs a "
+            f"tree of {_size(need)}{each} ({need / (batch * nodes):.0f} bytes per game per "
+            f"node, {_COPIES} copies = {_size(_COPIES * share)}), over the {source} of "
             f"{_size(limit)}; use {fewer}"
         )
     return need
@@ -483,7 +517,7 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
            num_simulations: int, max_depth: int | None = None, invalid_actions=None,
            extra_data: Any = None, loop_fn: Callable = jax.lax.fori_loop,
            tree: Tree | None = None, capacity: int | None = None,
-           memory_limit: int | None = None) -> Tree:
+           memory_limit: int | None = None, devices=None) -> Tree:
     """mctx's ``search`` (same arguments, same tree) with per-simulation updates batched.
 
     ``root_action_selection_fn(key, tree, node)`` and
@@ -491,7 +525,9 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     as in mctx. ``tree``: start from this tree (e.g. from `reuse_subtree`); ``capacity``:
     nodes per game of a new tree (default ``num_simulations + 1``; ignored with a
     ``tree``). ``max_depth`` None means ``capacity - 1``. ``memory_limit``: bytes for
-    `check_search_memory` (default: the device's free memory).
+    `check_search_memory` (default: the device's free memory); ``devices``: the devices
+    the batch is split over when the search runs sharded (`check_tree_memory`'s
+    ``device``; default: one device holds it all).
     """
     num_simulations = check_int("", "num_simulations", num_simulations, 1)
     max_depth = check_int("", "max_depth", max_depth, 1, allow_none=True)
@@ -503,7 +539,7 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         capacity = num_simulations + 1 if capacity is None else capacity
         capacity = check_int("", "capacity", capacity, 2)
         check_search_memory(batch, num_simulations, num_actions,
-                            _embedding_bytes(root.embedding), memory_limit,
+                            _embedding_bytes(root.embedding), memory_limit, devices,
                             capacity=None if given is None else capacity,
                             limit_name="memory_limit",
                             value_bytes=jnp.dtype(root.value.dtype).itemsize,
@@ -680,13 +716,14 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
                   qtransform: Callable = mctx.qtransform_by_parent_and_siblings,
                   dirichlet_fraction=0.25, dirichlet_alpha=0.3, pb_c_init=1.25,
                   pb_c_base=19652, temperature=1.0, tree: Tree | None = None,
-                  capacity: int | None = None,
-                  memory_limit: int | None = None) -> mctx.PolicyOutput:
+                  capacity: int | None = None, memory_limit: int | None = None,
+                  devices=None) -> mctx.PolicyOutput:
     """``mctx.muzero_policy`` (PUCT, Dirichlet noise at the root) on the batched search.
 
     Same arguments and result as mctx's; in addition ``tree`` (start from a kept tree,
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
-    the noisy ``root.prior_logits``), ``capacity`` and ``memory_limit`` (see `search`).
+    the noisy ``root.prior_logits``), ``capacity``, ``memory_limit`` and ``devices`` (see
+    `search`).
     """
     batch, num_actions = _batch_size(root)
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
@@ -702,7 +739,7 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
         root_action_selection_fn=root_fn,
         interior_action_selection_fn=interior_fn, num_simulations=num_simulations,
         max_depth=max_depth, invalid_actions=invalid_actions, loop_fn=loop_fn, tree=tree,
-        capacity=capacity, memory_limit=memory_limit)
+        capacity=capacity, memory_limit=memory_limit, devices=devices)
     weights = search_tree.summary().visit_probs
     logits = _log_probs(weights)
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
@@ -716,12 +753,13 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
                          max_depth: int | None = None, loop_fn: Callable = jax.lax.fori_loop,
                          *, qtransform: Callable = mctx.qtransform_completed_by_mix_value,
                          max_num_considered_actions: int = 16, gumbel_scale=1.0,
-                         tree: Tree | None = None,
-                         memory_limit: int | None = None) -> mctx.PolicyOutput:
+                         tree: Tree | None = None, memory_limit: int | None = None,
+                         devices=None) -> mctx.PolicyOutput:
     """``mctx.gumbel_muzero_policy`` (Gumbel top-k and sequential halving at the root,
     deterministic interior selection) on the batched search; same arguments and result.
 
     ``tree`` must be None: sequential halving needs a root without visits.
+    ``memory_limit`` and ``devices``: see `search`.
     """
     if tree is not None:
         raise ValueError(
@@ -741,7 +779,7 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
         num_simulations=num_simulations, max_depth=max_depth,
         invalid_actions=invalid_actions,
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel), loop_fn=loop_fn,
-        memory_limit=memory_limit)
+        memory_limit=memory_limit, devices=devices)
     visits = search_tree.summary().visit_counts
     considered = jnp.max(visits, axis=-1, keepdims=True)
     roots = jnp.full((visits.shape[0],), _ROOT, jnp.int32)

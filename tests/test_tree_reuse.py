@@ -166,6 +166,29 @@ def test_a_stale_tree_is_replaced_by_a_fresh_root(learner, selfplay_moves):
     assert (from_stale[3].search_tree.node_visits[:, 0] == SIMS + 1).all()
 
 
+@pytest.mark.parametrize("reuse", [True, False])
+def test_learner_checks_search_memory_per_device_of_its_mesh(reuse, monkeypatch):
+    """Self-play's searches check the trees' memory against the devices the games are
+    split over (each holds its part), with and without tree reuse."""
+    from gomoku_jax import tree_search
+
+    seen = []
+    check = tree_search.check_tree_memory
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("device", args[4] if len(args) > 4 else None))
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(tree_search, "check_tree_memory", spy)
+    devices = jax.devices()[:2]
+    config = _reuse_config() if reuse else _reuse_config(search=search_lib.SearchConfig(
+        num_simulations=SIMS, backend="linear"))
+    learner = az.make_learner(config, devices=devices)
+    state = jax.eval_shape(learner.init)
+    jax.eval_shape(lambda st: learner._selfplay(st.variables, st.games, st.key), state)
+    assert seen and all(list(d) == devices for d in seen), seen
+
+
 def test_smoke_iteration_with_reuse_is_traced_once(learner):
     state = learner.init()
     for _ in range(2):

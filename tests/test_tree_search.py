@@ -680,6 +680,47 @@ def test_memory_check_refuses_before_allocating():
             params, jax.random.PRNGKey(0), r, recurrent_fn, 100_000), big_root)
 
 
+class _FakeGPU:
+    """A device as the memory check reads one: its platform, process and free memory."""
+
+    platform, device_kind = "gpu", "Fake GPU"
+
+    def __init__(self, free: int, process_index: int = 0):
+        self.free, self.process_index = free, process_index
+
+    def memory_stats(self):
+        return {"bytes_limit": self.free + 100, "bytes_in_use": 100}
+
+
+def test_memory_check_of_a_batch_split_over_devices():
+    need = ts.search_memory_bytes(64, 800, 81, 300)
+    share = -(-need // 4)
+    gpus = [_FakeGPU(2 * share + 1000), _FakeGPU(2 * share), _FakeGPU(10 * need),
+            _FakeGPU(0, process_index=1)]  # another process's device: a part, not read
+    # one device of them holds the whole batch; four hold a part each
+    with pytest.raises(ValueError, match="over the free memory of Fake GPU"):
+        ts.check_search_memory(64, 800, 81, 300, device=gpus[1])
+    assert ts.check_search_memory(64, 800, 81, 300, device=gpus) == need
+    tight = [_FakeGPU(2 * share - 1)] + gpus[1:]
+    with pytest.raises(ValueError, match=re.escape(
+            f"search of batch 64 x 800 simulations split over 4 devices needs a tree of "
+            f"{ts._size(need)}, {ts._size(share)} a device (")
+            + r".*" + re.escape(f"over the free memory of Fake GPU (the device with the "
+                                f"least) of {ts._size(2 * share - 1)}; use a smaller batch")):
+        ts.check_search_memory(64, 800, 81, 300, device=tight)
+    # a limit given is per device
+    assert ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * share, device=gpus) == need
+    with pytest.raises(ValueError, match="over the limit_bytes of"):
+        ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * share - 1, device=gpus)
+    # CPU devices share the host's RAM: the whole tree counts
+    cpus = jax.devices()
+    assert cpus[0].platform == "cpu"
+    with pytest.raises(ValueError, match=r"^search of batch 64 x 800 simulations needs"):
+        ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * need - 1, device=cpus)
+    with pytest.raises(ValueError, match="an empty list of devices"):
+        ts.check_search_memory(64, 800, 81, 300, device=[])
+
+
 def test_reuse_subtree_keeps_each_game_on_its_device(reuse):
     """With the games split over the (fake) devices, keeping the played subtrees moves
     no tree array between devices: the compiled renumbering has no collective at all
