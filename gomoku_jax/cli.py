@@ -19,7 +19,8 @@ Subcommands:
 * ``pbrain``: run an agent as a Gomocup (Piskvork) brain on stdin / stdout
   (`gomoku_jax.gomocup`).
 * ``train``: train an experiment config (``--set key=value`` overrides, ``--smoke``
-  for its tiny variant) in a work directory, resuming from its checkpoints.
+  for its tiny variant) in a work directory, resuming from its checkpoints; compiled
+  programs are kept on disk (`compile_cache_dir`) unless ``--no-compile-cache``.
 * ``export``: write the agent of a training work directory (latest or best) to one
   portable params file.
 * ``play``: play against any agent in the browser (a local page served by
@@ -252,15 +253,50 @@ def _pbrain(args: argparse.Namespace) -> int:
     return gomocup.run_engine(args.agent, sys.stdin, sys.stdout, seed=args.seed)
 
 
+def compile_cache_dir() -> Path:
+    """Where `gomoku-jax train` keeps compiled programs: ``$JAX_COMPILATION_CACHE_DIR``
+    if set, else ``gomoku-jax/xla`` in the user's cache folder (``$XDG_CACHE_HOME``,
+    default ``~/.cache``)."""
+    given = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if given:
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(base).expanduser() / "gomoku-jax" / "xla"
+
+
+def _use_compile_cache(args: argparse.Namespace) -> Path | None:
+    """JAX's persistent compilation cache in `compile_cache_dir` for this process, unless
+    ``--no-compile-cache``: the main job compiles for minutes on a CPU, and a run
+    interrupted before its first checkpoint, a resumed one or a rerun would compile the
+    same programs again. Returns the folder; a folder that cannot be made is said and
+    skipped (None)."""
+    if args.no_compile_cache:
+        return None
+    import jax
+
+    folder = compile_cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        print(f"gomoku-jax: warning: compiled programs are not kept on disk: {err}",
+              file=sys.stderr)
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    return folder
+
+
 def _train(args: argparse.Namespace) -> int:
     from gomoku_jax import training
     from gomoku_jax.io import check_folder
 
     check_folder(args.workdir, "--workdir", "give the folder of a run (new or to resume)")
+    cache = _use_compile_cache(args)
     learner, description, named = _learner_from_args(args)
     training.check_iterations(learner.config, args.iterations, "--iterations",
                               "--set train.iterations=N")
     print(f"training {args.config} in {args.workdir}")
+    if cache is not None:
+        print(f"compiled programs are kept in {cache} (--no-compile-cache: not kept)")
     if not named:  # a partial file starts a full default run
         print(f'{args.config} names no "algorithm": it trains alphazero, the default, with '
               "the defaults for every setting the file leaves out")
@@ -639,6 +675,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop after this many iterations (the schedule still follows "
                             "the config)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--no-compile-cache", action="store_true",
+                       help="do not keep compiled programs on disk (by default they go to "
+                            "$JAX_COMPILATION_CACHE_DIR, else ~/.cache/gomoku-jax/xla, so "
+                            "that a rerun or a resume loads them instead of compiling)")
     train.add_argument("--distributed", action="store_true",
                        help="several hosts: call jax.distributed.initialize() first (it finds "
                             "its settings itself under SLURM, Open MPI, Cloud TPU and GKE; "

@@ -525,6 +525,39 @@ def test_train_refuses_an_algorithm_override(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+def test_train_keeps_compiled_programs_in_the_user_cache(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    import jax
+
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cli.compile_cache_dir() == tmp_path / "home" / ".cache" / "gomoku-jax" / "xla"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cli.compile_cache_dir() == tmp_path / "xdg" / "gomoku-jax" / "xla"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+    assert cli.compile_cache_dir() == tmp_path / "mine"
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        args = argparse.Namespace(no_compile_cache=True)
+        assert cli._use_compile_cache(args) is None and not (tmp_path / "mine").exists()
+        args.no_compile_cache = False
+        (tmp_path / "file").write_text("keep me")
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "file" / "xla"))
+        assert cli._use_compile_cache(args) is None  # cannot be made: said, skipped
+        assert "compiled programs are not kept on disk" in capsys.readouterr().err
+        assert jax.config.jax_compilation_cache_dir == before
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+        assert cli._use_compile_cache(args) == tmp_path / "mine"
+        assert (tmp_path / "mine").is_dir()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+    assert cli.build_parser().parse_args(
+        ["train", "--config", "c.json", "--workdir", "w", "--no-compile-cache"]).no_compile_cache
+
+
 def test_train_refuses_a_workdir_that_is_a_file(tmp_path, capsys):
     config = "experiments/configs/az_9x9_cpu.json"
     path = tmp_path / "file"
