@@ -4,6 +4,7 @@ out by hand."""
 
 import csv
 import json
+import math
 import tempfile
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def _check_ablation_sweep(ns):
         for part in ns["KEY"].split("."):
             stored = stored[part]
         assert stored == value  # each run trained with its own value
+        assert math.isfinite(row["loss"])  # and took training steps (not a row of NaN)
         levels = row["ladder"]
         assert levels[0]["simulations"] == ladder["start"]
         passed = [lv["simulations"] for lv in levels if lv["wins"] >= ladder["pass_wins"]]
