@@ -125,6 +125,15 @@ _POST_PATHS = {  # the API's actions: URL path -> PlayApp method, given the JSON
     "/api/analyse": "analyse"}
 
 
+def _json(value: Any) -> str:
+    """A value of a request as JSON spells it (``true``, ``null``, ``"red"``), clipped:
+    what the client sent, in the error that names it."""
+    try:
+        return clip(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):  # not from JSON after all
+        return clip(repr(value))
+
+
 class PlayError(ValueError):
     """A request the server refuses (HTTP ``status``, 400 by default); says why."""
 
@@ -389,7 +398,7 @@ class PlayApp:
 
     def _env(self, game: Any, base: Gomoku | None) -> Gomoku:
         if not isinstance(game, dict):
-            raise PlayError(f"game must be an object with size, k and rule, got {game!r}")
+            raise PlayError(f"game must be an object with size, k and rule, got {_json(game)}")
         unknown = sorted(set(game) - {"size", "k", "rule"})
         if unknown:
             raise PlayError(f"unknown field(s) {unknown} in game; known: size, k, rule")
@@ -398,9 +407,9 @@ class PlayApp:
         rule = game.get("rule", base.rule if base else "freestyle")
         for name, value in (("size", size), ("k", k)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise PlayError(f"game.{name} must be an integer, got {value!r}")
+                raise PlayError(f"game.{name} must be an integer, got {_json(value)}")
         if rule not in RULES:
-            raise PlayError(f"game.rule must be one of {', '.join(RULES)}, got {rule!r}")
+            raise PlayError(f"game.rule must be one of {', '.join(RULES)}, got {_json(rule)}")
         try:
             return Gomoku(size, k, rule)
         except ValueError as err:
@@ -417,7 +426,7 @@ class PlayApp:
         """`player` and the agent's own budget (None: none), read together under the
         lock (another request could evict the entry between two reads)."""
         if not isinstance(agent, str) or not agent.strip():
-            raise PlayError(f"agent must be a non-empty string, got {agent!r}")
+            raise PlayError(f"agent must be a non-empty string, got {_json(agent)}")
         spec = agent.strip()
         budget = _check_budget(budget, budget_name)
         key = (env, spec, budget)
@@ -492,7 +501,7 @@ class PlayApp:
                 "agent": kept["agent"], "budget": kept["budget"]}), **body}
         colour = body.get("colour", "black")
         if colour not in _COLOURS:
-            raise PlayError(f"colour must be \"black\" or \"white\", got {colour!r}")
+            raise PlayError(f"colour must be \"black\" or \"white\", got {_json(colour)}")
         env = self._game_of(body)
         player, default = self._player_and_default(body.get("agent", "heuristic"),
                                                    body.get("budget"), env, budget_name)
@@ -564,7 +573,7 @@ class PlayApp:
                                 "\"col\": C}")
             value = body[name]
             if isinstance(value, bool) or not isinstance(value, int):
-                raise PlayError(f"{name} must be an integer, got {value!r}")
+                raise PlayError(f"{name} must be an integer, got {_json(value)}")
         with self._lock:
             state = self._states[-1]
             turn = self._turn(state)

@@ -180,10 +180,10 @@ def test_playing_white_the_agent_opens(served):
     ({"row": 9, "col": 0}, "off the 9x9 board"),
     ({"row": -1, "col": 2}, "off the 9x9 board"),
     ({"row": 4, "col": 4}, "occupied by black"),
-    ({"row": "4", "col": 1}, "row must be an integer"),
-    ({"row": True, "col": 1}, "row must be an integer"),
+    ({"row": "4", "col": 1}, "row must be an integer, got \"4\""),
+    ({"row": True, "col": 1}, "row must be an integer, got true"),
     ({"row": 1}, "the move request has no col"),
-    ({"row": 1, "col": None}, "col must be an integer, got None"),
+    ({"row": 1, "col": None}, "col must be an integer, got null"),
     ({"row": 1, "col": 1, "colour": "white"}, "unknown field(s) ['colour']"),
 ])
 def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
@@ -201,7 +201,7 @@ def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
     ("/api/move", b"{row: 1}", "not valid JSON"),
     ("/api/move", b"\xff\xfe", "not valid JSON"),
     ("/api/move", b"[1, 2]", "must be a JSON object, got list"),
-    ("/api/new", b'{"colour": "red"}', "colour must be \"black\" or \"white\""),
+    ("/api/new", b'{"colour": "red"}', "colour must be \"black\" or \"white\", got \"red\""),
     ("/api/new", b'{"agent": "nobody"}', "unknown agent 'nobody'"),
     ("/api/new", b'{"agent": ""}', "agent must be a non-empty string"),
     ("/api/new", b'{"agent": "random", "budget": 10}', "has no search budget"),
