@@ -125,6 +125,18 @@ def training_curves(run: Path = RUN, out: Path | None = None,
     return out
 
 
+def check_run(run: Path) -> None:
+    """ValueError unless ``run`` is a training run's folder: it exists and holds the
+    ``metrics.csv`` and ``report.json`` that ``gomoku-jax train`` writes there."""
+    if not run.is_dir():
+        raise ValueError(f"{run}: {'not a folder' if run.exists() else 'no such folder'}; "
+                         "give the folder of a training run (--run)")
+    missing = [name for name in ("metrics.csv", "report.json") if not (run / name).is_file()]
+    if missing:
+        raise ValueError(f"{run} holds no {' and no '.join(missing)}: not the folder of a "
+                         "finished training run (gomoku-jax train writes them there)")
+
+
 def training_curves_figure(run: Path = RUN, device: str | None = None):
     """The matplotlib figure `training_curves` saves: a ``matplotlib.figure.Figure`` that
     pyplot does not hold (nothing to close, no backend chosen; a notebook shows it)."""
@@ -132,6 +144,7 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
     from matplotlib.figure import Figure
 
     run = Path(run)
+    check_run(run)
     m = _read_metrics(run / "metrics.csv")
     check_curve_columns(run, m)  # before report.json: a DQN run has one too
     report = json.loads((run / "report.json").read_text())

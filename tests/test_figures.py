@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -107,6 +108,28 @@ def test_metrics_without_rows_are_refused(tmp_path):
     (tmp_path / "report.json").write_text("{}")
     with pytest.raises(ValueError, match="metrics.csv holds no rows"):
         figures.training_curves(tmp_path)
+
+
+def test_a_folder_that_is_not_a_run_is_refused_naming_it(tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "nonexist"
+    with pytest.raises(ValueError, match=re.escape(
+            f"{missing}: no such folder; give the folder of a training run (--run)")):
+        figures.training_curves(missing)
+    (tmp_path / "metrics.csv").write_text(",".join(COLUMNS) + "\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{tmp_path} holds no report.json: not the folder of a finished training run")):
+        figures.training_curves(tmp_path)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="file: not a folder"):
+        figures.training_curves(tmp_path / "file")
+    # as a script: one line naming the folder, no errno
+    monkeypatch.setattr("sys.argv", ["experiments/figures.py"])
+    from experiments.common import run_script
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(lambda: figures.main(["--run", str(missing), "--skip-tournament"]))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "no such folder" in err and "Errno" not in err, err
 
 
 def test_evaluation_points_join_periodic_and_final_scores(tmp_path):
