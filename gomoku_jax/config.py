@@ -17,6 +17,7 @@ value of the wrong type, or an out-of-range value (raised by the dataclass itsel
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import numbers
@@ -37,6 +38,7 @@ __all__ = [
     "check_int",
     "check_number",
     "DuplicateKeyError",
+    "did_you_mean",
     "from_dict",
     "loads",
     "load_file",
@@ -456,6 +458,13 @@ def _convert(tp, value, path: str):
     return value
 
 
+def did_you_mean(word: Any, known, prefix: str = "") -> str:
+    """`` (did you mean 'PREFIX+name'?)`` for the name of ``known`` closest to a mistyped
+    ``word`` (a key, an option), or "" when none is close."""
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.75)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
+
+
 def from_dict(cls, data: Mapping[str, Any], path: str = ""):
     """Build the frozen dataclass ``cls`` from a (nested) mapping, checking every key."""
     if not isinstance(data, Mapping):
@@ -468,9 +477,9 @@ def from_dict(cls, data: Mapping[str, Any], path: str = ""):
         if key in _META_KEYS and not path:
             continue
         if key not in fields:
-            raise ConfigError(
-                f"unknown config key {dotted!r}; valid keys here: {', '.join(sorted(fields))}"
-            )
+            hint = did_you_mean(key, fields, f"{path}." if path else "")
+            raise ConfigError(f"unknown config key {dotted!r}{hint}; valid keys here: "
+                              f"{', '.join(sorted(fields))}")
         # a NumPy number given as an override (its lists and dicts too) as Python's
         kwargs[key] = _convert(hints[key], plain_scalars(value), dotted)
     try:

@@ -88,7 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.core.frozen_dict import FrozenDict
 
-from gomoku_jax.config import same_definition
+from gomoku_jax.config import did_you_mean, same_definition
 
 __all__ = [
     "ConvNet",
@@ -705,8 +705,9 @@ def _check_options(network: str, options: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in options.items():
         if key not in hints:
-            raise ValueError(f"unknown option {key!r} for network {network!r}; valid "
-                             f"options: {', '.join(sorted(hints))} (and board_size)")
+            raise ValueError(f"unknown option {key!r} for network {network!r}"
+                             f"{did_you_mean(key, hints)}; valid options: "
+                             f"{', '.join(sorted(hints))} (and board_size)")
         out[key] = _coerce(network, key, value, hints[key])
     return out
 

@@ -55,8 +55,10 @@ def test_from_dict_builds_nested_frozen_config_and_round_trips():
 
 
 @pytest.mark.parametrize("override, message", [
-    ("inner.depht=3", "unknown config key 'inner.depht'"),
-    ("sed=1", "unknown config key 'sed'"),
+    ("inner.depht=3", "unknown config key 'inner.depht' (did you mean 'inner.depth'?); "
+                      "valid keys here: depth, name, rate, tags"),
+    ("sed=1", "unknown config key 'sed' (did you mean 'seed'?)"),
+    ("zzz=1", "unknown config key 'zzz'; valid keys here"),  # nothing close: no guess
     ("inner.depth=2.5", "inner.depth: expected an integer"),
     ("flag=1", "flag: expected true or false"),
     ("inner.depth=0", "depth must be >= 1"),
