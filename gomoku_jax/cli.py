@@ -655,7 +655,8 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--verbose", action="store_true", help="log every request")
     pbrain = sub.add_parser("pbrain", help="run an agent as a Gomocup (Piskvork) brain on stdin/stdout")
     pbrain.add_argument("--agent", default="heuristic",
-                        help="agent name, e.g. random, heuristic, alphabeta-3 (default heuristic)")
+                        help="agent name, e.g. random, heuristic, alphabeta-3, or an exported "
+                             "agent's .gjx file (default heuristic)")
     pbrain.add_argument("--seed", type=config_lib.seed_argument, default=0,
                         help="random seed for the agent (default 0)")
     train = sub.add_parser("train", help="train an experiment config (resumes from checkpoints)")
