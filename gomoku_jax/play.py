@@ -72,6 +72,7 @@ import importlib.resources
 import ipaddress
 import json
 import socket
+import sys
 import threading
 import urllib.parse
 from typing import Any, Callable, Mapping
@@ -918,7 +919,19 @@ def url_of(server: http.server.HTTPServer) -> str:
     return f"http://{host}:{port}/"
 
 
-class _IPv6Server(http.server.ThreadingHTTPServer):
+class _Server(http.server.ThreadingHTTPServer):
+    """The standard library's threading server, quiet when a client goes away before its
+    answer is written (a browser that navigates away, a script that reads the status
+    only): that is the client's choice, not an error of the server, so no traceback;
+    every other error is printed as before."""
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], ConnectionError):  # broken pipe, reset, aborted
+            return
+        super().handle_error(request, client_address)
+
+
+class _IPv6Server(_Server):
     """The server on an IPv6 address; on ``::`` (every interface) it takes IPv4 clients
     too, as the standard library's ``DualStackServer`` does, whatever the system's
     default."""
@@ -940,7 +953,7 @@ def make_server(app: PlayApp, host: str = "127.0.0.1", port: int = 0,
     may forward another) that no other web page sent (see the module docstring)."""
     port = check_int("", "port", port, 0, 65535)
     handler = type("PlayHandler", (_Handler,), {"app": app, "quiet": not verbose})
-    server_class = http.server.ThreadingHTTPServer
+    server_class = _Server
     bare = host.strip().strip("[]")
     if _family(bare, port) == socket.AF_INET6:  # e.g. ::1, or a name with IPv6 only
         server_class = _IPv6Server

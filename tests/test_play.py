@@ -86,6 +86,29 @@ def served():
     server.server_close()
 
 
+def test_a_client_gone_before_its_answer_is_no_error_of_the_server(capsys):
+    """A browser that navigates away, or a script that reads the status line only, closes
+    its connection while the answer is written: the server says nothing of it (it printed
+    a traceback); any other error of a request is printed as before."""
+    app = PlayApp("random", size=9, seed=0)
+    server = make_server(app, "127.0.0.1", 0)
+    try:
+        for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+            try:
+                raise gone
+            except ConnectionError:
+                server.handle_error(None, ("127.0.0.1", 40694))
+        assert capsys.readouterr().err == ""
+        try:
+            raise RuntimeError("a fault of the server")
+        except RuntimeError:
+            server.handle_error(None, ("127.0.0.1", 40694))
+        err = capsys.readouterr().err
+        assert "Traceback" in err and "RuntimeError: a fault of the server" in err
+    finally:
+        server.server_close()
+
+
 @pytest.fixture(scope="module")
 def gjx(tmp_path_factory):
     """A tiny exported search agent for 5x5 four-in-a-row (Gumbel, 8 simulations)."""
