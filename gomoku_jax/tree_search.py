@@ -40,8 +40,10 @@ empty tree. Pass it as ``tree=`` to `muzero_policy` (Gumbel's sequential halving
 a root without visits, so `gumbel_muzero_policy` refuses a ``tree``). Capacity: a tree
 keeps its shape (``capacity`` nodes, static, so a jitted loop never recompiles); a game
 that starts with ``n`` nodes writes the node of new simulation ``s`` at index ``n + s``
-and runs ``min(num_simulations, capacity - n)`` new simulations (re-expansions at
-``max_depth`` need no slot and always run). With the default capacity
+and records ``min(num_simulations, capacity - n)`` new simulations (re-expansions at
+``max_depth`` need no slot and always count); the batch runs in lockstep, so a game
+whose tree is full still takes its turn of every step (its network call included) and
+writes nothing. With the default capacity
 ``num_simulations + 1`` the visits at the root stay about ``num_simulations`` (the kept
 nodes count towards the budget); for a full ``num_simulations`` new simulations per move
 start the first search with a larger ``capacity=`` and call ``reuse_subtree(...,
