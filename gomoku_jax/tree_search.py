@@ -203,21 +203,21 @@ def least_available_bytes(devices) -> tuple[int, str]:
     return limit, f"{source} (the device with the least)" if len(found) > 1 else source
 
 
-def _split_over(device) -> tuple[list, int]:
-    """``(devices to read the free memory of, how many parts the batch is split into)``
-    for `check_tree_memory`'s ``device``: one device (or None) holds the whole batch; a
-    sequence of devices holds equal parts, one each, unless they are all CPU devices
-    (one host's RAM holds every part). Devices of other processes count as parts but
-    are not read (their memory is not visible here)."""
+def _split_over(device) -> tuple[list, int, str]:
+    """``(devices to read the free memory of, how many parts the batch is split into,
+    what holds a part)`` for `check_tree_memory`'s ``device``: one device (or None)
+    holds the whole batch; a sequence of devices holds equal parts, one each, read from
+    this process's devices (another process's memory is not visible here); CPU devices
+    share their host's RAM, so there a part is what one process's devices hold."""
     if device is None or not isinstance(device, (list, tuple)):
-        return [device], 1
+        return [device], 1, ""
     devices = list(device)
     if not devices:
         raise ValueError("device: an empty list of devices")
-    if all(d.platform == "cpu" for d in devices):
-        return [devices[0]], 1
     local = [d for d in devices if d.process_index == jax.process_index()] or devices[:1]
-    return local, len(devices)
+    if all(d.platform == "cpu" for d in devices):
+        return local[:1], max(1, len(devices) // len(local)), "process"
+    return local, len(devices), "device"
 
 
 def check_tree_memory(need: int, batch: int, num_simulations: int,
@@ -234,13 +234,14 @@ def check_tree_memory(need: int, batch: int, num_simulations: int,
     when the device has no statistics, e.g. the CPU). ``device`` may be a list: the
     devices the batch is split over in equal parts (a learner's mesh), each part
     checked against the device with the least free memory (or ``limit_bytes``, then
-    per device); CPU devices share the host's RAM, so there the whole tree is checked.
+    per device); CPU devices share their host's RAM, so there the parts of one
+    process's devices are checked together (all of them with one process).
     ``limit_name``: what the caller calls ``limit_bytes`` (its argument, as the
     messages name it). ``capacity``: nodes per game when the trees are not
     ``num_simulations + 1`` nodes (then the message says so, and to make
     ``capacity_name`` smaller).
     """
-    devices, parts = _split_over(device)
+    devices, parts, holder = _split_over(device)
     if limit_bytes is None:
         limit, source = least_available_bytes(devices)
     else:
@@ -256,8 +257,9 @@ def check_tree_memory(need: int, batch: int, num_simulations: int,
         fewer = "fewer simulations" if capacity is None else f"a smaller {capacity_name}"
         fewer = fewer if batch == 1 else f"a smaller batch or {fewer}"
         trees = "" if capacity is None else f" in trees of {capacity} nodes ({capacity_name})"
-        split = "" if parts == 1 else f" split over {parts} devices"
-        each = "" if parts == 1 else f", {_size(share)} a device"
+        plural = {"device": "devices", "process": "processes"}.get(holder, "")
+        split = "" if parts == 1 else f" split over {parts} {plural}"
+        each = "" if parts == 1 else f", {_size(share)} a {holder}"
         raise ValueError(
             f"{what} of batch {batch} x {num_simulations} simulations{trees}{split} needs a "
             f"tree of {_size(need)}{each} ({need / (batch * nodes):.0f} bytes per game per "

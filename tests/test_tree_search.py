@@ -692,6 +692,18 @@ class _FakeGPU:
         return {"bytes_limit": self.free + 100, "bytes_in_use": 100}
 
 
+class _FakeCPU:
+    """A CPU device of process ``process_index``, as the memory check reads one."""
+
+    platform, device_kind = "cpu", "Fake CPU"
+
+    def __init__(self, process_index: int = 0):
+        self.process_index = process_index
+
+    def memory_stats(self):
+        return None
+
+
 def test_memory_check_of_a_batch_split_over_devices():
     need = ts.search_memory_bytes(64, 800, 81, 300)
     share = -(-need // 4)
@@ -712,11 +724,19 @@ def test_memory_check_of_a_batch_split_over_devices():
     assert ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * share, device=gpus) == need
     with pytest.raises(ValueError, match="over the limit_bytes of"):
         ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * share - 1, device=gpus)
-    # CPU devices share the host's RAM: the whole tree counts
+    # CPU devices share the host's RAM: the whole tree counts with one process, ...
     cpus = jax.devices()
-    assert cpus[0].platform == "cpu"
+    assert cpus[0].platform == "cpu" and len(cpus) > 1
     with pytest.raises(ValueError, match=r"^search of batch 64 x 800 simulations needs"):
         ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * need - 1, device=cpus)
+    # ... and with several processes (hosts), what one process's devices hold
+    hosts = [_FakeCPU(process_index=i // 2) for i in range(4)]
+    half = -(-need // 2)
+    assert ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * half, device=hosts) == need
+    with pytest.raises(ValueError, match=re.escape(
+            f"split over 2 processes needs a tree of {ts._size(need)}, {ts._size(half)} "
+            "a process (")):
+        ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * half - 1, device=hosts)
     with pytest.raises(ValueError, match="an empty list of devices"):
         ts.check_search_memory(64, 800, 81, 300, device=[])
 
