@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import ops, tactics
-from gomoku_jax.config import check_int, check_number, clip, same_definition
+from gomoku_jax.config import check_int, check_number, clip, closest, same_definition
 from gomoku_jax.game import Gomoku, State, describe_result, game_words, sample_legal_action
 
 __all__ = [
@@ -587,7 +587,6 @@ def _did_you_mean(spec: str) -> str:
     -> ``pure-mcts-100``; ``+killer`` kept or mended); for a path, the closest exported
     file in its folder (`gomoku_jax.exported.closest_file`, the ``@N`` kept); else
     ``""``."""
-    import difflib
     import os
 
     from gomoku_jax.exported import closest_file
@@ -601,19 +600,18 @@ def _did_you_mean(spec: str) -> str:
     base, plus, suffix = spec.partition("+")
     names = [*_BUILTIN_NAMES, *(name for name in AGENTS if not name.endswith("-"))]
     number = re.match(r"^(.*?-)(\d+)$", base)  # "pure-mcst-100": a prefix and its number
-    close = []
+    close = None
     if number:
         prefixes = [*(p for p in _BUILTIN_PREFIXES if p != "minimax-"),  # takes no depth
                     *(name for name in AGENTS if name.endswith("-"))]
-        close = difflib.get_close_matches(number.group(1), prefixes, n=1, cutoff=0.75)
-        close = [close[0] + number.group(2)] if close else []
-    if not close:
-        close = difflib.get_close_matches(base, names, n=1, cutoff=0.75)
-    if plus and suffix != "killer" and difflib.get_close_matches(suffix, ["killer"], cutoff=0.6):
+        prefix = closest(number.group(1), prefixes)
+        close = prefix + number.group(2) if prefix else None
+    close = close or closest(base, names)
+    if plus and suffix != "killer" and closest(suffix, ["killer"], cutoff=0.6):
         suffix = "killer"
-    if not close or close[0] + plus + suffix == spec:
+    if not close or close + plus + suffix == spec:
         return ""
-    return f" (did you mean {close[0] + plus + suffix!r}?)"
+    return f" (did you mean {close + plus + suffix!r}?)"
 
 
 def _refuse_other_file(spec: str) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "check_count",
     "check_int",
     "check_number",
+    "closest",
     "DuplicateKeyError",
     "did_you_mean",
     "from_dict",
@@ -458,11 +459,18 @@ def _convert(tp, value, path: str):
     return value
 
 
+def closest(word: Any, known, cutoff: float = 0.75) -> str | None:
+    """The name of ``known`` closest to a mistyped ``word`` (``difflib``'s similarity at
+    least ``cutoff``), or None: what every "did you mean" of the project suggests."""
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 def did_you_mean(word: Any, known, prefix: str = "") -> str:
     """`` (did you mean 'PREFIX+name'?)`` for the name of ``known`` closest to a mistyped
-    ``word`` (a key, an option), or "" when none is close."""
-    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.75)
-    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
+    ``word`` (a key, an option; `closest`), or "" when none is close."""
+    close = closest(word, known)
+    return f" (did you mean {prefix + close!r}?)" if close else ""
 
 
 def from_dict(cls, data: Mapping[str, Any], path: str = ""):

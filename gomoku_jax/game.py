@@ -420,6 +420,12 @@ class Gomoku:
         self._check_board("observe", state, batch=True)
         return _features.observe(state, self._spec, player=player_id)
 
+    def with_planes(self, state: State) -> State:
+        """``state`` (one game or a batch) read in this game's observation planes,
+        whichever game made it: what an agent or a network built for this game sees.
+        Static data only: free, and traceable."""
+        return state.replace(observation_spec=self._spec)
+
     def _check_board(self, method: str, state: State, batch: bool = False) -> None:
         """ValueError unless ``state`` is one game (or, with ``batch``, any batch of games)
         of this board size (shapes are static: checked while tracing)."""

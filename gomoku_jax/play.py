@@ -187,11 +187,6 @@ def _grid(values: np.ndarray, n: int) -> list[list[float]]:
     return np.round(values.reshape(n, n), 4).tolist()
 
 
-def _with_spec(env: Gomoku, state: State) -> State:
-    """The state read with ``env``'s observation planes (an exported file's encoding)."""
-    return state.replace(observation_spec=env.observation_spec)
-
-
 def _search_analysis_fn(env: Gomoku, module, config):
     """``(params, key, state) -> (action, visits [A], prior [A], value, search value)``,
     the same computation as `gomoku_jax.search.search_policy` at temperature 0."""
@@ -249,7 +244,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
 
         def analyse_q(key, state):
             del key
-            action, q = fn(variables, _with_spec(file_env, state))
+            action, q = fn(variables, file_env.with_planes(state))
             q, legal = np.asarray(q, np.float64), np.asarray(state.legal_action_mask)
             lo, hi = q[legal].min(), q[legal].max()
             heat = np.where(legal, (q - lo) / (hi - lo) if hi > lo else 1.0, 0.0)
@@ -269,7 +264,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
     fn = _search_analysis_fn(file_env, module, config)
 
     def analyse_search(key, state):
-        action, visits, prior, value, root = fn(variables, key, _with_spec(file_env, state))
+        action, visits, prior, value, root = fn(variables, key, file_env.with_planes(state))
         visits = np.asarray(visits, np.float64)
         total = visits.sum()
         return int(action), {

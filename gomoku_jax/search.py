@@ -651,7 +651,8 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
     network's prior (with ``tactical`` and Dirichlet noise, as `run_search`), which
     replaces the kept root's stored prior; its visits, values and subtree are kept, so
     the root visit distribution (the policy target) includes the carried visits.
-    ``config.reuse_tree`` must be set; ``devices`` as in `run_search`. Returns the
+    ``config.reuse_tree`` must be set; ``devices``: as in `run_search`, for the empty tree
+    made when ``tree`` is None (a kept tree was checked when it was made). Returns the
     output; its ``search_tree`` is the whole tree (`advance_tree` it with the move
     played).
     """
@@ -674,7 +675,6 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
         pb_c_init=config.c_puct,
         pb_c_base=config.pb_c_base,
         tree=tree,
-        devices=devices,
     )
 
 
@@ -819,7 +819,7 @@ def _search_policy(env, evaluate, config, temperature, params, key, state: State
 def _search_batch(env, evaluate, config, temperature, params, keys, states: State):
     # The batch searched at once (run_search draws its noise from one key: the first);
     # the agent sees positions in its own game's input planes, whoever made the states
-    states = states.replace(observation_spec=env.observation_spec)
+    states = env.with_planes(states)
     search_key, action_key = jax.random.split(keys[0])
     output = run_search(env, evaluate, params, states, search_key, config)
     return select_action(output, action_key, temperature)
@@ -901,8 +901,7 @@ class ReusingSearchAgent(JaxAgent):
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del deadline  # a fixed number of simulations
-        # its own game's input planes, whoever made the state (as `_search_batch`)
-        state = state.replace(observation_spec=self.env.observation_spec)
+        state = self.env.with_planes(state)  # as `_search_batch`
         with self._lock:
             tree = self.tree
             if tree is not None and jax.tree.structure(tree.embeddings) != jax.tree.structure(

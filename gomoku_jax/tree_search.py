@@ -271,16 +271,19 @@ def check_tree_memory(need: int, batch: int, num_simulations: int,
 
 def check_search_memory(batch: int, num_simulations: int, num_actions: int,
                         embedding_bytes: int, limit_bytes: int | None = None,
-                        device=None, *, capacity: int | None = None, **names) -> int:
-    """Refuse a search whose tree (`search_memory_bytes`; ``capacity`` nodes per game
-    when given, else ``num_simulations + 1``) would not fit; returns its bytes
-    (`check_tree_memory`, which ``names`` go to: ``limit_name``, ``capacity_name``,
-    ``value_bytes`` and ``logit_bytes`` go to `search_memory_bytes`)."""
-    dtypes = {k: names.pop(k) for k in ("value_bytes", "logit_bytes") if k in names}
+                        device=None, *, capacity: int | None = None, value_bytes: int = 4,
+                        logit_bytes: int = 4, limit_name: str = "limit_bytes",
+                        capacity_name: str = "capacity") -> int:
+    """Refuse a search whose tree (`search_memory_bytes`, with ``value_bytes`` and
+    ``logit_bytes``; ``capacity`` nodes per game when given, else ``num_simulations +
+    1``) would not fit; returns its bytes (`check_tree_memory`, with ``limit_name`` and
+    ``capacity_name``)."""
     nodes = num_simulations if capacity is None else capacity - 1
-    need = search_memory_bytes(batch, nodes, num_actions, embedding_bytes, **dtypes)
+    need = search_memory_bytes(batch, nodes, num_actions, embedding_bytes,
+                               value_bytes=value_bytes, logit_bytes=logit_bytes)
     return check_tree_memory(need, batch, num_simulations, limit_bytes, device,
-                             capacity=capacity, **names)
+                             limit_name=limit_name, capacity=capacity,
+                             capacity_name=capacity_name)
 
 
 def _embedding_bytes(embedding) -> int:

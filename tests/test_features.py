@@ -147,3 +147,15 @@ def test_gaussian_bias_refuses_what_is_not_a_board_or_a_width(size, sigma, what)
     with pytest.raises(ValueError, match=f"gaussian_bias: {what} must be a positive"):
         features.gaussian_bias(size, sigma)
     assert features.gaussian_bias(7, 1.5).shape == (7, 7)
+
+
+def test_with_planes_reads_a_state_in_another_games_encoding():
+    empty_env, state = _position("stones-empty")
+    colour_env = Gomoku(4, 3, observation="stones-colour")
+    read = colour_env.with_planes(state)
+    np.testing.assert_array_equal(read.observation, colour_env.play_moves(MOVES).observation)
+    np.testing.assert_array_equal(read.board, state.board)  # the position is the same
+    assert np.asarray(state.observation).shape == empty_env.observation_shape
+    batch = jax.vmap(lambda _: state)(jnp.arange(3))  # a batch too
+    assert colour_env.with_planes(batch).observation.shape == (3, 4, 4, 3)
+    assert not np.array_equal(colour_env.with_planes(state).observation, state.observation)
