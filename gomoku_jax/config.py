@@ -46,6 +46,7 @@ __all__ = [
     "parse_override",
     "plain_fields",
     "plain_scalars",
+    "plain_values",
     "read_json",
     "to_dict",
 ]
@@ -219,6 +220,25 @@ def plain_scalars(value):
     if type(value) is dict:
         items = {key: plain_scalars(item) for key, item in value.items()}
         return value if all(items[key] is item for key, item in value.items()) else items
+    return value
+
+
+def plain_values(value: Any) -> Any:
+    """``value`` as JSON would hold it: NumPy and JAX arrays as (nested) lists, tuples as
+    lists, any mapping as a dict, and every NumPy scalar as a Python number or bool, a
+    float32 (a bfloat16...) at its shortest decimal (`plain_scalars`). A 0-d array is its
+    scalar. What a metrics file and a sweep's values and folder names are written from."""
+    if isinstance(value, np.ndarray) or (
+            hasattr(value, "__array__") and not isinstance(value, np.generic)):
+        value = np.asarray(value)  # a jax.Array too, without importing JAX here
+        return [plain_values(item) for item in value] if value.ndim else plain_values(
+            value[()])
+    if isinstance(value, np.generic):
+        return plain_scalars(value)
+    if isinstance(value, Mapping):
+        return {name: plain_values(item) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_values(item) for item in value]
     return value
 
 

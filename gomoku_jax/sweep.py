@@ -36,7 +36,6 @@ import re
 import reprlib
 from typing import Any, Callable, Mapping, Sequence
 
-import jax
 import numpy as np
 
 from gomoku_jax import config as config_lib
@@ -65,23 +64,6 @@ def _slug(value: Any) -> str:
         return slug
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{slug[:_SLUG_CHARS - 9].rstrip('_')}-{digest}"
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with NumPy and JAX scalars and arrays (``np.logspace(...)``'s items) as
-    Python numbers and lists, in lists and dicts too, as a config and a folder name read
-    them; a float32 (a bfloat16...) as the shortest decimal that is the same float32
-    (bfloat16...; see `config.plain_scalars`)."""
-    if isinstance(value, (np.ndarray, jax.Array)):
-        value = np.asarray(value)
-        return [_plain(item) for item in value] if value.ndim else _plain(value[()])
-    if isinstance(value, np.generic):
-        return config_lib.plain_scalars(value)
-    if isinstance(value, Mapping):
-        return {name: _plain(item) for name, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
 
 
 def _metrics_rows(path: pathlib.Path) -> list[dict]:
@@ -218,7 +200,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         raise ValueError(f"key must be a dotted config key like 'train.learning_rate', got {key!r}")
     given = values
     try:  # a string or an object is one value, not a sequence of them
-        values = [_plain(v) for v in values] if not isinstance(
+        values = [config_lib.plain_values(v) for v in values] if not isinstance(
             values, (str, bytes, Mapping)) else None
     except TypeError:  # a number (a 0-d array too): one value too
         values = None
@@ -237,7 +219,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     if overrides is None:
         base = {}
     elif isinstance(overrides, Mapping):
-        base = {name: _plain(v) for name, v in overrides.items()}
+        base = {name: config_lib.plain_values(v) for name, v in overrides.items()}
     elif isinstance(overrides, str):
         raise TypeError(f"overrides must be a dict or a list of 'key=value' strings, got a "
                         f"single string {reprlib.repr(overrides)}")

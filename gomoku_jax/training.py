@@ -45,7 +45,7 @@ import numpy as np
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
-from gomoku_jax.config import check_int, from_dict, plain_scalars, to_dict
+from gomoku_jax.config import check_int, from_dict, plain_values, to_dict
 
 __all__ = ["DIVERGED", "RESUMABLE_SETTINGS", "RunLog", "RunWarning", "TrainingDiverged",
            "evaluate", "non_finite", "restore", "run", "sigterm_as_interrupt"]
@@ -226,10 +226,9 @@ def _not_utf8(error: UnicodeDecodeError) -> str:
 
 
 def _plain(v):
-    """A metric as a Python number (a float32 as its shortest decimal, `config.plain_scalars`:
-    metrics.csv shows 0.002, not 0.0020000000949949026) or a list."""
-    v = np.asarray(v)
-    return plain_scalars(v.reshape(())[()]) if v.size == 1 else v.tolist()
+    """A metric as a Python number, or a list for a metric of several values
+    (`config.plain_values`: metrics.csv shows 0.002, not 0.0020000000949949026)."""
+    return plain_values(np.reshape(v, ()) if np.size(v) == 1 else v)
 
 
 def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,

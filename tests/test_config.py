@@ -535,6 +535,22 @@ def test_a_bfloat16_becomes_the_shortest_decimal_that_is_the_same_bfloat16():
         assert type(cfglib.plain_scalars(ml_dtypes.int4(3))) is int
 
 
+def test_plain_values_gives_json_values_for_arrays_tuples_mappings_and_scalars():
+    import json
+    import types
+
+    import jax.numpy as jnp
+
+    value = {"lr": jnp.float32(0.001), "grid": (np.float32(0.1), jnp.arange(2)),
+             "nested": types.MappingProxyType({"m": np.array([[1.5], [2.5]], np.float32)}),
+             "zero_d": np.array(7), "flag": np.True_, "name": "b", "none": None}
+    plain = cfglib.plain_values(value)
+    assert plain == {"lr": 0.001, "grid": [0.1, [0, 1]], "nested": {"m": [[1.5], [2.5]]},
+                     "zero_d": 7, "flag": True, "name": "b", "none": None}
+    assert type(plain["grid"][1][0]) is int and type(plain["flag"]) is bool
+    assert json.loads(json.dumps(plain)) == plain  # nothing NumPy is left
+
+
 def test_the_shortest_decimal_of_a_small_float_is_numpys_for_every_float16():
     """The search `plain_scalars` runs for bfloat16 (NumPy's printing does not know it)
     gives, for every float16, the digits NumPy's shortest printing gives: the shortest
