@@ -439,6 +439,7 @@ freely, add to it with `register_agent`."""
 _BUILTIN_NAMES = ("random", "heuristic", "minimax", "alphabeta", "negamax", "gomokubot")
 _BUILTIN_PREFIXES = ("heuristic-", "pure-mcts-", "minimax-", "alphabeta-", "negamax-",
                      "gomokubot-")
+_LOOKALIKE_DIGITS = str.maketrans("OoIl", "0011")  # what a number's typo may hold
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -584,7 +585,8 @@ def make(spec: str, env: Gomoku) -> Agent:
 def _did_you_mean(spec: str) -> str:
     """`` (did you mean 'NAME'?)`` for a mistyped agent name: the closest built-in or
     registered name (a built-in prefix keeps the number typed after it: ``pure-mcst-100``
-    -> ``pure-mcts-100``; ``+killer`` kept or mended); for a path, the closest exported
+    -> ``pure-mcts-100``, letters typed for its digits mended: ``pure-mcts-1OO``;
+    ``+killer`` kept or mended); for a path, the closest exported
     file in its folder (`gomoku_jax.exported.closest_file`, the ``@N`` kept); else
     ``""``."""
     import os
@@ -599,11 +601,15 @@ def _did_you_mean(spec: str) -> str:
         return f" (did you mean {close + at + sims!r}?)" if close else ""
     base, plus, suffix = spec.partition("+")
     names = [*_BUILTIN_NAMES, *(name for name in AGENTS if not name.endswith("-"))]
+    prefixes = [*(p for p in _BUILTIN_PREFIXES if p != "minimax-"),  # takes no depth
+                *(name for name in AGENTS if name.endswith("-"))]
+    typed = next((p for p in prefixes if base.startswith(p)), None)
+    mended = base[len(typed):].translate(_LOOKALIKE_DIGITS) if typed else ""
+    if digits(mended):  # "pure-mcts-1OO": letters typed for digits
+        base = typed + mended
     number = re.match(r"^(.*?-)(\d+)$", base)  # "pure-mcst-100": a prefix and its number
     close = None
     if number:
-        prefixes = [*(p for p in _BUILTIN_PREFIXES if p != "minimax-"),  # takes no depth
-                    *(name for name in AGENTS if name.endswith("-"))]
         prefix = closest(number.group(1), prefixes)
         close = prefix + number.group(2) if prefix else None
     close = close or closest(base, names)

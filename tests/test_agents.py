@@ -440,6 +440,8 @@ def test_the_unknown_agent_error_lists_registered_names(agent_registry):
 @pytest.mark.parametrize("spec,close", [
     ("heuristc", "heuristic"), ("minmax", "minimax"), ("radnom", "random"),
     ("alphabet", "alphabeta"), ("pure-mcst-100", "pure-mcts-100"),  # the number kept
+    ("pure-mcts-1OO", "pure-mcts-100"), ("alphabeta-l", "alphabeta-1"),  # letters for digits
+    ("pure-mcts-1x0", None),
     ("minmax-3", "minimax"), ("alphabeta-3+kiler", "alphabeta-3+killer"),
     ("gomokubot+killr", "gomokubot+killer"),
     ("experiments/results/az_9x9_cpu/final", "experiments/results/az_9x9_cpu/final.gjx"),
