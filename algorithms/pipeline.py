@@ -52,7 +52,7 @@ from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, networks, records, training
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import SEED_MAX, check_int, check_seed, plain_fields
+from gomoku_jax.config import SEED_MAX, check_int, check_seed, offset_seed, plain_fields
 
 __all__ = [
     "ImitationStage",
@@ -375,8 +375,8 @@ class Pipeline(SearchPlayer):
         agent = search_lib.search_agent("learner", self.env, self.evaluate,
                                         jax.tree.map(jnp.asarray, variables),
                                         self.config.play_search(m.simulations))
-        result = arena.play_match(self.env, agent, master, m.games,
-                                  seed=self.config.seed + 7919 * (round_index + 1),
+        seed = offset_seed(self.config.seed, 7919 * (round_index + 1))
+        result = arena.play_match(self.env, agent, master, m.games, seed=seed,
                                   opening_stones=m.opening_stones, progress=self.progress)
         games = [records.Game(self.env.size, self.env.k, self.env.rule, g.moves, g.winner,
                               g.black, g.white, g.opening,

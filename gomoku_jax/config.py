@@ -47,6 +47,7 @@ __all__ = [
     "plain_fields",
     "plain_scalars",
     "plain_values",
+    "offset_seed",
     "read_json",
     "to_dict",
 ]
@@ -303,6 +304,12 @@ def check_count(name: str, value, minimum: int = 1) -> int:
 def check_seed(owner: str, name: str, value) -> int:
     """`check_int` for a seed: from 0 to `SEED_MAX`."""
     return check_int(owner, name, value, 0, SEED_MAX)
+
+
+def offset_seed(seed: int, offset: int) -> int:
+    """``seed + offset`` kept from 0 to `SEED_MAX` (wrapping round): the seed of a part
+    of a run (an evaluation, a match) derived from the run's seed, whatever that is."""
+    return (int(seed) + int(offset)) % (SEED_MAX + 1)
 
 
 PLAY_MAX_BUDGET = 20_000

@@ -45,7 +45,7 @@ import numpy as np
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
-from gomoku_jax.config import check_int, from_dict, plain_values, to_dict
+from gomoku_jax.config import check_int, from_dict, offset_seed, plain_values, to_dict
 
 __all__ = ["DIVERGED", "RESUMABLE_SETTINGS", "RunLog", "RunWarning", "TrainingDiverged",
            "evaluate", "non_finite", "restore", "run", "sigterm_as_interrupt"]
@@ -244,7 +244,7 @@ def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
     for i, name in enumerate(bar):
         bar.set_postfix_str(f"{agent.name} vs {name}")
         opponent = agents_lib.make(name, env)
-        result = arena.play_match(env, agent, opponent, games, seed=seed + 7919 * i,
+        result = arena.play_match(env, agent, opponent, games, seed=offset_seed(seed, 7919 * i),
                                   opening_stones=opening_stones, progress=progress)
         s = result.score(agent.name)
         points = s["wins"] + 0.5 * s["draws"]
@@ -887,7 +887,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             # stopped earlier by ``iterations`` evaluates as an uninterrupted one would)
             if ev.every and it % ev.every == 0 and it < total:
                 agent = learner.agent(state.variables, name="learner")
-                result = evaluate(env, agent, ev.opponents, ev.games, seed=config.seed + it,
+                result = evaluate(env, agent, ev.opponents, ev.games,
+                                  seed=offset_seed(config.seed, it),
                                   opening_stones=ev.opening_stones)
                 if lead:  # made with its first file: no empty folder without evaluations
                     (workdir / "eval").mkdir(exist_ok=True)
@@ -938,7 +939,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,
-                                        seed=config.seed + 1_000_003,
+                                        seed=offset_seed(config.seed, 1_000_003),
                                         opening_stones=ev.opening_stones, progress=progress)
     write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
     write(workdir / "report.md", _report_markdown(report, learner.describe_play(),

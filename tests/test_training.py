@@ -1151,3 +1151,25 @@ def test_the_settings_that_may_change_on_resume_are_settings_of_every_learner():
     assert training._resumable("imitation.eval.final_games", 2, 0) is True
     assert training._resumable("master.games", 20, 10) is False  # its training games
     assert "stops training" in training._resumable("selfplay.eval.patience", None, 2)
+
+
+def test_a_run_of_the_largest_seed_evaluates_on_seeds_kept_in_range(monkeypatch):
+    """The evaluations' seeds are offsets of the run's seed, wrapped round at
+    `config.SEED_MAX`: a run of any accepted seed reaches its evaluations (the arena
+    refuses a seed out of range)."""
+    from gomoku_jax import agents
+    from gomoku_jax.game import Gomoku
+
+    assert cfglib.offset_seed(cfglib.SEED_MAX, 1) == 0
+    assert cfglib.offset_seed(cfglib.SEED_MAX, 7919) == 7918
+    assert cfglib.offset_seed(5, 1_000_003) == 1_000_008  # in range: the plain sum
+    seeds = []
+    play = arena.play_match
+    monkeypatch.setattr(training.arena, "play_match", lambda *a, seed, **k: (
+        seeds.append(seed), play(*a, seed=seed, **k))[1])
+    env = Gomoku(9, 5)
+    learner = agents.random_agent("learner")
+    evaluation = training.evaluate(env, learner, ["random", "heuristic"], 2,
+                                   seed=cfglib.SEED_MAX, opening_stones=0)
+    assert sorted(evaluation) == ["heuristic", "random"]
+    assert seeds == [cfglib.SEED_MAX, 7918]
