@@ -159,11 +159,9 @@ def run(args) -> dict:
                   "seconds_per_move": match.seconds_per_move(agent.name),
                   "opponent_seconds_per_move": match.seconds_per_move(opponent.name),
                   "wall_seconds": time.perf_counter() - t0,
-                  "timing": ("both agents are JAX policies: the match ran as one batched "
+                  "timing": ("both agents are batched JAX policies: the match ran as one "
                              "lockstep program and the seconds per move are its time split "
-                             "evenly" if all(isinstance(a, agents.JaxAgent)
-                                             for a in (agent, opponent))
-                             else "each agent's own thinking time")},
+                             "evenly" if match.lockstep else "each agent's own thinking time")},
         "target": "at least 90 wins in 100 games (seed 001: 48 of 50 on 15x15)",
     }
     m = report["match"]

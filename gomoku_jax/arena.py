@@ -107,6 +107,9 @@ class MatchResult:
     records: list[GameRecord]
     seconds: dict[str, float]  # total thinking time per agent
     decisions: dict[str, int]  # moves each agent chose (openings excluded)
+    # whether the games ran as one batched lockstep program (both agents batched JAX
+    # policies): each agent's seconds are then the program's time split evenly
+    lockstep: bool = False
 
     def _player(self, who) -> str:
         """The name of ``who`` (a name or an `Agent`), KeyError when it did not play."""
@@ -145,6 +148,7 @@ class MatchResult:
             "names": list(self.names),
             "scores": {n: self.score(n) for n in self.names},
             "seconds_per_move": {n: self.seconds_per_move(n) for n in self.names},
+            "lockstep": self.lockstep,
             "games": [r.to_dict() for r in self.records],
         }
 
@@ -345,7 +349,8 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
     seconds = {n: 0.0 for n in names}
     decisions = {n: 0 for n in names}
     records: list[GameRecord] = []
-    if all(isinstance(a, JaxAgent) and a.batched for a in (agent_a, agent_b)):
+    lockstep = all(isinstance(a, JaxAgent) and a.batched for a in (agent_a, agent_b))
+    if lockstep:
         a_is_black = jnp.asarray([g % 2 == 0 for g in range(games)])
         start = time.perf_counter()
         moves, winners, illegal, bad = _lockstep(
@@ -380,7 +385,7 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
             black, white = (agent_a, agent_b) if g % 2 == 0 else (agent_b, agent_a)
             records.append(_play_one(env, black, white, openings[g], jax.random.fold_in(key, g),
                                      seconds, decisions))
-    return MatchResult(names, records, seconds, decisions)
+    return MatchResult(names, records, seconds, decisions, lockstep)
 
 
 def forfeit_lines(reasons: Sequence[str], width: int = 300) -> list[str]:

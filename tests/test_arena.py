@@ -327,6 +327,9 @@ def test_batched_and_one_game_at_a_time_matches_agree():
     assert [r.moves for r in runs[True].records] == [r.moves for r in runs[False].records]
     assert [r.winner for r in runs[True].records] == [r.winner for r in runs[False].records]
     assert len({r.moves for r in runs[True].records}) > 1  # the openings differ
+    # which path ran is recorded (the seconds mean the program's time split evenly or not)
+    assert runs[True].lockstep is True and runs[False].lockstep is False
+    assert runs[False].to_dict()["lockstep"] is False
     assert agents.with_killer(dataclasses.replace(first, batched=False), ENV).batched is False
 
 
