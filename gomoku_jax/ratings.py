@@ -109,7 +109,10 @@ def score_interval(points: float, games: int, confidence: float = 0.95) -> tuple
     p, n = points / games, games
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # With no points or every point the bound is exactly 0 or 1 (rounding leaves 3e-17 or so)
+    low = 0.0 if points == 0 else max(0.0, centre - half)
+    high = 1.0 if points == games else min(1.0, centre + half)
+    return low, high
 
 
 def win_probability(r_i: Any, r_j: Any) -> Any:

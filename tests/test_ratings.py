@@ -226,7 +226,8 @@ def test_score_interval_is_wilson():
     assert lo == pytest.approx(centre - half, abs=1e-6) and hi == pytest.approx(centre + half, abs=1e-6)
     lo, hi = score_interval(10, 10)
     assert hi == 1.0 and 0.65 < lo < 0.75  # 10/10 does not prove 100 %
-    assert score_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12)
+    assert score_interval(0, 10)[0] == 0.0 and score_interval(0, 20)[0] == 0.0  # exactly
+    assert score_interval(20, 20)[1] == 1.0 and score_interval(0, 10)[1] < 0.35
     with pytest.raises(ValueError, match="points must be from 0 to games=10"):
         score_interval(11, 10)
 
