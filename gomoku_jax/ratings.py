@@ -179,9 +179,12 @@ class Ratings:
             for name, record in flagged.items()
         )
         if self.anchor in flagged:
+            others = [name for name in flagged if name != self.anchor]
             text += (f" As {self.anchor} is the anchor, every rating here, and its interval, "
                      "is bounded by the prior too; the differences between the other players "
-                     "depend little on it.")
+                     "depend little on it" + (
+                         f", but for those of {', '.join(others)}, which the prior sets as "
+                         "well." if others else "."))
         return text
 
     def order(self) -> np.ndarray:

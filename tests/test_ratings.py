@@ -347,6 +347,14 @@ def test_perfect_and_zero_records_are_flagged_as_set_by_the_prior():
     wide = elo_from_games(names, records, prior_sigma=2000)
     assert wide["b"] - r["b"] > 150
     assert (wide["b"] - wide["c"]) - (r["b"] - r["c"]) == pytest.approx(0, abs=10)
+    # A second unmeasured player beside the anchor: its differences are the prior's too.
+    top = elo_from_games(names + ["d"], records + _records(3, 1, 10) + _records(3, 2, 10))
+    assert top.unmeasured() == {"random": "all losses", "d": "all wins"}
+    assert top.note().endswith("depend little on it, but for those of d, which the prior "
+                               "sets as well.")
+    wider = elo_from_games(names + ["d"], records + _records(3, 1, 10) + _records(3, 2, 10),
+                           prior_sigma=2000)
+    assert (wider["d"] - wider["b"]) - (top["d"] - top["b"]) > 150
     # A perfect record; draws are neither; nobody flagged when every player scored and lost.
     champ = elo_from_games(["champ", "b"], _records(0, 1, 4))
     assert champ.unmeasured() == {"champ": "all wins", "b": "all losses"}
