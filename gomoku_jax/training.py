@@ -238,6 +238,7 @@ def evaluate(env, agent, opponents, games: int, seed: int, opening_stones: int,
     compiled loop and have no bar of their own)."""
     from tqdm.auto import tqdm
 
+    check_distinct_opponents(opponents)
     out = {}
     bar = tqdm(opponents, desc=f"evaluation, {games} games each", unit="opponent",
                disable=not progress, dynamic_ncols=True)
@@ -264,8 +265,19 @@ def check_evaluation(env, opponents, opening_stones, load_files: bool = False) -
     does), so a config still builds where the file is not (e.g. to export a run's agent
     from elsewhere); its name is checked either way."""
     arena.check_opening_stones(env, opening_stones, "eval.opening_stones")
+    check_distinct_opponents(opponents, "eval.opponents")
     for i, name in enumerate(opponents):
         check_agent_name(env, name, f"eval.opponents[{i}]", load_files)
+
+
+def check_distinct_opponents(opponents, setting: str = "opponents") -> None:
+    """ValueError naming ``setting`` when an opponent is listed twice: an evaluation's
+    results are kept by opponent, so the second match would replace the first."""
+    for i, name in enumerate(opponents):
+        if name in opponents[:i]:
+            raise ValueError(f"{setting}[{i}]: {name!r} is listed twice ({setting}"
+                             f"[{list(opponents).index(name)}] too); each opponent is "
+                             "played once, with the evaluation's number of games")
 
 
 def check_agent_name(env, name, setting: str, load_files: bool = False) -> None:

@@ -324,6 +324,8 @@ def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, m
      "eval.opponents[1]: unknown agent 'nosuch'"),
     (CONFIG, {"eval.opponents": ["pure-mcts-abc"]}, "eval.opponents[0]: unknown agent"),
     (CONFIG, {"eval.opening_stones": 100}, "eval.opening_stones must be at most 2*(k-1) = 8"),
+    (CONFIG, {"eval.opponents": ["heuristic", "random", "heuristic"]},
+     "eval.opponents[2]: 'heuristic' is listed twice (eval.opponents[0] too)"),
     (CONFIG.with_name("dqn_9x9_cpu.json"), {"eval.opponents": ["nosuch"]},
      "eval.opponents[0]: unknown agent 'nosuch'"),
 ])
@@ -1173,3 +1175,6 @@ def test_a_run_of_the_largest_seed_evaluates_on_seeds_kept_in_range(monkeypatch)
                                    seed=cfglib.SEED_MAX, opening_stones=0)
     assert sorted(evaluation) == ["heuristic", "random"]
     assert seeds == [cfglib.SEED_MAX, 7918]
+    with pytest.raises(ValueError, match=re.escape("opponents[1]: 'random' is listed twice")):
+        training.evaluate(env, learner, ["random", "random"], 2, seed=0, opening_stones=0)
+    assert len(seeds) == 2  # refused before any game
