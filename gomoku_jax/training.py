@@ -453,7 +453,17 @@ def _restore(learner, workdir):
             return None, prog, []
         _check_algorithm(pathlib.Path(workdir), getattr(learner, "algorithm", "alphazero"))
         target = {"state": jax.eval_shape(learner.init), "progress": prog}
-        restored = ckpt.restore(target, step)
+        try:
+            restored = ckpt.restore(target, step)
+        except gio.CheckpointError as err:
+            results = [name for name in _RUN_RESULTS
+                       if (pathlib.Path(workdir) / name).exists()]
+            if not results or any(s < step for s in ckpt.steps()):
+                raise
+            # no older checkpoint: starting afresh also meets `_check_fresh_workdir`
+            raise gio.CheckpointError(
+                f"{err}; to start afresh, move the run's results ({', '.join(results)}) "
+                "away too, as a new run would overwrite them") from None
         changed = ckpt.config_changes()
     return (_place(restored["state"], learner.state_sharding()), restored["progress"],
             changed)
@@ -691,7 +701,7 @@ def _check_fresh_workdir(workdir: pathlib.Path, learner, algorithm: str) -> None
     finished = [name for name in _RUN_RESULTS if (workdir / name).exists()]
     if finished:
         raise ValueError(
-            f"{workdir} holds a finished run's results ({', '.join(finished)}) but no "
+            f"{workdir} holds a run's results ({', '.join(finished)}) but no "
             "checkpoint to resume from, so starting again would overwrite them; choose "
             "another --workdir, or move those files away to train this config afresh")
 

@@ -390,8 +390,19 @@ def test_a_finished_run_whose_checkpoints_are_gone_is_not_overwritten(learner, u
     results = tmp_path / "results"
     shutil.copytree(straight, results, ignore=shutil.ignore_patterns("checkpoints"))
     before = _digests(results)
-    with pytest.raises(ValueError, match=r"finished run's results \(final.gjx, report.json"):
+    with pytest.raises(ValueError, match=r"holds a run's results \(final.gjx, report.json"):
         training.run(learner, results, progress=False)
+    # its only checkpoint corrupt: the advice to start afresh names the results too
+    damaged = tmp_path / "damaged"
+    shutil.copytree(straight, damaged)
+    steps = sorted(int(p.name) for p in (damaged / "checkpoints").iterdir() if p.name.isdigit())
+    for step in steps[:-1]:
+        shutil.rmtree(damaged / "checkpoints" / str(step))
+    shutil.rmtree(damaged / "checkpoints" / str(steps[-1]) / gio._ITEM)
+    with pytest.raises(gio.CheckpointError, match=r"(?s)Delete that directory to start afresh"
+                       r".*; to start afresh, move the run's results \(final.gjx, report.json, "
+                       r"report.md\) away too"):
+        training.run(learner, damaged, progress=False)
     # another experiment's config in a workdir without checkpoints: named, not overwritten
     other = cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
         cfglib.to_dict(learner.config), {"train.learning_rate": 0.5}))
