@@ -515,7 +515,7 @@ def _registered(base: str) -> tuple[str, AgentFactory] | None:
 
 def _known_names() -> str:
     return ("random, heuristic, heuristic-K, heuristic[-K]@P, pure-mcts-N, minimax, "
-            "alphabeta-D, negamax-D, gomokubot, gomokubot-D, an exported FILE.gjx[@N]")
+            "alphabeta[-D], negamax[-D], gomokubot, gomokubot-D, an exported FILE.gjx[@N]")
 
 
 def make(spec: str, env: Gomoku) -> Agent:
@@ -603,6 +603,8 @@ def _did_you_mean(spec: str) -> str:
     names = [*_BUILTIN_NAMES, *(name for name in AGENTS if not name.endswith("-"))]
     prefixes = [*(p for p in _BUILTIN_PREFIXES if p != "minimax-"),  # takes no depth
                 *(name for name in AGENTS if name.endswith("-"))]
+    if base not in names and f"{base.rstrip('-')}-" in prefixes:  # "pure-mcts": no number
+        return f" (did you mean '{base.rstrip('-')}-N' with a whole number N?)"
     typed = next((p for p in prefixes if base.startswith(p)), None)
     mended = base[len(typed):].translate(_LOOKALIKE_DIGITS) if typed else ""
     if digits(mended):  # "pure-mcts-1OO": letters typed for digits

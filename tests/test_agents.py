@@ -441,7 +441,8 @@ def test_the_unknown_agent_error_lists_registered_names(agent_registry):
     ("heuristc", "heuristic"), ("minmax", "minimax"), ("radnom", "random"),
     ("alphabet", "alphabeta"), ("pure-mcst-100", "pure-mcts-100"),  # the number kept
     ("pure-mcts-1OO", "pure-mcts-100"), ("alphabeta-l", "alphabeta-1"),  # letters for digits
-    ("pure-mcts-1x0", None),
+    ("pure-mcts-1x0", None), ("pure-mcts", "pure-mcts-N' with a whole number N?"),
+    ("heuristic-", "heuristic-N' with a whole number N?"), ("minimax-", "minimax"),
     ("minmax-3", "minimax"), ("alphabeta-3+kiler", "alphabeta-3+killer"),
     ("gomokubot+killr", "gomokubot+killer"),
     ("experiments/results/az_9x9_cpu/final", "experiments/results/az_9x9_cpu/final.gjx"),
@@ -456,6 +457,8 @@ def test_a_mistyped_agent_name_or_file_gets_the_closest_one(spec, close, monkeyp
     assert message.startswith(f"unknown agent {spec!r}")
     if close is None:
         assert "did you mean" not in message
+    elif close.endswith("?"):  # a prefix without its number
+        assert message.startswith(f"unknown agent {spec!r} (did you mean '{close}): known")
     else:
         assert message.startswith(f"unknown agent {spec!r} (did you mean {close!r}?): known")
 
