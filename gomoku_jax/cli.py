@@ -99,10 +99,15 @@ def _tournament_config(args: argparse.Namespace) -> dict:
         if not isinstance(config, dict):
             raise ValueError(f"tournament config {args.config} must be a JSON object")
         unknown = set(config) - TOURNAMENT_KEYS
+        if unknown and ("algorithm" in config or unknown & {"train", "network", "search"}):
+            raise ValueError(f"{args.config} is a training config, not a tournament one: "
+                             f"train it with gomoku-jax train --config {args.config}")
         if unknown:
+            named = ", ".join(f"{key!r}{config_lib.did_you_mean(key, TOURNAMENT_KEYS)}"
+                              for key in sorted(unknown))
             raise ValueError(
-                f"tournament config {args.config}: unknown keys {sorted(unknown)}; "
-                f"allowed: {sorted(TOURNAMENT_KEYS)}"
+                f"tournament config {args.config}: unknown key{'s' * (len(unknown) > 1)} "
+                f"{named}; allowed: {sorted(TOURNAMENT_KEYS)}"
             )
         try:
             _check_tournament_file(config)

@@ -297,7 +297,12 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, text", [
-    ('{"agents": ["random", "heuristic"], "rounds": 3}', "unknown keys ['rounds']"),
+    ('{"agents": ["random", "heuristic"], "rounds": 3}', "unknown key 'rounds'; allowed: "),
+    ('{"agents": ["random", "heuristic"], "games_per_par": 3, "x": 1}',
+     "unknown keys 'games_per_par' (did you mean 'games_per_pair'?), 'x'; allowed"),
+    ('{"algorithm": "dqn", "game": {"size": 9}, "train": {}}',
+     "bad.json is a training config, not a tournament one: train it with gomoku-jax train "
+     "--config "),
     ('{"agents": ["random", "chess"]}', "unknown agent 'chess'"),
     ('{"agents": []}', "a tournament needs agents"),
     ("[1, 2", "is not valid JSON"),
