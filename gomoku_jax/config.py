@@ -21,6 +21,7 @@ import difflib
 import json
 import math
 import numbers
+import os
 import pathlib
 import re
 import sys
@@ -489,8 +490,24 @@ def _convert(tp, value, path: str):
 def closest(word: Any, known, cutoff: float = 0.75) -> str | None:
     """The name of ``known`` closest to a mistyped ``word`` (``difflib``'s similarity at
     least ``cutoff``), or None: what every "did you mean" of the project suggests."""
-    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=cutoff)
+    known = [str(k) for k in known]
+    same = [k for k in known if k.lower() == str(word).lower()]  # "2RB" for "2rb"
+    close = same or difflib.get_close_matches(str(word), known, n=1, cutoff=cutoff)
     return close[0] if close else None
+
+
+def closest_file(path, suffix: str) -> str | None:
+    """The file ending in ``suffix`` in ``path``'s folder whose name is closest to
+    ``path``'s (the suffix left out: ``final`` -> ``final.gjx``; a typo: ``az_9x9.json``
+    -> ``az_9x9_cpu.json``), as a path beside ``path``; None when none is close."""
+    folder, name = os.path.split(str(path))
+    try:
+        files = [f for f in os.listdir(folder or ".") if f.endswith(suffix)]
+    except OSError:  # no such folder, or not one
+        return None
+    close = (name + suffix if name + suffix in files
+             else closest(name, files, cutoff=0.8))
+    return os.path.join(folder, close) if close else None
 
 
 def did_you_mean(word: Any, known, prefix: str = "") -> str:
@@ -548,7 +565,9 @@ def read_json(path, what: str = "config file"):
         # (utf-8-sig: a byte-order mark, which some editors write first, is skipped)
         return loads(pathlib.Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
-        raise ConfigError(f"{name} does not exist") from None
+        close = closest_file(path, ".json")
+        raise ConfigError(f"{name} does not exist"
+                          + (f" (did you mean {close!r}?)" if close else "")) from None
     except IsADirectoryError:
         raise ConfigError(f"{name} is a directory, not a JSON file") from None
     except UnicodeDecodeError as error:
@@ -608,8 +627,8 @@ def load_file(
         if not isinstance(name, str):
             raise ConfigError(f"a variant is named by a string, got {name!r}")
         if name not in known:
-            raise ConfigError(f"{where} has no variant {name!r}; it has: "
-                              f"{', '.join(sorted(known)) or 'none'}")
+            raise ConfigError(f"{where} has no variant {name!r}{did_you_mean(name, known)}; "
+                              f"it has: {', '.join(sorted(known)) or 'none'}")
         if known[name].get("algorithm", algorithm) != algorithm:
             raise ConfigError(f"{where}: variant {name!r} sets algorithm, "
                               f"which the file chooses ({algorithm!r}); a variant cannot "

@@ -20,7 +20,7 @@ from gomoku_jax import io as gio
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.agents import JaxAgent, greedy_q_agent
-from gomoku_jax.config import closest
+from gomoku_jax import config as config_lib
 from gomoku_jax.game import Gomoku
 
 __all__ = ["Loaded", "export_agent", "folder_hint", "load", "load_agent", "load_network"]
@@ -49,15 +49,8 @@ def folder_hint(path) -> str:
 def closest_file(path) -> str | None:
     """The exported file (``.gjx``) in ``path``'s folder whose name is closest to
     ``path``'s (``final.gjx`` for ``final``, ``final.gj`` or ``finl.gjx``), None when none
-    is close."""
-    folder, name = os.path.split(str(path))
-    try:
-        files = [f for f in os.listdir(folder or ".") if f.endswith(".gjx")]
-    except OSError:  # no such folder, or not one
-        return None
-    close = (name + ".gjx" if name + ".gjx" in files  # the extension left out
-             else closest(name, files, cutoff=0.8))
-    return os.path.join(folder, close) if close else None
+    is close (`config.closest_file`)."""
+    return config_lib.closest_file(path, ".gjx")
 
 
 def load_network(path):

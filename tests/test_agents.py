@@ -428,9 +428,10 @@ def test_the_unknown_agent_error_lists_registered_names(agent_registry):
         plain.value)
     agents.register_agent("first-empty", lambda spec, env: _NthEmpty(spec))
     agents.register_agent("nth-empty-", _nth_empty)
-    for name, close in (("frist-empty", "first-empty"), ("nth-empty-", None),
-                        ("first-empty-2", "first-empty")):
-        hint = "" if close is None else re.escape(f" (did you mean '{close}'?)")
+    for name, close in (("frist-empty", "'first-empty'"),
+                        ("nth-empty-", "'nth-empty-N' with a whole number N"),  # no number
+                        ("first-empty-2", "'first-empty'")):
+        hint = re.escape(f" (did you mean {close}?)")
         with pytest.raises(ValueError, match=rf"unknown agent '{name}'{hint}: known are random, "
                                              r".*the registered first-empty, nth-empty-\*, "
                                              "each optionally with \\+killer"):

@@ -94,8 +94,15 @@ def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(cfglib.ConfigError, match="not valid JSON"):
         cfglib.load_file(Outer, tmp_path / "bad.json")
-    with pytest.raises(cfglib.ConfigError, match="does not exist"):
+    with pytest.raises(cfglib.ConfigError, match=r"missing.json' does not exist$"):
         cfglib.load_file(Outer, tmp_path / "missing.json")
+    for typed in ("c", "C.json", "cc.json"):  # the closest file is suggested
+        with pytest.raises(cfglib.ConfigError, match=re.escape(
+                f"does not exist (did you mean {str(path)!r}?)")):
+            cfglib.load_file(Outer, tmp_path / typed)
+    with pytest.raises(cfglib.ConfigError, match=re.escape(
+            "no variant 'Deep' (did you mean 'deep'?); it has: deep, smoke")):
+        cfglib.load_file(Outer, path, variants=["Deep"])
     # an empty object would be a default run of the whole experiment: refused
     (tmp_path / "empty.json").write_text("{}\n")
     with pytest.raises(cfglib.ConfigError, match=r"empty.json' is an empty object and sets "
