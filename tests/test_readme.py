@@ -37,3 +37,19 @@ def test_code_map_names_files_that_exist():
             assert (ROOT / folder / name).exists(), f"{folder}{name} is in the README map"
         elif name.endswith("/"):
             assert (ROOT / folder / name).is_dir(), f"{folder}{name} is in the README map"
+
+
+def test_the_python_training_example_takes_an_sgd_step_in_its_first_iteration(monkeypatch):
+    """The README's first Python example, up to its one iteration (the rest trains a
+    whole run): a reader who copies it sees a loss, not NaN."""
+    import math
+
+    monkeypatch.chdir(ROOT)  # its config path is relative to the repository
+
+    block = README.split("In Python:\n\n```python\n", 1)[1].split("```", 1)[0]
+    first = block.split("\nagent = ", 1)[0]  # load, make, init, iterate, print
+    assert "learner.iteration(state)" in first and "print(" in first
+    scope: dict = {}
+    exec(compile(first, "README.md (Python example)", "exec"), scope)  # noqa: S102
+    metrics = scope["metrics"]
+    assert bool(metrics["trained"]) and math.isfinite(float(metrics["loss"]))
