@@ -458,7 +458,10 @@ def _convert(tp, value, path: str):
         return from_dict(tp, value, path)
     if origin in (tuple, list, Sequence, typing.Sequence) or tp in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}: expected a list, got {value!r}{_json_hint(value)}")
+            hint = _json_hint(value) or (  # a lone item: how its list of one is written
+                f" (one item is a list too: {json.dumps([value])})"
+                if isinstance(value, (str, int, float)) else "")
+            raise ConfigError(f"{path}: expected a list, got {value!r}{hint}")
         args = [a for a in typing.get_args(tp) if a is not Ellipsis]
         item = args[0] if args else Any
         return tuple(_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value))

@@ -63,6 +63,10 @@ def test_from_dict_builds_nested_frozen_config_and_round_trips():
     ("flag=1", "flag: expected true or false"),
     ("inner.depth=0", "depth must be >= 1"),
     ("inner=3", "inner: expected an object"),
+    # one item for a list: how it is written as a list of one
+    ("inner.tags=fast", "inner.tags: expected a list, got 'fast' (one item is a list too: "
+                        '["fast"])'),
+    ("inner.tags=[fast", "inner.tags: expected a list, got '[fast' (a string: as JSON it "),
     # text meant as JSON but not JSON (unquoted keys) is read as a string: JSON's complaint
     ("inner={depth: 3}", "inner: expected an object, got '{depth: 3}' (a string: as JSON it "
                          "fails with 'Expecting property name enclosed in double quotes' at "
