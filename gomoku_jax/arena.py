@@ -429,7 +429,9 @@ class Tournament:
         None, or the default ``"random"`` when no agent has that name, centres them. When
         the anchor won or lost every game the prior, not the games, sets every rating
         measured from it: ``ratings_measured`` (and its table) then gives the same fit
-        measured from the weakest agent that did neither, when two or more did neither."""
+        measured from the weakest agent that did neither, when two or more did neither.
+        ``games``: every game (`GameRecord.to_dict`: the players, the moves, the winner),
+        from which everything else here can be checked."""
         names, records = self.names, self.records
         index = {n: i for i, n in enumerate(names)}
         if anchor == _ratings.DEFAULT_ANCHOR and anchor not in names:
@@ -489,6 +491,7 @@ class Tournament:
             "ratings": elo.to_dict(),
             "ratings_table": elo.table(),
             **extra,
+            "games": [r.to_dict() for r in records],  # to check the report game by game
         }
 
     def to_markdown(self, report: dict | None = None) -> str:

@@ -207,6 +207,8 @@ TOURNAMENT_REPORTS = ("tournament.json", "tournament.md", "heatmap.png")
 
 
 def _tournament(args: argparse.Namespace) -> int:
+    import datetime
+
     from gomoku_jax import agents, arena
     from gomoku_jax.game import Gomoku
     from gomoku_jax.io import check_folder, check_new_files
@@ -230,6 +232,8 @@ def _tournament(args: argparse.Namespace) -> int:
     report = result.report()
     report["config"] = config
     markdown = result.to_markdown(report)
+    report["device"] = arena.device_description()  # where and when it was played
+    report["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     print(markdown)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

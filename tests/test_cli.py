@@ -259,6 +259,10 @@ def test_bench_refuses_bad_options(capsys):
 
 
 def test_tournament_from_config_writes_reports(tmp_path, capsys):
+    import jax
+
+    from gomoku_jax.game import Gomoku
+
     config = tmp_path / "t.json"
     config.write_text(json.dumps({"game": {"size": 6, "k": 4}, "agents": ["random", "heuristic"],
                                   "games_per_pair": 4, "seed": 1}))
@@ -269,6 +273,16 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     assert report["agents"] == ["random", "heuristic"]
     assert report["config"]["opening_stones"] == 2 and report["config"]["game"]["size"] == 6
     assert report["colours"]["games"] == 4
+    assert report["device"].startswith(jax.devices()[0].platform) and report["date"]
+    # every game, replayable: the moves reach the recorded winner
+    assert len(report["games"]) == 4 and {g["black"] for g in report["games"]} == {
+        "random", "heuristic"}
+    for game in report["games"]:
+        env = Gomoku(6, 4)
+        state = env.init()
+        for action in game["moves"]:
+            state = env.step(state, action)
+        assert bool(state.terminated) and int(state.winner) == game["winner"]
     assert "### Elo" in (out / "tournament.md").read_text()
     assert "Win rate" in capsys.readouterr().out
     # reports already in --out are kept unless --force; refused before any game
