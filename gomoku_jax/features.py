@@ -98,7 +98,7 @@ def observe(state, spec: ObservationSpec, player: jax.Array | None = None) -> ja
     ``player`` (0 black, 1 white; broadcastable to the batch) chooses the viewer;
     default: ``state.current_player``.
     """
-    if player is not None and not hasattr(player, "aval"):  # a concrete value: checked
+    if player is not None and not isinstance(player, jax.core.Tracer):  # concrete: checked
         values = np.asarray(player)
         if not np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_ or not (
                 np.isin(values, (0, 1)).all()):

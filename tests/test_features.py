@@ -130,7 +130,8 @@ def test_every_encoding_is_listed_with_its_plane_count():
 def test_a_viewer_that_is_not_a_player_is_refused():
     env = Gomoku(5, 4)
     state = env.step(env.init(jax.random.key(0)), 12)
-    for bad in (2, -1, 1.5, "white", True, np.array([0, 2])):
+    for bad in (2, -1, 1.5, "white", True, np.array([0, 2]), jnp.int32(2), jnp.int32(-1),
+                jnp.array([0, 2])):  # concrete JAX arrays are inspected too
         with pytest.raises(ValueError, match=r"observe: player is 0 \(black\) or 1 \(white\)"):
             env.observe(state, bad)
     black, white = env.observe(state, 0), env.observe(state, np.int64(1))
