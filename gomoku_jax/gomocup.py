@@ -106,7 +106,9 @@ _MIN_MOVES_LEFT, _MAX_MOVES_LEFT = 5, 25
 _RULE_WORDS = {"freestyle": "five or more in a row wins", "standard": "exactly five wins"}
 _COMMANDS = ("START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", "PLAY",
              "TAKEBACK", "INFO", "ABOUT", "END")
-_INT = re.compile(r"[+-]?\d{1,9}", re.ASCII)
+# Integers as managers write them: 2147483647 (INT_MAX, "no limit") and longer are common in
+# INFO; the bound only keeps int() away from its digit limit.
+_INT = re.compile(r"[+-]?\d{1,100}", re.ASCII)
 
 
 class EngineError(RuntimeError):
@@ -306,8 +308,8 @@ class Engine:
             word, _, rest = text.partition(" ")
             word = word.upper()
             handler = getattr(self, f"_cmd_{word.lower()}", None)
-            if word not in _COMMANDS or handler is None:
-                raise _ProtocolError(f"unknown command {clip(text)!r}")
+            if word not in _COMMANDS or handler is None:  # the protocol's answer to it
+                return [f"UNKNOWN command {_one_line(clip(text))!r}"]
             return handler(rest.strip(), start)
         except _ProtocolError as err:
             return [f"ERROR {_one_line(str(err))}"]
@@ -478,6 +480,7 @@ class Engine:
         game = self._need_live_game("TURN")
         action = game.empty_cell(x, y, "TURN")
         self._settle(game.size, "TURN")  # before the stone is placed: an ERROR changes nothing
+        _check_counts(game, f"TURN {x},{y}", "the stone is not placed", add=_OPP)
         if not (game.cells != 0).any():
             game.colour_hint = 1
         game.place(action, _OPP, self.rule == "standard")
@@ -489,6 +492,7 @@ class Engine:
         x, y = _parse_ints(rest, 2, "PLAY")
         game = self._need_live_game("PLAY")
         action = game.empty_cell(x, y, "PLAY")
+        _check_counts(game, f"PLAY {x},{y}", "the stone is not placed", add=_OWN)
         game.place(action, _OWN, self.rule == "standard")
         return [f"{x},{y}"]
 
@@ -545,6 +549,8 @@ class Engine:
             new.cells.reshape(-1)[action] = field
             if field != _DEAD:
                 order.append(action)
+        _check_counts(new, "BOARD", "the whole BOARD block is refused and the position is "
+                      "unchanged")
         own, opp = int((new.cells == _OWN).sum()), int((new.cells == _OPP).sum())
         new.colour_hint = 1 if opp > own else 0
         new.last = order[-1] if order else -1
@@ -607,6 +613,24 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _check_counts(game: "_Game", what: str, outcome: str, add: int | None = None) -> None:
+    """A `_ProtocolError` when the stones of ``game`` (with one more of field ``add``)
+    could not have been played in turn: after the opponent's move (a BOARD, a TURN) the
+    brain is to move, so the opponent has as many stones as the brain or one more;
+    after the brain's own (PLAY) it has as many as the opponent or one more. A board
+    with dead stones (field 3, a continued game) is not counted."""
+    if (game.cells == _DEAD).any():
+        return
+    own = int((game.cells == _OWN).sum()) + (add == _OWN)
+    opp = int((game.cells == _OPP).sum()) + (add == _OPP)
+    lead = own - opp if add == _OWN else opp - own
+    if lead not in (0, 1):
+        side = "the brain" if add == _OWN else "the opponent"
+        raise _ProtocolError(
+            f"{what}: {own} own and {opp} opponent stones cannot have been played in turn "
+            f"({side} must have as many stones as the other or one more); {outcome}")
+
+
 def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | None = None,
                seed: int = 0) -> int:
     """Run ``agents.make(agent_name, env)`` as a Gomocup brain until ``END``.
@@ -632,6 +656,8 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
         _check_name(agent_name)
         factory = functools.partial(agents.make, agent_name)
     stdin = sys.stdin if stdin is None else stdin
+    if stdin is sys.stdin and hasattr(stdin, "reconfigure"):  # a manager's bytes in
+        stdin.reconfigure(errors="replace")  # another code page must not kill the brain
     stdout = sys.stdout if stdout is None else stdout
     engine = Engine(factory, agent_name=agent_name, seed=seed)
     with contextlib.redirect_stdout(sys.stderr):

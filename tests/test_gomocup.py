@@ -8,6 +8,7 @@ import json
 import queue
 import random
 import re
+import os
 import subprocess
 import sys
 import textwrap
@@ -199,13 +200,19 @@ def test_errors_leave_the_state_unchanged():
            "INFO timeout_turn soon", "INFO rule 4", "INFO rule 8", "INFO rule 64",
            "DONE", "FOO", "hello world", "\x00\xff", "1,2", "RESTART please", "ABOUTT",
            "TURN \uff11,\uff12", "INFO timeout_turn \u0665000"]  # other scripts' digits
+    unknown = {"FOO", "hello world", "\x00\xff", "1,2", "ABOUTT"}  # the protocol: UNKNOWN
     for line in bad:
         reply = one(engine, line)
-        assert reply.startswith("ERROR ") and "\n" not in reply, (line, reply)
+        assert reply.startswith("UNKNOWN " if line in unknown else "ERROR "), (line, reply)
+        assert "\n" not in reply, (line, reply)
         assert (engine.board == before).all(), line
     assert "renju" in one(engine, "INFO rule 4") and "caro" in one(engine, "INFO rule 8")
     assert engine.rule == "freestyle"
     for key in ("timeout_turn", "timeout_match", "time_left"):  # milliseconds, never < 0
+        # managers write "no limit" as INT_MAX or more: taken silently, as the protocol has
+        # no reply to INFO
+        assert say(engine, f"INFO {key} 2147483647") == [] == say(engine, f"INFO {key} {10**30}")
+        assert getattr(engine, f"_{key}") == 10**30
         assert one(engine, f"INFO {key} -5") == (f"ERROR INFO {key}: expected milliseconds "
                                                  ">= 0, got -5; the previous value stands")
     # a huge argument is not echoed back whole
@@ -417,7 +424,7 @@ def test_fuzz_one_reply_per_command_and_consistent_state():
         return ["BOARD", *[line for line in lines if line.partition(" ")[0].upper()
                            not in gomocup._COMMANDS], "DONE"]
 
-    good_reply = re.compile(r"OK|\d+,\d+|ERROR [^\n]+|name=\"gomoku-jax\".*")
+    good_reply = re.compile(r"OK|\d+,\d+|ERROR [^\n]+|UNKNOWN [^\n]+|name=\"gomoku-jax\".*")
     lines = []
     for _ in range(400):
         r = rng.random()
@@ -558,7 +565,7 @@ def test_subprocess_session_over_pipes(tmp_path):
             assert move not in taken
             taken.add(move)
         assert ask("TURN 0,0").startswith("ERROR TURN 0,0 is occupied")
-        assert ask("bogus").startswith("ERROR unknown command")
+        assert ask("bogus") == "UNKNOWN command 'bogus'"
         proc.stdin.write("BOARD\n7,7,1\n7,8,2\n8,8,2\nDONE\n")
         proc.stdin.flush()
         assert xy(reply("BOARD ... DONE")) not in {(7, 7), (7, 8), (8, 8)}
@@ -1152,3 +1159,42 @@ def test_a_rule_the_agent_does_not_play_is_refused_at_info_and_play_goes_on(expo
     assert replies[1].startswith("ERROR unsupported rule 1 (standard): ")
     assert replies[1].endswith("; still playing freestyle")
     assert MOVE.fullmatch(replies[2]) and len(replies) == 3, replies
+
+
+def test_stone_counts_that_could_not_have_been_played_in_turn_are_refused():
+    engine = make_engine()
+    assert one(engine, "START 9") == "OK"
+    # the brain is to move after a BOARD: the opponent has as many stones or one more
+    say(engine, "BOARD", "1,1,1", "2,2,1", "3,3,1")
+    reply = one(engine, "DONE")
+    assert reply.startswith("ERROR BOARD: 3 own and 0 opponent stones cannot have been "
+                            "played in turn"), reply
+    assert not engine.board.any()  # unchanged
+    say(engine, "BOARD", "1,1,2", "2,2,2")
+    assert one(engine, "DONE").startswith("ERROR BOARD: 0 own and 2 opponent stones")
+    say(engine, "BOARD", "1,1,1", "2,2,2", "3,3,2")
+    assert xy(one(engine, "DONE"))  # 1 own, 2 opponent: the brain (white) moves
+    say(engine, "BOARD", "1,1,1", "2,2,2", "3,3,1", "4,4,3")
+    assert xy(one(engine, "DONE"))  # a dead stone: a continued game, not counted
+    # PLAY is the brain's own move: twice in a row is not a game
+    assert one(engine, "RESTART") == "OK"
+    assert one(engine, "PLAY 4,4") == "4,4"
+    reply = one(engine, "PLAY 5,5")
+    assert reply.startswith("ERROR PLAY 5,5: 2 own and 0 opponent stones cannot"), reply
+    assert int(engine.board.sum()) == 1  # the stone is not placed
+    x, y = xy(one(engine, "TURN 0,0"))  # the opponent's answer, then the brain's move
+    reply = one(engine, "TURN 8,8")  # fine: 2 own, 2 opponent, the brain moves
+    assert xy(reply)
+
+
+def test_bytes_that_are_not_utf8_do_not_stop_the_brain():
+    """A manager on another code page (a cp1250 folder name in INFO) sends bytes that are
+    not UTF-8; with strict decoding (PYTHONIOENCODING=utf-8) the brain still plays."""
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    session = b"START 9\nINFO folder C:\\Users\\Ji\xf8\xed\nBEGIN\nEND\n"
+    done = subprocess.run(PBRAIN + ["random"], input=session, capture_output=True, env=env,
+                          timeout=PIPE_WAIT_S * 4)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == "OK" and MOVE.fullmatch(lines[1]), lines
+    assert b"Traceback" not in done.stderr
