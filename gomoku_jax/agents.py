@@ -260,7 +260,9 @@ class JaxAgent(Agent):
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del deadline  # a fixed computation: its cost does not depend on a budget
-        return int(self._jit_policy(self.params, key, state))
+        # as it is: an integer becomes an int (`plain_action`), anything else (a float, an
+        # array of actions) is the caller's to refuse, as any agent's wrong answer is
+        return self._jit_policy(self.params, key, state)
 
     def batch_policy(self) -> Callable[[Any, jax.Array, State], jax.Array]:
         """``(params, keys [B], states [B]) -> actions [B]``: the policy over a batch

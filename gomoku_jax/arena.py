@@ -35,7 +35,7 @@ from gomoku_jax import compiled
 from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent, check_env, plain_action
-from gomoku_jax.config import SEED_MAX, check_count, check_seed
+from gomoku_jax.config import SEED_MAX, check_count, check_seed, plain_scalars
 from gomoku_jax.game import Gomoku, State, check_key
 
 
@@ -211,6 +211,12 @@ def illegal_reason(env: Gomoku, state: State, action) -> str | None:
     the text follows the agent's name in a forfeit (``"a played action 81, off the 9x9
     board"``)."""
     action = plain_action(action)  # (done by every agent's act; here for any other caller)
+    if isinstance(action, (np.ndarray, jax.Array)) and not isinstance(
+            action, jax.core.Tracer):  # its dtype and shape, not a repr of many lines
+        kind = f"a{'n' * (str(action.dtype)[0] in 'aeiou')} {action.dtype}"
+        shown = (f"{kind} scalar ({plain_scalars(np.asarray(action)[()])!r})"
+                 if action.ndim == 0 else f"{kind} array of shape {tuple(action.shape)}")
+        return f"returned {shown}, not an action index"
     if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
         return f"returned {action!r}, not an action index"
     return _off_or_occupied(env.size, int(action), lambda a: int(
@@ -272,6 +278,22 @@ def _play_one(env: Gomoku, black: Agent, white: Agent, opening: Sequence[int], k
     return GameRecord(black.name, white.name, tuple(moves), len(opening), int(state.winner), forfeit)
 
 
+class _NotActions(Exception):
+    """Raised while `_lockstep` is traced: an agent answers a batch with something other
+    than ``[B]`` integer actions; the match is then played game by game, where each such
+    answer is a forfeit that says what it was."""
+
+
+def _batch_actions(answer, batch: int):
+    """``answer`` when it is ``[batch]`` integer actions (static facts, checked while
+    traced), else `_NotActions`."""
+    dtype = getattr(answer, "dtype", None)
+    if jnp.shape(answer) != (batch,) or dtype is None or not jnp.issubdtype(
+            dtype, jnp.integer):
+        raise _NotActions()
+    return answer
+
+
 @functools.partial(jax.jit, static_argnames=("env", "batch_a", "batch_b"))
 def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openings):
     """All games of a JAX-vs-JAX match at once. Returns moves [B, N*N] (-1 padded), the
@@ -290,8 +312,9 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         t, state, moves, illegal, bad = carry
         keys = jax.random.split(jax.random.fold_in(key, t), 2 * batch)
         a_moves = (state.current_player == 0) == a_is_black
-        answer = jnp.where(a_moves, act_a(params_a, keys[:batch], state),
-                           act_b(params_b, keys[batch:], state))  # int64 under x64
+        answers = [_batch_actions(act(params, k, state), batch) for act, params, k in (
+            (act_a, params_a, keys[:batch]), (act_b, params_b, keys[batch:]))]
+        answer = jnp.where(a_moves, *answers)  # int64 under x64
         live = ~state.terminated
         ok = (answer >= 0) & (answer < nn) & jnp.take_along_axis(
             state.legal_action_mask, jnp.clip(answer, 0, nn - 1)[:, None], axis=1)[:, 0]
@@ -353,10 +376,14 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
     if lockstep:
         a_is_black = jnp.asarray([g % 2 == 0 for g in range(games)])
         start = time.perf_counter()
-        moves, winners, illegal, bad = _lockstep(
-            env, agent_a.batch_policy(), agent_b.batch_policy(), agent_a.params,
-            agent_b.params, key,
-            a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
+        try:
+            moves, winners, illegal, bad = _lockstep(
+                env, agent_a.batch_policy(), agent_b.batch_policy(), agent_a.params,
+                agent_b.params, key,
+                a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
+        except _NotActions:  # a policy that answers no action: its games are forfeits
+            lockstep = False
+    if lockstep:
         # jax.device_get, not np.asarray: it lets Ctrl-C through while the match runs (a
         # blocking np.asarray holds it until the last game ends)
         moves, winners, illegal, bad = map(np.asarray,

@@ -131,7 +131,7 @@ class _Cheat(agents.PythonAgent):
     (0, "played (0, 0), an occupied cell"),
     (49, "played action 49, off the 7x7 board"),
     ("e4", "returned 'e4', not an action index"),
-    (jnp.float32(3), "returned Array(3., dtype=float32), not an action index"),
+    (jnp.float32(3), "returned a float32 scalar (3.0), not an action index"),
     # the agent's own line that raised, not NumPy's or the arena's
     ("raise", f"raised RuntimeError (at {line_of(__file__, '# _RAISES')}): out of ideas"),
     ("index", f"raised IndexError (at {line_of(__file__, '# _INDEXES')}): index 100 is out of "
@@ -202,7 +202,7 @@ def test_an_agent_answering_a_jax_or_numpy_integer_scalar_plays_that_move():
     assert all(r.forfeit is None for r in m.records)
     # a one-element array or a bool array is still not an action
     assert arena.illegal_reason(ENV, ENV.init(), agents.plain_action(jnp.array([3]))) == (
-        "returned Array([3], dtype=int32), not an action index")
+        "returned an int32 array of shape (1,), not an action index")
     assert isinstance(agents.plain_action(np.array(True)), np.ndarray)  # left as it is
 
 
@@ -567,3 +567,23 @@ def test_ladder_refuses_a_max_simulations_below_start():
         with pytest.raises(ValueError, match="ladder: step must be a positive integer, got "
                                              "True"):
             arena.ladder(ENV, heuristic, step=True)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (lambda state: jnp.float32(40.7), "returned a float32 scalar (40.7), not an action index"),
+    (lambda state: state.legal_action_mask.astype(jnp.int32),  # the mask, not a move
+     "returned an int32 array of shape (49,), not an action index")])
+def test_a_jax_policy_that_answers_no_action_forfeits_in_a_match_of_batched_agents(
+        answer, reason):
+    """In a match of two batched JAX agents the wrong answer is found while the lockstep
+    program is traced; the games are then played one at a time, each a forfeit saying
+    what the answer was (a float used to be played as its integer part one game at a
+    time and to crash the batched program)."""
+    wrong = agents.JaxAgent("wrong", lambda params, key, state: answer(state))
+    first = agents.JaxAgent(
+        "first", lambda params, key, state: jnp.argmax(state.legal_action_mask).astype(jnp.int32))
+    match = arena.play_match(ENV, wrong, first, 4, seed=0)
+    assert match.lockstep is False
+    assert [r.forfeit for r in match.records] == [f"wrong {reason}"] * 4
+    assert match.score("first")["wins"] == 4
+    assert arena.play_match(ENV, first, agents.random_agent(), 2, seed=0).lockstep is True
