@@ -94,6 +94,12 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     meta, env, module, variables = load_network(path)
     name = name or (str(path) if simulations is None else f"{path}@{simulations}")
     kind = meta.get("agent", "search")
+    network_kind = networks.NETWORKS[meta["network"]["name"]][1]  # built: it is registered
+    wants = {"q-greedy": "q", "search": "policy-value"}.get(kind)
+    if wants is not None and network_kind != wants:  # it would fail at every move
+        raise gio.CheckpointError(
+            f"{path}: its header says a {kind} agent, which plays a {wants} network, but "
+            f"its network {meta['network']['name']!r} is a {network_kind} network")
     if kind == "q-greedy":  # a Q network: the legal move of highest Q
         if simulations is not None:
             raise ValueError(f"{path} holds a Q network, which plays without search: "

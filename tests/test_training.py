@@ -907,6 +907,9 @@ def _rewrite_header(src, dst, **changes):
     ({"network__options__blocks": 100_000},
      r"do not fit .*'blocks': 100000.*: the network makes more than the \d+ arrays given"),
     ({"search": None}, r"play-time search is missing or invalid \(KeyError"),
+    # an agent kind that cannot play the network (it used to fail at every move)
+    ({"agent": "q-greedy"}, r"its header says a q-greedy agent, which plays a q network, but "
+                            r"its network 'resnet' is a policy-value network"),
     ({"search__num_simulations": -5}, r"play-time search is missing or invalid"),
 ])
 def test_an_exported_file_whose_header_does_not_fit_its_params_is_refused(
