@@ -81,6 +81,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax import io as gio
 from gomoku_jax.config import DuplicateKeyError, loads
 from gomoku_jax.game import GameConfig, Gomoku
 
@@ -482,11 +483,14 @@ def _parse_game(obj: Any, config: GameConfig) -> Game:
     if (obj["size"], obj["k"], obj["rule"]) != (config.size, config.k, config.rule):
         raise ValueError(f"game is size={obj['size']!r} k={obj['k']!r} rule={obj['rule']!r}, "
                          f"the header says size={config.size} k={config.k} rule={config.rule!r}")
-    for key in ("black", "white"):
-        if not isinstance(obj[key], str):
+    for key in ("black", "white", "source"):
+        if key in obj and not isinstance(obj[key], str):
             raise ValueError(f"{key} must be a string, got {obj[key]!r}")
-    if "source" in obj and not isinstance(obj["source"], str):
-        raise ValueError(f"source must be a string, got {obj['source']!r}")
+        try:  # a JSON escape of half a character ("\ud800") reads, but cannot be written
+            obj.get(key, "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{key} {obj[key]!r} is not text UTF-8 can write (a lone "
+                             "surrogate escape)") from None
     winner = obj["winner"]
     if not (winner is None or (isinstance(winner, str) and winner in _WINNER_CODES)):
         raise ValueError(f'winner must be "black", "white", "draw" or null, got {winner!r}')
@@ -516,6 +520,26 @@ def _check_on_error(on_error: str) -> None:
         raise ValueError(f'on_error must be "skip" or "raise", got {on_error!r}')
 
 
+# The longest line a records file may hold: a game of 361 moves is a few KiB; a line
+# without end (a compressed file of one huge line) is skipped, not read into memory.
+_MAX_LINE = 1 << 20
+
+
+def _bounded_lines(f):
+    """The lines of text file ``f``, or None for one longer than `_MAX_LINE`, whose rest
+    is read and dropped in pieces."""
+    while True:
+        text = f.readline(_MAX_LINE + 1)
+        if not text:
+            return
+        if len(text) <= _MAX_LINE or text.endswith(("\n", "\r")):
+            yield text
+            continue
+        while text and not text.endswith(("\n", "\r")):  # skip to the line's end
+            text = f.readline(_MAX_LINE)
+        yield None
+
+
 def _numbered_lines(path: Path):
     """``(line number, text)`` of a records file; a line that is not UTF-8 text comes as
     a `RecordError` in place of its text. A file that is not gzip-compressed where its
@@ -527,7 +551,12 @@ def _numbered_lines(path: Path):
         # undecodable bytes become lone surrogates, found line by line below; lines end at
         # \n, \r\n or \r as in any text file
         with io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape") as f:
-            for number, text in enumerate(f, start=1):
+            for number, text in enumerate(_bounded_lines(f), start=1):
+                if text is None:
+                    yield number, RecordError(
+                        str(path), number, f"longer than {_MAX_LINE:,} characters; a records "
+                        "line holds one game (the rest of the line is skipped unread)")
+                    continue
                 try:
                     text.encode("utf-8")
                 except UnicodeEncodeError:
@@ -637,9 +666,11 @@ def read_records(path, env: Gomoku | None = None, on_error: str = "skip",
 # ------------------------------------------------------------------ Gomocup .psq
 
 
-_PSQ_HEADER = re.compile(r"^\s*piskvorky\s+(\d+)\s*x\s*(\d+)",
+# (numbers of up to 9 digits: a longer one is no board size or cell, and int() of thousands
+# of digits raises)
+_PSQ_HEADER = re.compile(r"^\s*piskvorky\s+(\d{1,9})\s*x\s*(\d{1,9})\b",
                          re.IGNORECASE | re.ASCII)  # ASCII: digits of other scripts are not moves
-_PSQ_MOVE = re.compile(r"^\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*(?:,\s*[+-]?\d+\s*)?$",
+_PSQ_MOVE = re.compile(r"^\s*([+-]?\d{1,9})\s*,\s*([+-]?\d{1,9})\s*(?:,\s*[+-]?\d+\s*)?$",
                        re.ASCII)
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$", re.ASCII)
 # A line that starts like a move (two numbers and a comma) but is not `_PSQ_MOVE`, digits
@@ -777,7 +808,7 @@ def write_psq(path, game: Game) -> None:
     if not isinstance(game, Game):
         raise ValueError(f"game must be a Game, got {type(game).__name__}")
     validate_games([game], _engine(game.size, game.k, game.rule))
-    path.write_text(format_psq(game), encoding="utf-8")
+    gio.write_atomic(path, format_psq(game))  # all of it, or the old file kept
 
 
 # ------------------------------------------------------------------ training data

@@ -786,3 +786,50 @@ def test_ctrl_c_on_the_command_with_worker_processes_leaves_nothing_behind(tmp_p
         assert len(records.read_records(out, on_error="raise")) == int(written.group(1))
     else:
         assert "interrupted: no file: the first 0 games" in err and not out.exists(), err
+
+
+def test_a_line_longer_than_any_game_is_skipped_unread(tmp_path, monkeypatch):
+    """A compressed file of one endless line (a few KiB expanding to GiB) must not be read
+    into memory: such a line is reported and skipped in pieces, the next game kept."""
+    monkeypatch.setattr(records, "_MAX_LINE", 1000)  # the real bound is 1 MiB
+    games = [game(BLACK_WIN, 0), game(WHITE_WIN, 1)]
+    plain = tmp_path / "g.jsonl"
+    records.write_records(plain, games, ENV)
+    header, first, second = plain.read_text().splitlines()
+    path = tmp_path / "long.jsonl.gz"
+    path.write_bytes(gzip.compress(
+        f"{header}\n{first}\n{' ' * 5000}{{}}\n{second}\n".encode()))
+    back = records.read_records(path, ENV, errors=(errors := []))
+    assert [g.moves for g in back] == [g.moves for g in games]
+    assert [(e.line, e.reason) for e in errors] == [(3, "longer than 1,000 characters; a "
+                                                     "records line holds one game (the rest "
+                                                     "of the line is skipped unread)")]
+    with pytest.raises(RecordError, match="long.jsonl.gz:3: longer than 1,000 characters"):
+        records.read_records(path, ENV, on_error="raise")
+
+
+def test_a_name_that_utf8_cannot_write_is_refused_when_read(tmp_path):
+    plain = tmp_path / "g.jsonl"
+    records.write_records(plain, [game(BLACK_WIN, 0)], ENV)
+    header, line = plain.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(header + "\n" + line.replace('"black":"', '"black":"\\ud800x') + "\n")
+    with pytest.raises(RecordError, match=r"bad.jsonl:2: black '\\ud800x.*' is not text UTF-8 "
+                                          r"can write \(a lone surrogate escape\)"):
+        records.read_records(bad, ENV, on_error="raise")
+
+
+def test_write_psq_leaves_the_old_file_when_it_cannot_write(tmp_path):
+    path = tmp_path / "g.psq"
+    records.write_psq(path, game(BLACK_WIN, 0))
+    before = path.read_bytes()
+    with pytest.raises(UnicodeEncodeError):
+        records.write_psq(path, game(WHITE_WIN, 1, black="\ud800"))
+    assert path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_psq_numbers_too_long_for_a_board_are_a_garbled_line():
+    with pytest.raises(RecordError, match="garbled move line"):
+        records.parse_psq("Piskvorky 15x15\n" + "9" * 5000 + ",5,0\n")
+    with pytest.raises(RecordError, match="must start with 'Piskvorky WxH'"):
+        records.parse_psq("Piskvorky " + "1" * 5000 + "x15\n8,8,0\n")
