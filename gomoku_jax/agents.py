@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import re
 import types
 from typing import Any, Callable
@@ -487,6 +488,13 @@ def register_agent(name_or_prefix: str, factory: AgentFactory, *,
     if not callable(factory):
         raise ValueError(f"register_agent: the factory of {key!r} must be callable as "
                          f"factory(spec, env) -> Agent, got {factory!r}")
+    try:
+        inspect.signature(factory).bind("name", None)  # two positional arguments
+    except TypeError as err:
+        raise ValueError(f"register_agent: the factory of {key!r} must take two arguments, "
+                         f"factory(spec, env) -> Agent ({err})") from None
+    except ValueError:  # no signature to read (some built-ins): it is called as it is
+        pass
     if not isinstance(replace, bool):
         raise ValueError(f"register_agent: replace must be a bool, got {replace!r}")
     if not replace and not (key in AGENTS and same_definition(AGENTS[key], factory)):

@@ -350,6 +350,13 @@ def test_register_agent_checks_names_and_factories(agent_registry):
             agents.register_agent(name, _nth_empty)
     with pytest.raises(ValueError, match="must be callable"):
         agents.register_agent("mine", "not a function")
+    # a factory that cannot be called as factory(spec, env): refused now, not at make
+    for factory in (lambda spec: None, lambda spec, env, depth: None):
+        with pytest.raises(ValueError, match=r"the factory of 'mine' must take two arguments, "
+                                             r"factory\(spec, env\) -> Agent \((too many|miss)"):
+            agents.register_agent("mine", factory)
+    agents.register_agent("mine", lambda *args, depth=2: _NthEmpty(args[0]), replace=True)
+    del agent_registry["mine"]  # (callable with two: taken)
     assert set(agent_registry) == {"first-empty", "nth-empty-"}  # nothing refused was added
     # replace=True takes a name over, built-in or not; the registered agent comes first
     agents.register_agent("random", lambda spec, env: _NthEmpty(spec, 2), replace=True)
