@@ -596,6 +596,15 @@ def register_network(name: str, cls: type[nn.Module], kind: str, description: st
     except Exception as error:  # noqa: BLE001 (an unresolvable hint can raise anything)
         raise ValueError(f"register_network: the type hints of {cls.__name__}'s fields "
                          f"(network {name!r}) cannot be resolved: {error}") from None
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.name not in ("parent", "name", "board_size")
+                and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING]
+    if required:  # a config naming the network without them could not build it
+        raise ValueError(f"register_network: the options of network {name!r} need "
+                         f"defaults, but {cls.__name__}'s {', '.join(required)} "
+                         f"{'has' if len(required) == 1 else 'have'} none (give each a "
+                         "value: width: int = 32)")
     if kind not in NETWORK_KINDS:
         raise ValueError(f"register_network: kind of network {name!r} must be one of "
                          f"{', '.join(NETWORK_KINDS)}, got {kind!r}")

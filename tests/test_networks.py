@@ -426,6 +426,14 @@ class _NoBoardSize(nn.Module):
         return x
 
 
+class _NoDefault(nn.Module):
+    board_size: int
+    width: int  # an option without a default: a config could not build it
+
+    def __call__(self, x, train=False):
+        return x
+
+
 # A module whose option's type hint names no type: its hints cannot be read.
 _UnresolvedHint = type("_UnresolvedHint", (nn.Module,), {
     "__module__": __name__, "__annotations__": {"board_size": int, "hidden": "NoSuchType"},
@@ -451,6 +459,8 @@ def test_register_network_checks_every_argument(registry):
         (("x", _TinyMLP(board_size=5), "policy-value", "d"), "flax.linen.Module subclass"),
         (("x", _NoBoardSize, "policy-value", "d"), "_NoBoardSize .* has no board_size field"),
         (("x", _UnresolvedHint, "policy-value", "d"), "type hints .* cannot be resolved"),
+        (("x", _NoDefault, "policy-value", "d"),
+         "the options of network 'x' need defaults, but _NoDefault's width has none"),
         (("x", _TinyMLP, "value", "d"), "must be one of policy-value, q, got 'value'"),
         (("x", _TinyMLP, "q", "d"), "_TinyMLP.kind is 'policy-value' but .* as 'q'"),
         (("x", _TinyMLP, "policy-value", " "), "description .* non-empty string"),
