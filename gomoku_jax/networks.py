@@ -874,6 +874,11 @@ def check_calls(module: nn.Module, observation_shape: tuple[int, ...],
                         else "q [B, N*N]")
             raise ValueError(f"{what} is a {kind} network and must return {expected}: "
                              f"{want} for a batch of 2 on {planes}, got {got}")
+        dtypes = [o.dtype for o in (out if isinstance(out, tuple) else (out,))]
+        if not all(jnp.issubdtype(d, jnp.floating) for d in dtypes):  # no gradient
+            raise ValueError(f"{what} must return floats (float32, bfloat16...): a loss "
+                             f"has no gradient through other outputs, so it would never "
+                             f"learn; got {', '.join(map(str, dtypes))}")
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))

@@ -600,6 +600,13 @@ class _Broken(_TinyMLP):
         return self.no_such_layer(x)  # the line the error must point at
 
 
+class _IntegerOutputs(_TinyMLP):
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        logits, value = super().__call__(x, train)
+        return logits.astype(jnp.int32), value.astype(jnp.int32)
+
+
 class _WideQ(nn.Module):
     board_size: int
 
@@ -621,6 +628,9 @@ class _WideQ(nn.Module):
      r"AttributeError: .*no_such_layer.* \(at test_networks.py:\d+\)"),
     (_WideQ, "q", r"'bad' \(_WideQ\) is a q network and must return q \[B, N\*N\]: "
                   r"\(2, 25\) .* got \(2, 26\)"),
+    (_IntegerOutputs, "policy-value",  # trained with no gradient: it never learnt
+     r"'bad' \(_IntegerOutputs\) must return floats .* so it would never learn; got int32, "
+     r"int32"),
 ])
 def test_a_network_that_cannot_train_is_named_before_any_step(registry, cls, kind, message):
     nets.register_network("bad", cls, kind, "cannot train")
