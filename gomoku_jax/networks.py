@@ -707,7 +707,8 @@ def _coerce(network: str, option: str, value: Any, hint: Any) -> Any:
 def _check_options(network: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """Options of a registered network, checked by name and type and normalised."""
     if network not in NETWORKS:
-        raise ValueError(f"unknown network {network!r}; valid names: {', '.join(NETWORKS)} "
+        raise ValueError(f"unknown network {network!r}{did_you_mean(network, NETWORKS)}; "
+                         f"valid names: {', '.join(NETWORKS)} "
                          "(a network of your own must be registered first: "
                          "networks.register_network, or gomoku-jax --plugin MODULE)")
     hints = _option_hints(NETWORKS[network][0])

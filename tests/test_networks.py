@@ -352,6 +352,8 @@ def test_garb_with_even_blocks_raises():
 def test_unknown_names_and_bad_options_raise_naming_them():
     with pytest.raises(ValueError, match=r"unknown network 'resnet50'.*resnet-q"):
         nets.make_network("resnet50", board_size=N)
+    with pytest.raises(ValueError, match=r"unknown network 'RESNET' \(did you mean 'resnet'\?\)"):
+        nets.make_network("RESNET", board_size=N)
     with pytest.raises(ValueError, match=r"unknown option 'blokcs' for network 'resnet' \(did you "
                                          r"mean 'blocks'\?\); valid options: .*filters"):
         nets.make_network("resnet", board_size=N, blokcs=3)
