@@ -713,7 +713,10 @@ class Checkpointer:
             raise self._corrupt(step, f"{type(e).__name__}: {_reason(e)}") from e
 
         for name, found in _leaf_hashes(restored).items():
-            if hashes.get(name, found) != found:
+            if name not in hashes:  # every save records them all: a map cut short
+                raise self._corrupt(step, f"leaf {name!r} has no SHA-256 in its step "
+                                    "metadata (_CHECKPOINT_METADATA), which lists every leaf")
+            if hashes[name] != found:
                 raise self._corrupt(step, f"leaf {name!r} does not match its SHA-256")
         return jax.tree_util.tree_map(_like_target, restored, target)
 

@@ -782,3 +782,20 @@ def test_restore_refuses_a_step_that_is_not_a_non_negative_int(tmp_path, bad):
     # The healthy checkpoint is left as it was and still restores, by a NumPy step too.
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "run").rglob("*")) == files
     _assert_state_equal(ck.restore(_state(0), step=np.int64(1)), _state(1))
+
+
+def test_a_leaf_without_its_hash_in_the_metadata_is_refused(tmp_path):
+    """Every save records each leaf's SHA-256; a metadata file whose list was cut short
+    (edited, half-rewritten) is refused rather than taken as nothing to check."""
+    state = {"x": jnp.arange(8.0), "y": jnp.ones((3,), jnp.int32)}
+    ck = _ckpt(tmp_path)
+    ck.save(1, state)
+    path = tmp_path / "run" / "1" / "_CHECKPOINT_METADATA"
+    meta = json.loads(path.read_text())
+    hashes = meta["custom_metadata"]
+    for key in list(hashes):  # the project's entry: {"sha256": {leaf: hash}}
+        assert set(hashes[key]["sha256"]) == {"x", "y"}
+        del hashes[key]["sha256"]["y"]
+    path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"leaf 'y' has no SHA-256 in its step metadata"):
+        ck.restore(state)
