@@ -455,6 +455,9 @@ def _check_header(path: Path, line: int, head: Any, env: Gomoku | None) -> GameC
     if type(head.get("version")) is not int or head["version"] != VERSION:  # true == 1
         raise fail(f"version {json.dumps(head.get('version'))} (this reader reads version "
                    f"{VERSION})")
+    if not isinstance(head.get("metadata", {}), dict):
+        raise fail(f"its metadata must be a JSON object, got "
+                   f"{json.dumps(head['metadata'])[:80]}")
     try:
         if not all(_is_int(head.get(key)) for key in ("size", "k")):
             raise ValueError(f"size and k must be integers, got {head.get('size')!r}, "
@@ -548,6 +551,9 @@ def _numbered_lines(path: Path):
     number = 0
     try:
         raw = gzip.open(path, "rb") if _gz(path) else open(path, "rb")
+    except OSError as err:  # missing, a folder, unreadable: named as read_psq names it
+        raise RecordError(str(path), 0, f"cannot read: {err.strerror or err}") from None
+    try:
         # undecodable bytes become lone surrogates, found line by line below; lines end at
         # \n, \r\n or \r as in any text file
         with io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape") as f:

@@ -833,3 +833,18 @@ def test_psq_numbers_too_long_for_a_board_are_a_garbled_line():
         records.parse_psq("Piskvorky 15x15\n" + "9" * 5000 + ",5,0\n")
     with pytest.raises(RecordError, match="must start with 'Piskvorky WxH'"):
         records.parse_psq("Piskvorky " + "1" * 5000 + "x15\n8,8,0\n")
+
+
+def test_a_missing_file_or_metadata_that_is_no_object_is_a_record_error(tmp_path):
+    for path, why in ((tmp_path / "none.jsonl", "No such file or directory"),
+                      (tmp_path, "Is a directory")):
+        with pytest.raises(RecordError, match=re.escape(f"{path}:0: cannot read: {why}")):
+            records.read_records(path)
+    plain = tmp_path / "g.jsonl"
+    records.write_records(plain, [game(BLACK_WIN, 0)], ENV, metadata={"seed": 1})
+    header, line = plain.read_text().splitlines()
+    plain.write_text(header.replace('"metadata":{"seed":1}', '"metadata":[1]') + "\n"
+                     + line + "\n")
+    with pytest.raises(RecordError, match=r"g.jsonl:1: .*its metadata must be a JSON object, "
+                                          r"got \[1\]"):
+        records.read_header(plain)
