@@ -368,7 +368,10 @@ class Engine:
         budgets = []
         if self._timeout_turn is not None:
             budgets.append(max(self._timeout_turn, 0) / 1000)
-        if self._timeout_match:  # None or 0: no match limit
+        # a match limit: timeout_match above 0, or a time_left from a manager that sends
+        # no timeout_match (timeout_match 0 says there is none, whatever is left)
+        if self._timeout_match or (self._timeout_match is None
+                                   and self._time_left is not None):
             left = self._time_left if self._time_left is not None else self._timeout_match
             empty = int((self._game.cells == 0).sum()) if self._game is not None else 0
             moves_left = min(max(empty // 2, _MIN_MOVES_LEFT), _MAX_MOVES_LEFT)

@@ -314,6 +314,12 @@ def test_deadline_from_info():
     assert engine.deadline(100.0) == 100.0  # nothing left: answer at once
     say(engine, "INFO timeout_turn 0", "INFO timeout_match 0")
     assert engine.deadline(100.0) == 100.0
+    # a manager that sends time_left alone: the match clock is that
+    alone = make_engine()
+    say(alone, "START 15", "INFO time_left 10000")
+    assert alone.deadline(100.0) == pytest.approx(100.0 + 0.4 * 0.9 - 0.05)
+    say(alone, "INFO timeout_match 0")  # no match limit, whatever is left
+    assert alone.deadline(100.0) is None
 
 
 def test_deadline_reaches_the_agent():
