@@ -542,6 +542,8 @@ def make(spec: str, env: Gomoku) -> Agent:
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"an agent name must be a non-empty string, got {spec!r}")
     if spec.endswith("+killer"):
+        if spec[: -len("+killer")].endswith("+killer"):  # the same wrapper twice does nothing
+            raise ValueError(f"{spec!r}: +killer is given more than once; once is enough")
         return with_killer(make(spec[: -len("+killer")], env), env, name=spec)
     exported = parse_exported(spec)
     if exported is not None:

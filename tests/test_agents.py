@@ -663,3 +663,10 @@ def test_a_batch_of_another_size_is_refused_by_act_and_the_batch_policy():
     one, two = (agents.heuristic_agent(ENV, name=name).batch_policy() for name in "ab")
     assert one == two and hash(one) == hash(two)
     assert one != agents.heuristic_agent(BIG, name="a").batch_policy()  # another game
+
+
+def test_killer_given_twice_is_refused():
+    with pytest.raises(ValueError, match=r"'heuristic\+killer\+killer': \+killer is given more "
+                                         r"than once; once is enough"):
+        agents.make("heuristic+killer+killer", ENV)
+    assert agents.make("heuristic+killer", ENV).name == "heuristic+killer"
