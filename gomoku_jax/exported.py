@@ -16,11 +16,11 @@ from typing import Any, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from gomoku_jax import config as config_lib
 from gomoku_jax import io as gio
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.agents import JaxAgent, greedy_q_agent
-from gomoku_jax import config as config_lib
 from gomoku_jax.game import Gomoku
 
 __all__ = ["Loaded", "export_agent", "folder_hint", "load", "load_agent", "load_network"]
@@ -83,6 +83,12 @@ def load_network(path):
             f"{path}: the params do not fit the network its header describes ({net['name']} "
             f"{net['options']} on {env.size}x{env.size}, {env.observation_shape[-1]} input "
             f"planes): {shown}")
+    kind, network_kind = meta.get("agent", "search"), networks.NETWORKS[net["name"]][1]
+    wants = {"q-greedy": "q", "search": "policy-value"}.get(kind)
+    if wants is not None and network_kind != wants:  # it would fail at every move
+        raise gio.CheckpointError(
+            f"{path}: its header says a {kind} agent, which plays a {wants} network, but "
+            f"its network {net['name']!r} is a {network_kind} network")
     variables = jax.tree.map(jnp.asarray, variables)
     return meta, env, module, variables
 
@@ -94,12 +100,6 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     meta, env, module, variables = load_network(path)
     name = name or (str(path) if simulations is None else f"{path}@{simulations}")
     kind = meta.get("agent", "search")
-    network_kind = networks.NETWORKS[meta["network"]["name"]][1]  # built: it is registered
-    wants = {"q-greedy": "q", "search": "policy-value"}.get(kind)
-    if wants is not None and network_kind != wants:  # it would fail at every move
-        raise gio.CheckpointError(
-            f"{path}: its header says a {kind} agent, which plays a {wants} network, but "
-            f"its network {meta['network']['name']!r} is a {network_kind} network")
     if kind == "q-greedy":  # a Q network: the legal move of highest Q
         if simulations is not None:
             raise ValueError(f"{path} holds a Q network, which plays without search: "
