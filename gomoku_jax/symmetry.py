@@ -71,8 +71,17 @@ def _apply(x: jax.Array, t, axes: tuple[int, int]) -> jax.Array:
         raise ValueError(f"symmetry transforms take {what}, got shape {x.shape}")
     if _is_static(t):
         return _static(x, int(t), axes)
-    branches = [functools.partial(_static, t=i, axes=axes) for i in range(NUM_TRANSFORMS)]
-    return jax.lax.switch(jnp.asarray(t, jnp.int32), branches, x)
+    t = jnp.asarray(t)
+    if t.ndim:
+        raise ValueError(f"symmetry transforms take one transform (vmap for one per "
+                         f"example), got an array of shape {t.shape}")
+    # One gather of the cells from where they come: under vmap (a transform per example)
+    # this stays one pass, where a switch over the 8 transforms would run all 8.
+    n = x.shape[axes[1]]
+    source = jnp.asarray(_sources(n))[jnp.clip(t, 0, NUM_TRANSFORMS - 1)]  # [N*N]
+    lead, channels = x.shape[:x.ndim + axes[0]], x.shape[x.ndim + axes[1] + 1:]
+    flat = x.reshape(*lead, n * n, *channels)  # channels: () for boards, (C,) for planes
+    return jnp.take(flat, source, axis=len(lead)).reshape(x.shape)
 
 
 def transform_board(board: jax.Array, t) -> jax.Array:
@@ -102,15 +111,25 @@ def _side(nn: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _destinations(size: int) -> np.ndarray:
-    """``[8, N*N]`` int32: where each cell goes under each transform."""
-    nn = size * size
-    src = np.arange(nn).reshape(size, size)
-    dest = np.empty((NUM_TRANSFORMS, nn), np.int32)
+def _sources(size: int) -> np.ndarray:
+    """``[8, N*N]`` int32: the cell each cell of the image comes from, per transform;
+    read-only."""
+    cells = np.arange(size * size, dtype=np.int32).reshape(size, size)
     with jax.ensure_compile_time_eval():  # a constant table, even when first built in a trace
-        for t in range(NUM_TRANSFORMS):
-            moved = np.asarray(_static(jnp.asarray(src), t, (0, 1))).reshape(-1)
-            dest[t, moved] = np.arange(nn)
+        table = np.stack([np.asarray(_static(jnp.asarray(cells), t, (0, 1))).reshape(-1)
+                          for t in range(NUM_TRANSFORMS)]).astype(np.int32)
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=None)
+def _destinations(size: int) -> np.ndarray:
+    """``[8, N*N]`` int32: where each cell goes under each transform (`_sources`
+    inverted); read-only."""
+    source = _sources(size)
+    dest = np.empty_like(source)
+    np.put_along_axis(dest, source, np.arange(size * size, dtype=np.int32)[None], axis=1)
+    dest.flags.writeable = False
     return dest
 
 

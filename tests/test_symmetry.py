@@ -69,6 +69,23 @@ def test_traced_transform_equals_static_under_jit_and_vmap():
         sym.transform_board(boards[0], 8)
 
 
+def test_a_transform_per_example_is_one_gather_under_vmap():
+    """Planes, boards and policies with a transform per example match the static
+    transforms, and the vmapped program gathers once instead of running all 8."""
+    rng = np.random.default_rng(4)
+    planes = rng.random((16, 7, 7, 3)).astype(np.float32)
+    ts = jnp.asarray(np.arange(16) % 8, jnp.int32)
+    fns = (sym.transform_planes, sym.transform_board, sym.transform_policy)
+    inputs = (planes, planes[..., 0], planes[..., 0].reshape(16, 49))
+    for fn, x in zip(fns, inputs, strict=True):
+        got = np.asarray(jax.jit(jax.vmap(fn))(x, ts))
+        for i, t in enumerate(np.asarray(ts)):
+            np.testing.assert_array_equal(got[i], fn(x[i], int(t)))
+        jaxpr = str(jax.make_jaxpr(jax.vmap(fn))(x, ts))
+        assert "rev[" not in jaxpr and "transpose[" not in jaxpr  # no branch runs
+        assert jaxpr.count("gather[") == 2  # the table row per example, then the cells
+
+
 def _lexmin_reference(board):
     images = [np.asarray(sym.transform_board(board, t)).reshape(-1).tolist() for t in T]
     best = min(images)
@@ -139,6 +156,8 @@ def test_all_boards_stacks_the_eight_images():
      r"\[\.\.\., N, N\] arrays \(the square board last\), got shape \(5, 5, 3\)"),
     (lambda: sym.transform_board(np.zeros(5), 1), r"got shape \(5,\)"),
     (lambda: sym.transform_planes(np.zeros((5, 5)), 1), r"\[\.\.\., N, N, C\] planes"),
+    (lambda: sym.transform_board(np.zeros((2, 5, 5)), jnp.array([1, 2])),
+     r"one transform \(vmap for one per example\), got an array of shape \(2,\)"),
 ])
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(ValueError, match=message):
