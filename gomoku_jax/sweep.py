@@ -27,6 +27,7 @@ settings, e.g. a sweep run again) is loaded from disk instead.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import math
@@ -125,6 +126,21 @@ def _diverged(run_dir: pathlib.Path) -> dict | None:
     if not isinstance(info, dict) or not isinstance(info.get("reason"), str):
         return None
     return {"iteration": info.get("iteration"), "reason": info["reason"]}
+
+
+def _same_config(a, b) -> bool:
+    """Whether configs ``a`` and ``b`` train the same run: equal, or equal but for network
+    options that build the same network (one restates a default the other leaves out)."""
+    if a == b:
+        return True
+    net_a, net_b = getattr(a, "network", None), getattr(b, "network", None)
+    if not (dataclasses.is_dataclass(a) and hasattr(net_a, "module") and net_a != net_b
+            and type(a) is type(b) and dataclasses.replace(a, network=net_b) == b):
+        return False
+    try:
+        return net_a.module(a.game.size) == net_b.module(b.game.size)
+    except (AttributeError, TypeError, ValueError):  # not comparable: not the same
+        return False
 
 
 def _check_run_dir(run_dir: pathlib.Path, cfg, algorithm: str, run: str) -> None:
@@ -249,6 +265,11 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                                   "through overrides")
         if hasattr(evaluate, "check_game"):  # its settings that depend on the run's game
             evaluate.check_game(cfg.game, f"sweep ({run}): ")
+        same = [v for v, c in zip(values, configs) if _same_config(c, cfg)]
+        if same:  # e.g. one value restates the defaults the other leaves out
+            raise ValueError(f"values must give different configs (each trains its own "
+                             f"run), but {key}={value!r} gives the same config as "
+                             f"{key}={same[0]!r}")
         run_dirs.append(workdir / f"{i:02d}_{_slug(key)}={_slug(value)}")
         _check_run_dir(run_dirs[-1], cfg, algorithm, run)
         configs.append(cfg)

@@ -272,6 +272,23 @@ def test_repeated_values_and_a_single_override_string_are_refused(tmp_path, fake
     assert fake_training == []
 
 
+def test_values_that_give_the_same_config_are_refused(tmp_path, fake_training):
+    """A value that only restates what another leaves to the defaults trains the same
+    run: refused before anything trains."""
+    with pytest.raises(ValueError, match=r"gives the same config as "
+                                         r"network.options=\{'blocks': 1, 'filters': 8\}"):
+        sweep.sweep(CONFIG, "network.options",
+                    [{"blocks": 1, "filters": 8}, {"blocks": 1, "filters": 8,
+                                                   "policy_channels": 2}],
+                    workdir=tmp_path, variant="smoke")
+    assert fake_training == []
+    rows = sweep.sweep(CONFIG, "network.options",
+                       [{"blocks": 1, "filters": 8}, {"blocks": 1, "filters": 8,
+                                                      "policy_channels": 3}],
+                       iterations=1, workdir=tmp_path / "differ", variant="smoke")
+    assert len(rows) == 2
+
+
 def test_evaluate_and_ladder_settings_are_checked_before_training(tmp_path, fake_training):
     for evaluate, why in ((5, "evaluate must be a function evaluate\\(agent, env\\)"),
                           (sweep.ladder_evaluator, "evaluate is ladder_evaluator itself")):
