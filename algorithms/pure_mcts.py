@@ -215,7 +215,9 @@ def _rollout_winner(env: Gomoku, key: jax.Array, board: jax.Array, to_move: jax.
     if env.rule == "standard":  # an own stone just beyond the window makes an overline
         f_colour = jnp.where(flanks >= 0, colour[jnp.maximum(flanks, 0)], 0)
         f_time = time[jnp.maximum(flanks, 0)]
-        overline = (f_colour == wc[:, :1]) & (flanks >= 0) & (f_time < done_at[:, None])
+        # (at or before: stones already there all have time -1, and a five inside an
+        # overline of them is no win)
+        overline = (f_colour == wc[:, :1]) & (flanks >= 0) & (f_time <= done_at[:, None])
         same = same & ~jnp.any(overline, axis=1)
     done_at = jnp.where(same, done_at, nn + 1)
     first = jnp.argmin(done_at)
@@ -456,17 +458,28 @@ class PureMCTSAgent(JaxAgent):
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         if deadline is None:
             return super().act(state, key)
-        new, run, result = _chunked(self.env, self.config, self.chunk)
-        tree, done, chunk_s = new(state), 0, 0.0
-        while done + self.chunk <= self.config.simulations:
-            if done and time.perf_counter() + chunk_s > deadline:
+        tree, _ = self.search_by(state, key, deadline)
+        return int(_chunked(self.env, self.config, self.chunk)[2](tree, state))
+
+    def search_by(self, state: State, key: jax.Array, deadline: float):
+        """The tree of the simulations done by ``deadline`` (a ``time.perf_counter()``
+        time), and their number: chunks of ``chunk`` simulations (the last one the
+        remainder) while the next is expected to end in time; the first always runs.
+        With time for all, the tree of the search without a deadline."""
+        sims = self.config.simulations
+        new, run, _ = _chunked(self.env, self.config, self.chunk)
+        tree, done, per_sim = new(state), 0, 0.0
+        while done < sims:
+            count = min(self.chunk, sims - done)
+            if done and time.perf_counter() + per_sim * count > deadline:
                 break
             start = time.perf_counter()
-            tree = run(tree, key, done)
+            step = run if count == self.chunk else _chunked(self.env, self.config, count)[1]
+            tree = step(tree, key, done)
             jax.block_until_ready(tree.visits)
-            chunk_s = max(chunk_s, time.perf_counter() - start)
-            done += self.chunk
-        return int(result(tree, state))
+            per_sim = max(per_sim, (time.perf_counter() - start) / count)
+            done += count
+        return tree, done
 
 
 def pure_mcts_agent(env: Gomoku, simulations: int = 1000, name: str | None = None,

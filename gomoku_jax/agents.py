@@ -389,14 +389,22 @@ def _killer_batch(env: Gomoku, inner_batch, params, keys, states: State) -> jax.
     return jnp.where(forced >= 0, forced, inner_batch(params, keys, states)).astype(jnp.int32)
 
 
+def _forced_check(env: Gomoku):
+    """`_forced_move` for ``env`` compiled, shared by every killer of that game."""
+    return _jitted(static_partial(_forced_move, env))
+
+
+def _killer_act(agent, state: State, key: jax.Array, deadline: float | None = None) -> int:
+    """The killer's move when one is forced, else ``agent.inner``'s own ``act``."""
+    forced = int(_forced_check(agent.env)(state))
+    return forced if forced >= 0 else agent.inner.act(state, key, deadline)
+
+
 class _KillerPython(PythonAgent):
     def __init__(self, env: Gomoku, inner: Agent, name: str):
         self.env, self.inner, self.name = env, inner, name
-        self._forced = _jitted(static_partial(_forced_move, env))
 
-    def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
-        forced = int(self._forced(state))
-        return forced if forced >= 0 else self.inner.act(state, key, deadline)
+    act = _killer_act
 
 
 def _forced_move(env: Gomoku, state: State, blocks=True) -> jax.Array:
@@ -416,11 +424,24 @@ def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     name = name or f"{agent.name}+killer"
     check_env(agent, env)
     if isinstance(agent, JaxAgent):
-        return JaxAgent(name, static_partial(_killer_policy, env, agent.policy), agent.params,
-                        batched=agent.batched,
-                        batch=static_partial(_killer_batch, env, agent.batch_policy()),
-                        env=env)
+        own_act = type(agent).act is not JaxAgent.act  # e.g. a deadline, a kept tree
+        return (_KillerJax if own_act else JaxAgent)(
+            name, static_partial(_killer_policy, env, agent.policy), agent.params,
+            batched=agent.batched,
+            batch=static_partial(_killer_batch, env, agent.batch_policy()), env=env,
+            **({"inner": agent} if own_act else {}))
     return _KillerPython(env, agent, name)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _KillerJax(JaxAgent):
+    """`with_killer` of a JAX agent with its own ``act`` (pure MCTS answers by a
+    deadline, a reusing search keeps its tree): batched as any JAX agent, and ``act``
+    leaves every move the killer does not force to the agent's own ``act``."""
+
+    inner: Agent | None = dataclasses.field(default=None, kw_only=True)
+
+    act = _killer_act
 
 
 def check_env(agent: Agent, env: Gomoku) -> None:

@@ -279,9 +279,10 @@ def test_agents_built_alike_share_one_compiled_policy():
     ones = [agents.static_partial(_policy_of, one) for one in (1, 1.0, True)]
     assert ones[0] != ones[1] != ones[2] != ones[0]
     assert agents.static_partial(_policy_of, w=1) != agents.static_partial(_policy_of, w=1.0)
-    # a Python agent's killer wrapper shares its compiled forced-move check
-    first, second = (agents.make("alphabeta-1+killer", ENV) for _ in range(2))
-    assert first._forced is second._forced
+    # killer wrappers of a game share its compiled forced-move check
+    first, second = (agents.make(name, ENV) for name in ("alphabeta-1+killer",
+                                                         "pure-mcts-5+killer"))
+    assert agents._forced_check(first.env) is agents._forced_check(second.env)
 
 
 def _policy_of(w, params=None, key=None, state=None):

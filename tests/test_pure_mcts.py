@@ -49,6 +49,30 @@ def test_vectorised_rollout_equals_playing_the_same_order(rule):
     assert checked == 200
 
 
+def test_a_five_inside_an_overline_already_on_the_board_wins_no_playout():
+    """Standard rule: six black stones in a row (the five inside them no win) are on the
+    board; a playout is decided by what it plays, as move by move."""
+    env = Gomoku(9, 5, "standard")
+    moves = [0, 80, 1, 78, 2, 76, 4, 74, 5, 72, 3]  # black's sixth stone joins them last
+    ref = _replayed(moves, env)
+    assert not ref.terminated and ref.current_player == 1
+    board = jnp.asarray(ref.board.reshape(-1))
+    rollout = jax.jit(lambda key: pm._rollout_winner(env, key, board, jnp.int32(1)))
+    winners = []
+    for seed in range(40):
+        key = jax.random.key(seed)
+        noise = np.asarray(jax.random.uniform(key, (81,)))
+        order = np.argsort(np.where(ref.board.reshape(-1) == EMPTY, noise, 2.0), kind="stable")
+        sim = _replayed(moves, env)
+        for a in order:
+            if sim.terminated:
+                break
+            sim.step(int(a))
+        winners.append(sim.winner)
+        assert int(rollout(key)) == sim.winner
+    assert len(set(winners)) > 1  # not every playout the overline's owner's
+
+
 def _position(stones_black, stones_white, env=ENV):
     board = np.zeros((env.size, env.size), np.int8)
     for r, c in stones_black:
@@ -165,6 +189,48 @@ def test_deadline_search_matches_the_full_search_and_stops_early():
     # An already-passed deadline: one chunk of simulations, still enough for a forced win.
     assert agent.act(win, key, deadline=time.perf_counter() - 1) == 4 * 9 + 6
     assert bool(state.legal_action_mask[agent.act(state, key, deadline=time.perf_counter())])
+
+
+def test_a_deadline_search_runs_the_simulations_a_chunk_leaves_over():
+    """Fewer simulations than a chunk, or a count that is no multiple of it: with time for
+    all of them the deadline search runs them all (the same tree as without a deadline),
+    and a passed deadline still runs the first chunk, simulations fewer than a chunk
+    included."""
+    import time
+
+    state = ENV.play_moves([(4, 4), (3, 3)])
+    key = jax.random.key(4)
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    for sims in (20, 120):
+        agent = pm.pure_mcts_agent(ENV, sims)
+        tree, done = agent.search_by(state, key, time.perf_counter() + 3600)
+        assert done == sims
+        want = pm.search(ENV, agent.config, key, state)
+        np.testing.assert_array_equal(pm._result(agent.config, tree, state).visits,
+                                      want.visits)
+        assert float(want.visits.sum()) == sims
+        assert agent.act(state, key, deadline=time.perf_counter() + 3600) == int(want.action)
+        _, done = agent.search_by(win, key, time.perf_counter() - 1)
+        assert done == min(sims, agent.chunk)
+        assert agent.act(win, key, deadline=time.perf_counter() - 1) == 4 * 9 + 6
+
+
+def test_the_killer_wrapper_passes_the_deadline_on(monkeypatch):
+    import time
+
+    from gomoku_jax import agents
+
+    asked = []
+    search_by = pm.PureMCTSAgent.search_by
+    monkeypatch.setattr(pm.PureMCTSAgent, "search_by",
+                        lambda self, *a: asked.append(a[-1]) or search_by(self, *a))
+    killer = agents.make("pure-mcts-60+killer", ENV)
+    deadline = time.perf_counter() - 1
+    state = ENV.play_moves([(4, 4), (3, 3)])
+    assert bool(state.legal_action_mask[killer.act(state, jax.random.key(0), deadline)])
+    assert asked == [deadline]
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    assert killer.act(win, jax.random.key(0), deadline) == 4 * 9 + 6 and len(asked) == 1
 
 
 def test_transpositions_share_nodes_between_symmetric_positions():

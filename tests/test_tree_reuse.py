@@ -274,6 +274,20 @@ def test_agent_searches_from_the_subtree_after_the_reply(agent, play_env):
     np.testing.assert_array_equal(second.embeddings.board[0, 0], s2.board)
 
 
+def test_the_killer_wrapper_leaves_unforced_moves_to_the_reusing_agent(agent, play_env):
+    from gomoku_jax import agents
+
+    killer = agents.with_killer(agent, play_env)
+    agent.reset()
+    move = killer.act(play_env.init(), jax.random.key(0))
+    assert agent.tree is not None and agent.last_tree is not None  # its own act, reusing
+    assert move == int(jnp.argmax(agent.last_tree.children_visits[0, 0]))
+    # a win in one is the killer's: the agent is not asked
+    agent.reset()
+    win = play_env.play_moves([(0, 0), (4, 4), (0, 1), (4, 3), (0, 2), (3, 0)])
+    assert killer.act(win, jax.random.key(0)) == 3 and agent.tree is None
+
+
 def test_agent_starts_fresh_off_the_path(agent, play_env):
     env = play_env
     agent.reset()
