@@ -138,6 +138,7 @@ def check_run(config, kind: str, learner: str) -> None:
     check_int("config", "checkpoint_every", config.checkpoint_every)
     config.network.check(config.game.size, kind, learner)
     ev = config.eval
+    ev.check_iterations(config.train.iterations)
     training.check_evaluation(config.game.env(), ev.opponents, ev.opening_stones)
 
 
@@ -311,9 +312,20 @@ class EvalSettings:
             check_int("eval", "patience", self.patience)
         if self.stop_score is not None:
             check_number("eval", "stop_score", self.stop_score, 0.0, 1.0)
-            if not self.every:
-                raise ValueError(f"eval.stop_score ({self.stop_score}) needs periodic "
+        for name in ("patience", "stop_score"):
+            if getattr(self, name) is not None and not self.every:
+                raise ValueError(f"eval.{name} ({getattr(self, name)}) needs periodic "
                                  "evaluations: set eval.every above 0")
+
+    def check_iterations(self, iterations: int) -> None:
+        """ValueError when ``patience`` or ``stop_score`` is set but no periodic
+        evaluation falls before the last of ``iterations`` (which has the final one)."""
+        for name in ("patience", "stop_score"):
+            if getattr(self, name) is not None and self.every >= iterations:
+                raise ValueError(
+                    f"eval.{name} ({getattr(self, name)}) needs periodic evaluations, but "
+                    f"eval.every ({self.every}) leaves none before the last of "
+                    f"train.iterations ({iterations}): set eval.every below {iterations}")
         if not self.opponents or not all(isinstance(o, str) and o for o in self.opponents):
             raise ValueError(f"eval.opponents must be a non-empty list of agent names, "
                              f"got {self.opponents!r}")

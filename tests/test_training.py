@@ -1,6 +1,7 @@
 """The training driver: logs, checkpoints, resume after a kill, export, the CLI."""
 
 import csv
+import dataclasses
 import json
 import os
 import pathlib
@@ -309,6 +310,8 @@ def test_training_stops_once_an_evaluation_reaches_the_stop_score(
 
 @pytest.mark.parametrize("settings, message", [
     ({"every": 0, "stop_score": 0.9}, "eval.stop_score (0.9) needs periodic evaluations"),
+    ({"every": 0, "patience": 3}, "eval.patience (3) needs periodic evaluations: set "
+                                  "eval.every above 0"),
     ({"every": 5, "stop_score": 1.5}, "eval.stop_score must be in [0.0, 1.0], got 1.5"),
     ({"games": 5}, "eval.games must be even, so that the agent plays black and white as "
                    "often (colours alternate), got 5"),
@@ -317,6 +320,24 @@ def test_training_stops_once_an_evaluation_reaches_the_stop_score(
 def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         az.EvalSettings(**settings)
+
+
+@pytest.mark.parametrize("name, value", [("patience", 1), ("stop_score", 0.9)])
+def test_early_stopping_with_no_periodic_evaluation_before_the_last_iteration_is_refused(
+        name, value):
+    """The last iteration has the final evaluation, not a periodic one: an ``every`` of
+    the run's length (or more) leaves early stopping nothing to look at."""
+    from algorithms import dqn
+
+    for make in (az.AlphaZeroConfig, dqn.DQNConfig):
+        train = dataclasses.replace(make().train, iterations=4)
+        with pytest.raises(ValueError, match=re.escape(
+                f"eval.{name} ({value}) needs periodic evaluations, but eval.every (4) "
+                "leaves none before the last of train.iterations (4): set eval.every "
+                "below 4")):
+            make(train=train, eval=az.EvalSettings(every=4, **{name: value}))
+        config = make(train=train, eval=az.EvalSettings(every=3, **{name: value}))
+        assert getattr(config.eval, name) == value  # one at iteration 3: accepted
 
 
 @pytest.mark.parametrize("config, overrides, message", [
