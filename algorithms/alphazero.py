@@ -459,6 +459,13 @@ class Learner(SearchPlayer, ShardedLearner):
                                                "opponent_final", self.env)
         self._setup_programs()
 
+    def opponent_names(self) -> list[str]:
+        """The agents self-play plays against (``selfplay.opponent``, ``opponent_final``):
+        `gomoku_jax.training.run` keeps the files of the exported ones and refuses to
+        resume against other weights."""
+        sp = self.config.selfplay
+        return [name for name in (sp.opponent, sp.opponent_final) if name is not None]
+
     def _derive(self) -> None:
         self.tx = make_optimizer(self.config.train)
 

@@ -63,7 +63,6 @@ import dataclasses
 import fnmatch
 import functools
 import glob
-import hashlib
 import math
 import os
 import warnings
@@ -78,6 +77,7 @@ from flax import struct
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
 from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
 from gomoku_jax import features, networks, ops, records, symmetry
+from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import check_int, check_number, check_seed, plain_fields
 from gomoku_jax.game import Gomoku
@@ -271,11 +271,6 @@ def resolve_paths(patterns) -> list[str]:
     return found
 
 
-def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _say(text: str) -> None:
     """A line of the run's output (process 0's), above a progress bar if one is drawn,
     as `gomoku_jax.training.run` says where a run stands."""
@@ -460,7 +455,7 @@ class Learner(SearchPlayer, ShardedLearner):
         the work directory and refuses to resume on other files."""
         self.load_data()
         return {"files": [{"path": path, "bytes": os.path.getsize(path),
-                           "sha256": _sha256(path)} for path in self.data_summary["files"]]}
+                           "sha256": gio.file_sha256(path)} for path in self.data_summary["files"]]}
 
     @property
     def steps_per_iteration(self) -> int:

@@ -218,6 +218,12 @@ def raised_at(error: BaseException, fallback: bool = False, skip: tuple[str, ...
     return chosen[-1] if chosen else None
 
 
+def file_sha256(path) -> str:
+    """The SHA-256 of the file at ``path``, hex."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def read_json_object(path, advice: str) -> dict:
     """The JSON object a run keeps in ``path`` (e.g. its ``config.json``); a
     CheckpointError naming the file, followed by ``advice``, when it cannot be read or

@@ -30,6 +30,7 @@ import io
 import json
 import math
 import functools
+import os
 import pathlib
 import signal
 import threading
@@ -59,8 +60,10 @@ class TrainingDiverged(FloatingPointError):
 
 
 DIVERGED = "diverged.json"  # {"iteration": N, "reason": "..."} of a run that diverged
-# The data files a learner that reads some trains on: its ``data_fingerprint()``,
-# {"files": [{"path", "bytes", "sha256"}, ...]}, kept to refuse resuming on other files.
+# The files a run reads that decide its training: a learner's data files (its
+# ``data_fingerprint()``, {"files": [{"path", "bytes", "sha256"}, ...]}) and, under
+# "agents", those of the exported agents it plays against and is judged by (the same
+# entries, the agent's name as its path); kept to refuse resuming on other files.
 DATA = "data.json"
 
 
@@ -717,11 +720,25 @@ def check_iterations(config, iterations: int | None, name: str, how: str) -> Non
                          f"instead ({how}; it also paces learning-rate schedules)")
 
 
-def _data_changes(stored: dict, current: dict) -> list[str]:
-    """What differs between two data fingerprints (see `DATA`): files added, gone or
-    changed."""
+def agent_files(names) -> list[dict]:
+    """The files of the exported agents among agent ``names`` (``FILE.gjx[@N]``, either
+    ``+killer``) that exist, each once: ``{"path": FILE, "bytes", "sha256"}`` (see
+    `DATA`); a missing file is the agent's own error to report."""
+    out, seen = [], set()
+    for name in names:
+        path = agents_lib.exported_path(name)
+        if path is not None and path not in seen and os.path.isfile(path):
+            seen.add(path)
+            out.append({"path": path, "bytes": os.path.getsize(path),
+                        "sha256": gio.file_sha256(path)})
+    return out
+
+
+def _data_changes(stored: dict, current: dict, key: str = "files") -> list[str]:
+    """What differs between two fingerprints (see `DATA`) in their ``key`` entries:
+    files added, gone or changed."""
     def files(fingerprint):
-        entries = fingerprint.get("files") if isinstance(fingerprint, dict) else None
+        entries = fingerprint.get(key) if isinstance(fingerprint, dict) else None
         return {f.get("path"): f for f in entries if isinstance(f, dict)} if isinstance(
             entries, list) else {}
 
@@ -743,14 +760,21 @@ def _check_data(workdir: pathlib.Path, current: dict, resuming: bool, write) -> 
     if resuming and path.exists():
         stored = gio.read_json_object(path, "it belongs to this run: restore it, or train "
                                       "in a new --workdir")
-        changes = _data_changes(stored, current)
-        if changes:
-            shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more"
-                                               if len(changes) > 5 else "")
-            raise ValueError(
-                f"{workdir} was trained on other data files than those it reads now ({shown}); "
-                "resuming must read the files it started with (or its batches and validation "
-                "split change): restore them, or train on these in a new --workdir")
+        for key, what, why in (
+                ("files", "on other data files than those it reads now",
+                 "resuming must read the files it started with (or its batches and "
+                 "validation split change): restore them, or train on these"),
+                ("agents", "against other exported agents' files than those it plays now",
+                 "resuming must play the agents it started with (or its games and the "
+                 "scores that pick best.gjx change): restore them, or train against these")):
+            if key not in stored:  # kept by a run from before it was recorded
+                continue
+            changes = _data_changes(stored, current, key)
+            if changes:
+                shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more"
+                                                   if len(changes) > 5 else "")
+                raise ValueError(f"{workdir} was trained {what} ({shown}); {why} in a new "
+                                 "--workdir")
     write(path, json.dumps(current, indent=2) + "\n")
 
 
@@ -854,8 +878,13 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     fingerprint = getattr(learner, "data_fingerprint", None)
     to_train = restored is None or int(restored.iteration) < stop_at
     data = fingerprint() if callable(fingerprint) and to_train else None  # files it trains on
+    # the exported agents it plays: self-play's, and the first opponent, which picks
+    # best.gjx and stops a run (the others may change)
+    played = [*getattr(learner, "opponent_names", list)(), config.eval.opponents[0]]
+    if to_train and any(agents_lib.exported_path(name) for name in played):
+        data = {**(data or {}), "agents": agent_files(played)}
     workdir.mkdir(parents=True, exist_ok=True)
-    if data is not None:  # a learner that trains on files (imitation's)
+    if data is not None:  # files it trains on or plays against
         _check_data(workdir, data, restored is not None, write)
     ckpt = _checkpointer(learner, workdir, cleanup=True)
     write(workdir / "config.json",

@@ -904,6 +904,38 @@ def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path
     assert "trained for 9x9 k=5 freestyle; this game is 7x7 k=5" in capsys.readouterr().err
 
 
+def test_resuming_against_other_weights_of_an_exported_partner_is_refused(
+        learner, uninterrupted, tmp_path):
+    """A sparring partner read from a .gjx file: the run keeps the file's SHA-256 and a
+    resume that finds other weights there is refused (it used to train on against them
+    without a word); the file it started with resumes."""
+    straight, _ = uninterrupted
+    partner = tmp_path / "partner.gjx"
+    shutil.copy(straight / "final.gjx", partner)
+    config = learner.config
+    config = dataclasses.replace(config, selfplay=dataclasses.replace(
+        config.selfplay, opponent=str(partner), opponent_fraction=0.5))
+    workdir = tmp_path / "run"
+
+    def run(iterations):
+        return training.run(az.make_learner(config, devices=jax.devices()[:1]), workdir,
+                            iterations=iterations, progress=False, tensorboard=False)
+
+    run(1)
+    stored = json.loads((workdir / training.DATA).read_text())
+    assert [a["path"] for a in stored["agents"]] == [str(partner)]
+    meta, variables = gio.read_exported(partner)
+    gio.write_exported(partner, meta, jax.tree.map(lambda x: x * 0.5, variables))
+    with pytest.raises(ValueError, match=re.escape(
+            f"{workdir} was trained against other exported agents' files than those it "
+            f"plays now ({partner} changed (") + r".*\); resuming must play the agents it "
+            r"started with"):
+        run(2)
+    assert len(_rows(workdir)) == 1  # nothing trained against them
+    shutil.copy(straight / "final.gjx", partner)
+    assert run(2)["iterations"] == 2
+
+
 def _rewrite_header(src, dst, **changes):
     meta, variables = gio.read_exported(src)
     for dotted, value in changes.items():
