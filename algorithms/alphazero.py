@@ -17,9 +17,11 @@ share one compile.
 Self-play never stops: a finished game restarts in place, so the batch stays full.
 Value targets ``z`` (the final result from the view of the player to move) are computed
 by a backward pass over a window of two iterations' moves: the positions of a game that
-ends within the window go into the buffer as soon as their result is known; a game
-longer than the window loses its earliest positions (counted in ``metrics['dropped']``;
-none are lost when ``selfplay.steps`` is at least the board's number of cells).
+ends within the window go into the buffer as soon as their result is known; a position
+whose game has not ended by the end of the next iteration is lost (counted in
+``metrics['dropped']``): a game longer than ``selfplay.steps`` moves may lose its
+earliest positions, one longer than twice that always does, and none are lost when
+``selfplay.steps`` is at least the board's number of cells.
 
 With ``search.reuse_tree`` (linear backend, PUCT) each game's search tree is carried
 from move to move through the self-play scan: the played child's subtree seeds the next
@@ -491,10 +493,11 @@ class Learner(SearchPlayer, ShardedLearner):
         cfg = self.config
         cells = cfg.game.size ** 2
         return (f"the replay buffer never held train.min_buffer ({cfg.train.min_buffer}) "
-                "positions. A position enters it when its game ends, and a game longer "
-                f"than two iterations' selfplay.steps ({2 * cfg.selfplay.steps} moves; "
-                f"the board has {cells} cells) loses its earliest positions "
-                "(metrics.csv: games_finished, dropped)")
+                "positions. A position enters it when its game ends, and is lost when "
+                "its game has not ended by the end of the next iteration: a game longer "
+                f"than selfplay.steps ({cfg.selfplay.steps} moves; the board has {cells} "
+                "cells) may lose its earliest positions, one longer than twice that always "
+                "does (metrics.csv: games_finished, dropped)")
 
     def state_sharding(self) -> TrainState:
         shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))

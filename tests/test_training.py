@@ -529,9 +529,10 @@ def test_a_run_that_never_trains_says_so(learner, tmp_path):
         f"{tmp_path}: no training step in the 2 iteration(s) just run (metrics.csv: trained "
         f"is False), so the network is as initialised: the replay buffer never held "
         f"train.min_buffer ({cfg.train.min_buffer}) positions. A position enters it when its "
-        f"game ends, and a game longer than two iterations' selfplay.steps "
-        f"({2 * cfg.selfplay.steps} moves; the board has 81 cells) loses its earliest "
-        f"positions (metrics.csv: games_finished, dropped)")
+        f"game ends, and is lost when its game has not ended by the end of the next "
+        f"iteration: a game longer than selfplay.steps ({cfg.selfplay.steps} moves; the board "
+        f"has 81 cells) may lose its earliest positions, one longer than twice that always "
+        f"does (metrics.csv: games_finished, dropped)")
     # resumed, the iterations that trained before are not its network's start
     with pytest.warns(training.RunWarning, match=r"so the network is as it was at iteration 2:"):
         training.run(untrained, tmp_path, progress=False)
