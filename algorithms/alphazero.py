@@ -585,7 +585,9 @@ class Learner(SearchPlayer, ShardedLearner):
             target = search_lib.policy_target(out, cfg.search)
             value = (search_lib.policy_value(out, target).astype(jnp.float32)
                      if switched_on(cfg.train.search_value_weight) else None)
-            return target, out.action_weights, out.action, value
+            tree = out.search_tree  # the root's Q values break ties between best moves
+            q = tree.qvalues(jnp.full(tree.node_visits.shape[:1], tree.ROOT_INDEX))
+            return target, (out.action_weights, q), out.action, value
 
         def searched(simulations):
             return results(self._search(variables, games, k_search, simulations))
@@ -608,15 +610,15 @@ class Learner(SearchPlayer, ShardedLearner):
             action = chosen
             if sp.gumbel_moves is not None:
                 action = jnp.where(games.move_count < sp.gumbel_moves, chosen,
-                                   _best_move(weights, games.legal_action_mask))
+                                   _best_move(*weights, games.legal_action_mask))
         else:
             temp = jnp.where(games.move_count < sp.temperature_moves, sp.temperature, 0.0)
-            action = _sample_by_temperature(k_act, weights, games.legal_action_mask, temp)
+            action = _sample_by_temperature(k_act, *weights, games.legal_action_mask, temp)
         if self._opponent is not None:  # run only on the slots it plays in
             theirs = self._opponent_turn(games)
             n = sp.opponent_slots()
             if sp.opponent_greedy:  # the learner's best move against the opponent
-                best = _best_move(weights[:n], games.legal_action_mask[:n])
+                best = _best_move(*(w[:n] for w in weights), games.legal_action_mask[:n])
                 action = action.at[:n].set(best)
             keys = jax.random.split(k_opp, theirs.shape[0])[:n]
             mine = jax.tree.map(lambda x: x[:n], games)
@@ -820,15 +822,21 @@ def _selfplay_agent(spec: str | None, field: str, env: Gomoku):
     return agent
 
 
-def _best_move(weights, legal):
-    """Per game: the legal move of highest weight, ``[B]`` int32."""
-    return ops.argmax(jnp.where(legal, weights, -1.0), axis=-1)
+def _best_move(weights, q, legal):
+    """Per game: the legal move of highest weight, ``[B]`` int32; among equal weights the
+    highest ``q`` (the root's Q values), then the lowest index, as `search.select_action`
+    (a few-simulation search often ties, and the lowest index alone would lean to the
+    board's top-left corner)."""
+    weights = jnp.where(legal, weights, -1.0)
+    best = weights == jnp.max(weights, axis=-1, keepdims=True)
+    return ops.argmax(jnp.where(best, q, -jnp.inf), axis=-1)
 
 
-def _sample_by_temperature(key, weights, legal, temperature):
-    """Per game: sample from ``weights ** (1 / T)`` over legal moves; T = 0 is argmax."""
+def _sample_by_temperature(key, weights, q, legal, temperature):
+    """Per game: sample from ``weights ** (1 / T)`` over legal moves; T = 0 is
+    `_best_move`."""
     logw = jnp.where(legal & (weights > 0), jnp.log(jnp.maximum(weights, 1e-30)), -jnp.inf)
-    greedy = _best_move(weights, legal)
+    greedy = _best_move(weights, q, legal)
     safe_t = jnp.maximum(temperature, 1e-6)[:, None]
     sampled = jax.random.categorical(key, logw / safe_t, axis=-1)
     ok = jnp.isfinite(jnp.max(logw, -1))

@@ -354,13 +354,34 @@ def test_bad_config_values_are_named(override, message):
 
 def test_sample_by_temperature():
     weights = jnp.array([[0.1, 0.6, 0.3, 0.0]] * 2000)
+    q = jnp.zeros_like(weights)
     legal = jnp.array([[True, True, True, False]] * 2000)
-    greedy = az._sample_by_temperature(jax.random.PRNGKey(0), weights, legal, jnp.zeros(2000))
+    greedy = az._sample_by_temperature(jax.random.PRNGKey(0), weights, q, legal,
+                                       jnp.zeros(2000))
     assert (np.asarray(greedy) == 1).all()
-    sampled = np.asarray(az._sample_by_temperature(jax.random.PRNGKey(0), weights, legal,
+    sampled = np.asarray(az._sample_by_temperature(jax.random.PRNGKey(0), weights, q, legal,
                                                    jnp.ones(2000)))
     freq = np.bincount(sampled, minlength=4) / 2000
     np.testing.assert_allclose(freq, [0.1, 0.6, 0.3, 0.0], atol=0.04)
+
+
+def test_greedy_self_play_moves_break_ties_by_q_not_by_the_top_left_cell():
+    """Equal weights (a few-simulation search's one visit each) go to the highest root Q,
+    then the lowest index; an illegal move never, however high its Q."""
+    weights = jnp.array([[0.25, 0.25, 0.25, 0.25, 0.0],
+                         [0.25, 0.25, 0.25, 0.25, 0.0],
+                         [0.0, 0.5, 0.0, 0.5, 0.0]])
+    q = jnp.array([[0.1, -0.2, 0.7, 0.3, 0.9],
+                   [0.0, 0.0, 0.0, 0.0, 0.0],
+                   [0.9, 0.2, 0.9, 0.1, 0.9]])
+    legal = jnp.array([[True, True, True, True, True],
+                       [True, True, True, True, True],
+                       [True, True, True, True, False]])
+    assert az._best_move(weights, q, legal).tolist() == [2, 0, 1]
+    greedy = az._sample_by_temperature(jax.random.key(0), weights, q, legal, jnp.zeros(3))
+    assert greedy.tolist() == [2, 0, 1]
+    legal = legal.at[0, 2].set(False)  # the best Q among the ties is illegal
+    assert az._best_move(weights, q, legal)[0] == 3
 
 
 def test_puct_with_playout_cap_and_adaptive_rate(smoke_config):
