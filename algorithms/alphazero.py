@@ -45,7 +45,7 @@ from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_optimizer,
-                               play_search, select_games, sgd_step, switched_on)
+                               per_game, play_search, select_games, sgd_step, switched_on)
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, training
 from gomoku_jax import search as search_lib
@@ -784,8 +784,7 @@ class Learner(SearchPlayer, ShardedLearner):
 
         done = moves.done
         finished = jnp.sum(done)
-        length = jnp.sum((moves.board != 0).sum((-1, -2)) + 1, where=done) / jnp.maximum(
-            finished, 1)
+        length = per_game(jnp.sum((moves.board != 0).sum((-1, -2)) + 1, where=done), finished)
         mover_won = done & (moves.reward > 0)
         mover_lost = done & (moves.reward < 0)
         black_won = (mover_won & (moves.player == 0)) | (mover_lost & (moves.player == 1))

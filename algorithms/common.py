@@ -24,6 +24,7 @@ from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError
 
 __all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "fingerprint", "keep_if",
+           "per_game",
            "make_optimizer", "play_search", "select_games", "sgd_step", "switched_on"]
 
 
@@ -144,6 +145,14 @@ def _dtype(config, path: str):
     owner = _get(config, ".".join(parents)) if parents else config
     declared = {f.name: str(f.type) for f in dataclasses.fields(owner)}.get(leaf, "")
     return np.float32 if "float" in declared else np.int32
+
+
+def per_game(total, finished):
+    """``total / finished``, a metric's mean over the games that finished; NaN when none
+    did (a 0 would read as a real value in a plot: a game length of 0, every game
+    lost)."""
+    return jnp.where(finished > 0, total / jnp.maximum(finished, 1).astype(jnp.float32),
+                     jnp.nan)
 
 
 def fingerprint(tree) -> str | None:

@@ -90,7 +90,8 @@ import optax
 from flax import struct
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
-from algorithms.common import ShardedLearner, keep_if, select_games, sgd_step, switched_on
+from algorithms.common import (ShardedLearner, keep_if, per_game, select_games, sgd_step,
+                               switched_on)
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, tactics
 from gomoku_jax.agents import JaxAgent
@@ -876,15 +877,15 @@ class Learner(ShardedLearner):
             state.pool, variables)
 
         finished = jnp.sum(stats["done"])
-        den = jnp.maximum(finished, 1).astype(jnp.float32)
         total = lambda name: jnp.sum(stats[name])
+        mean = lambda x: per_game(x, finished)
         wins, losses, draws = total("won"), total("lost"), total("drawn")
         metrics = dict(
             aux, trained=trained, episodes=finished, wins=wins, losses=losses, draws=draws,
-            win_rate=wins / den, outcome=(wins - losses) / den,
-            shaped_return=total("shaped_return") / den,
-            pattern_return=total("pattern_return") / den,
-            game_length=total("length") / den, old_opponent_games=total("old"),
+            win_rate=mean(wins), outcome=mean(wins - losses),
+            shaped_return=mean(total("shaped_return")),
+            pattern_return=mean(total("pattern_return")),
+            game_length=mean(total("length")), old_opponent_games=total("old"),
             **{name: total(name) for name in stats if name.startswith(("games_vs_", "wins_vs_"))},
             epsilon=self.epsilon(episodes, env_steps), phase=self.phase_of(episodes),
             episodes_total=episodes, updates_total=updates, pool_filled=jnp.minimum(

@@ -365,6 +365,16 @@ def test_sample_by_temperature():
     np.testing.assert_allclose(freq, [0.1, 0.6, 0.3, 0.0], atol=0.04)
 
 
+def test_per_game_means_are_nan_when_no_game_finished():
+    """An iteration in which no game ended has no game length or win rate: NaN, which a
+    plot leaves out, not 0, which it draws as a real value."""
+    from algorithms import common
+
+    assert np.isnan(common.per_game(jnp.float32(0.0), jnp.int32(0)))
+    assert float(common.per_game(jnp.float32(30.0), jnp.int32(4))) == 7.5
+    assert float(jax.jit(common.per_game)(jnp.int32(3), jnp.int32(2))) == 1.5
+
+
 def test_greedy_self_play_moves_break_ties_by_q_not_by_the_top_left_cell():
     """Equal weights (a few-simulation search's one visit each) go to the highest root Q,
     then the lowest index; an illegal move never, however high its Q."""
