@@ -528,11 +528,17 @@ class Engine:
             self._block = None
             replies = ["ERROR BOARD not ended by DONE; the position is unchanged"]
             return replies + self.handle(text)
-        self._block.append(text)
+        cells = (MAX_SIZE if self._game is None else self._game.size) ** 2
+        if text and len(self._block) <= cells:  # one line past the cells is kept, to refuse
+            self._block.append(text)  # the block at DONE; none after it, nor blank ones
         return []
 
     def _apply_board(self, lines: list[str], start: float) -> list[str]:
         game = self._need_game("BOARD")
+        if len(lines) > game.size ** 2:
+            raise _ProtocolError(f"BOARD block of more stones than the {game.size}x"
+                                 f"{game.size} board has cells ({game.size ** 2}); the "
+                                 "position is unchanged")
         self._settle(game.size, "BOARD")
         new = _Game(game.size)
         order = []

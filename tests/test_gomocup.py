@@ -238,6 +238,13 @@ def test_errors_leave_the_state_unchanged():
     assert say(engine, "BOARD", "1,1,2", "ABOUT")[0].startswith("ERROR BOARD not ended by DONE")
     assert not engine.reading_board and (engine.board == before).all()
     assert say(engine, "") == []  # blank lines are ignored
+    # A block of more stones than cells is refused, without keeping what follows.
+    say(engine, "BOARD", *(["", "1,1,1"] * 10_000))
+    assert len(engine._block) == engine.size ** 2 + 1
+    assert one(engine, "DONE") == (f"ERROR BOARD block of more stones than the {engine.size}x"
+                                   f"{engine.size} board has cells ({engine.size ** 2}); the "
+                                   "position is unchanged")
+    assert (engine.board == before).all()
     xy(one(engine, "TURN 0,0"))  # still playing
 
 
