@@ -576,6 +576,11 @@ def make(spec: str, env: Gomoku) -> Agent:
         if not isinstance(agent, Agent):  # a ValueError: the command line's one-line error
             raise ValueError(f"the factory registered as {registered[0]!r} returned "
                             f"{agent!r} for {spec!r}, not an Agent")
+        if getattr(agent, "name", None) != spec:  # results are kept by the agent's name
+            raise ValueError(f"the factory registered as {registered[0]!r} returned an agent "
+                             f"named {getattr(agent, 'name', None)!r} for {spec!r}; name it "
+                             f"{spec!r} (the name it is asked for: matches, evaluations and "
+                             "tournaments keep their results by it)")
         return agent
     if spec == "random":
         return random_agent()

@@ -367,6 +367,11 @@ def test_register_agent_checks_names_and_factories(agent_registry):
     agents.register_agent("bad", lambda spec, env: "not an agent")
     with pytest.raises(ValueError, match="registered as 'bad' returned 'not an agent'"):
         agents.make("bad", ENV)
+    # an agent of another name: refused when made, not when a match keeps its results
+    agents.register_agent("alias", lambda spec, env: agents.make("heuristic", env))
+    with pytest.raises(ValueError, match=r"the factory registered as 'alias' returned an agent "
+                                         r"named 'heuristic' for 'alias'; name it 'alias'"):
+        agents.make("alias", ENV)
 
 
 def _factory_made_again():
