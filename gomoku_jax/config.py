@@ -607,8 +607,7 @@ def load_file(
     """Read a JSON config file into ``cls``: the named ``variants`` first, in order (one
     name or a list), then ``overrides``. Returns ``(config, description)``: the config and
     the file's ``description`` text."""
-    if isinstance(variants, str):  # one variant, not its letters
-        variants = [variants]
+    variants = [variants] if isinstance(variants, str) else list(variants)  # not letters
     path = pathlib.Path(path)
     data = read_json(path)
     if not isinstance(data, dict):
@@ -626,9 +625,12 @@ def load_file(
         raise ConfigError(f"{where}: variants must be an object of named "
                           'variants, each an object of overrides ({"smoke": {"train.batch": '
                           f"8}}}}), got {brief_json(known)}")
-    for name in variants:
+    for i, name in enumerate(variants):
         if not isinstance(name, str):
             raise ConfigError(f"a variant is named by a string, got {name!r}")
+        if name in variants[:i]:  # applying it again changes nothing: a slip, say so
+            raise ConfigError(f"variant {name!r} is given more than once; once is enough "
+                              "(the command line's --smoke is the variant 'smoke')")
         if name not in known:
             raise ConfigError(f"{where} has no variant {name!r}{did_you_mean(name, known)}; "
                               f"it has: {', '.join(sorted(known)) or 'none'}")

@@ -95,6 +95,8 @@ def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
         Outer, path, variants=["deep"])
     with pytest.raises(cfglib.ConfigError, match="no variant 'tiny'.*deep, smoke"):
         cfglib.load_file(Outer, path, variants=["tiny"])
+    with pytest.raises(cfglib.ConfigError, match="variant 'smoke' is given more than once"):
+        cfglib.load_file(Outer, path, variants=("smoke", "deep", "smoke"))
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(cfglib.ConfigError, match="not valid JSON"):
         cfglib.load_file(Outer, tmp_path / "bad.json")
