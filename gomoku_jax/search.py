@@ -69,6 +69,7 @@ from gomoku_jax.game import Gomoku, State
 __all__ = [
     "ALGORITHMS",
     "BACKENDS",
+    "PUCT_Q",
     "Evaluate",
     "network_evaluate",
     "ReusingSearchAgent",
@@ -80,6 +81,7 @@ __all__ = [
     "make_recurrent_fn",
     "policy_target",
     "policy_value",
+    "qtransform_raw",
     "root_output",
     "run_search",
     "run_search_reusing",
@@ -94,6 +96,7 @@ __all__ = [
 
 ALGORITHMS = ("puct", "gumbel")
 BACKENDS = ("mctx", "linear")
+PUCT_Q = ("minmax", "raw")  # SearchConfig.puct_q
 
 # (params, states [B]) -> (logits [B, A] float32, value [B] float32)
 Evaluate = Callable[[Any, State], "tuple[jax.Array, jax.Array]"]
@@ -170,7 +173,7 @@ def _register(cls, meta: tuple[str, ...]):
 @functools.partial(
     _register,
     meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth",
-          "backend", "reuse_tree", "reuse_capacity"),
+          "backend", "reuse_tree", "reuse_capacity", "puct_q"),
 )
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -181,6 +184,12 @@ class SearchConfig:
         (``mctx.gumbel_muzero_policy``). Static.
       num_simulations: simulations per search. Static.
       c_puct: PUCT exploration constant (mctx ``pb_c_init``), > 0.
+      puct_q: the Q term of PUCT's score. ``"minmax"`` (mctx's
+        ``qtransform_by_parent_and_siblings``): each node's Q values rescaled to [0, 1]
+        by the least and greatest of the node's value and its visited children's Q, an
+        unvisited child at 0 (the least). ``"raw"`` (the reports' AlphaZero, seed 000's
+        eq. 4 and the PUCT of seeds 001 to 003): the mean value in [-1, 1], an unvisited
+        child at 0, so ``c_puct`` weighs exploration against values of that range. Static.
       pb_c_base: mctx ``pb_c_base``, > 0 (the exploration grows as
         ``c_puct + log((N + pb_c_base + 1) / pb_c_base)``).
       dirichlet_alpha: concentration of the root Dirichlet noise (PUCT), > 0.
@@ -219,9 +228,13 @@ class SearchConfig:
     backend: str = "mctx"
     reuse_tree: bool = False
     reuse_capacity: int | None = None
+    puct_q: str = "minmax"
 
     def __post_init__(self):
         plain_fields(self)
+        if self.puct_q not in PUCT_Q:
+            raise ValueError(f"SearchConfig.puct_q must be one of {', '.join(PUCT_Q)}, got "
+                             f"{self.puct_q!r}")
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
                 f"SearchConfig.algorithm must be one of {', '.join(ALGORITHMS)}, "
@@ -456,6 +469,20 @@ def _gumbel_qtransform(config: SearchConfig):
                              maxvisit_init=config.maxvisit_init)
 
 
+def qtransform_raw(tree: mctx.Tree, node_index) -> jax.Array:
+    """The Q values of ``node_index``'s children as they are (reward plus discounted
+    value: the mean value from the node's player's view), 0 for an unvisited child: the
+    Q of AlphaZero's PUCT score, for mctx's ``qtransform`` argument (one unbatched
+    tree)."""
+    return jnp.where(tree.children_visits[node_index] > 0, tree.qvalues(node_index), 0.0)
+
+
+def _puct_qtransform(config: SearchConfig):
+    """The ``qtransform`` of PUCT's score for ``config.puct_q``."""
+    return (qtransform_raw if config.puct_q == "raw"
+            else mctx.qtransform_by_parent_and_siblings)
+
+
 def selection_functions(config: SearchConfig):
     """``(root_fn, interior_fn)``: the action selections `run_search` uses with ``config``
     (mctx's signatures: ``root_fn(key, tree, node)``, ``interior_fn(key, tree, node,
@@ -463,7 +490,8 @@ def selection_functions(config: SearchConfig):
     if not isinstance(config, SearchConfig):
         raise ValueError(f"config must be a SearchConfig, got {config!r}")
     if config.algorithm == "puct":
-        return tree_search.puct_selection(pb_c_init=config.c_puct, pb_c_base=config.pb_c_base)
+        return tree_search.puct_selection(pb_c_init=config.c_puct, pb_c_base=config.pb_c_base,
+                                          qtransform=_puct_qtransform(config))
     return tree_search.gumbel_selection(
         config.num_simulations, max_num_considered_actions=config.max_num_considered_actions,
         qtransform=_gumbel_qtransform(config))
@@ -528,6 +556,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
             dirichlet_fraction=0.0,
             pb_c_init=config.c_puct,
             pb_c_base=config.pb_c_base,
+            qtransform=_puct_qtransform(config),
             **checked,
         )
     return policies.gumbel_muzero_policy(
@@ -674,6 +703,7 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
         dirichlet_fraction=0.0,
         pb_c_init=config.c_puct,
         pb_c_base=config.pb_c_base,
+        qtransform=_puct_qtransform(config),
         tree=tree,
     )
 

@@ -253,6 +253,39 @@ def test_run_search_linear_backend_equals_mctx(env7, algorithm):
     assert_same_output(ours, theirs)
 
 
+def _varied(params, states):
+    """An ``evaluate`` whose values differ from position to position (a uniform one's
+    zero values make every Q transform alike)."""
+    del params
+    board = states.board.reshape(states.board.shape[0], -1).astype(jnp.float32)
+    value = jnp.sin(board @ jnp.arange(1.0, board.shape[1] + 1.0))
+    return jnp.zeros(board.shape, jnp.float32), value
+
+
+def test_raw_puct_q_is_the_mean_value_and_both_backends_play_it(env7):
+    """``puct_q="raw"``: Q as it is (reward plus discounted value), 0 unvisited, on
+    random nodes with ties, terminal edges and NaNs; the config's search runs it in both
+    backends alike, and it searches otherwise than mctx's default ``"minmax"``."""
+    tree, node, _ = random_trees(0, 64, 9)
+    rows = [np.asarray(getattr(tree, f))[np.arange(64), np.asarray(node)] for f in (
+        "children_visits", "children_rewards", "children_discounts", "children_values")]
+    visits, rewards, discounts, values = rows
+    np.testing.assert_array_equal(jax.vmap(search_lib.qtransform_raw)(tree, node),
+                                  np.where(visits > 0, rewards + discounts * values, 0.0))
+    states = _openings(env7, 3, 5)
+    configs = [search_lib.SearchConfig(num_simulations=24, backend=backend, puct_q=q,
+                                       dirichlet_fraction=0.0)
+               for backend, q in (("linear", "raw"), ("mctx", "raw"), ("linear", "minmax"))]
+    run = jax.jit(lambda s, k: [search_lib.run_search(env7, _varied, None, s, k, c)
+                                for c in configs])
+    raw, raw_mctx, minmax = run(states, jax.random.PRNGKey(3))
+    assert_same_output(raw, raw_mctx)
+    assert not np.array_equal(raw.search_tree.children_visits,
+                              minmax.search_tree.children_visits)
+    with pytest.raises(ValueError, match="puct_q must be one of minmax, raw, got 'mean'"):
+        search_lib.SearchConfig(puct_q="mean")
+
+
 def test_search_config_backend():
     config = search_lib.SearchConfig(backend="linear")
     assert search_lib.SearchConfig.from_dict(config.to_dict()) == config
