@@ -418,8 +418,9 @@ def _forced_move(env: Gomoku, state: State, blocks=True) -> jax.Array:
 
 
 def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
-    """Seed 001's "killer" module around any agent: take an immediate win; else block
-    the opponent's immediate win; else play what ``agent`` plays. A JAX agent stays a
+    """A "killer" module around any agent: take an immediate win; else block the
+    opponent's immediate win (seed 001's module takes the win only); else play what
+    ``agent`` plays. A JAX agent stays a
     JAX agent (and stays batched in the arena)."""
     name = name or f"{agent.name}+killer"
     check_env(agent, env)
@@ -461,8 +462,8 @@ freely, add to it with `register_agent`."""
 
 # Names and name prefixes `make` builds itself (``alphabeta.by_name`` reads any case).
 _BUILTIN_NAMES = ("random", "heuristic", "minimax", "alphabeta", "negamax", "gomokubot")
-_BUILTIN_PREFIXES = ("heuristic-", "pure-mcts-", "minimax-", "alphabeta-", "negamax-",
-                     "gomokubot-")
+_BUILTIN_PREFIXES = ("heuristic-", "pure-mcts-", "uct-", "minimax-", "alphabeta-",
+                     "negamax-", "gomokubot-")
 _LOOKALIKE_DIGITS = str.maketrans("OoIl", "0011")  # what a number's typo may hold
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -545,7 +546,7 @@ def _registered(base: str) -> tuple[str, AgentFactory] | None:
 
 
 def _known_names() -> str:
-    return ("random, heuristic, heuristic-K, heuristic[-K]@P, pure-mcts-N, minimax, "
+    return ("random, heuristic, heuristic-K, heuristic[-K]@P, pure-mcts-N, uct-N, minimax, "
             "alphabeta[-D], negamax[-D], gomokubot, gomokubot-D, an exported FILE.gjx[@N]")
 
 
@@ -554,7 +555,8 @@ def make(spec: str, env: Gomoku) -> Agent:
 
     ``random``, ``heuristic`` (or ``heuristic-K`` for the top-K randomisation; either
     with ``@P`` for a heuristic that answers threats only with probability P, e.g.
-    ``heuristic@0.5``), ``pure-mcts-N`` (N simulations), any
+    ``heuristic@0.5``), ``pure-mcts-N`` (N simulations, with MCTS-Solver and decisive
+    expansion), ``uct-N`` (the reports' pure MCTS: plain UCT, neither of those), any
     name from `algorithms.alphabeta.by_name` (``minimax``, ``alphabeta-3``,
     ``gomokubot``...), the path of an exported params file (``.gjx``; its search as
     stored, or ``path@N`` for N simulations), any name registered with
@@ -599,11 +601,13 @@ def make(spec: str, env: Gomoku) -> Agent:
                 raise ValueError(f"{spec!r}: the block probability after '@' must be a number "
                                  f"in [0, 1], got {blocks!r}") from None
         return heuristic_agent(env, top_k=top_k, name=spec, block_probability=probability)
-    if spec.startswith("pure-mcts-") and digits(spec[len("pure-mcts-"):]):
+    prefix = next((p for p in ("pure-mcts-", "uct-") if spec.startswith(p)), None)
+    if prefix is not None and digits(spec[len(prefix):]):
         from algorithms import pure_mcts
 
-        return pure_mcts.pure_mcts_agent(env, whole_number(spec[len("pure-mcts-"):], spec),
-                                         name=spec)
+        plain = {"solver": False, "decisive_expansion": False} if prefix == "uct-" else {}
+        return pure_mcts.pure_mcts_agent(env, whole_number(spec[len(prefix):], spec),
+                                         name=spec, **plain)
     from algorithms import alphabeta
 
     try:

@@ -59,7 +59,7 @@ def test_seed001_config_is_the_reports_duelnet():
     assert (cfg.game.size, cfg.network.name, cfg.search.num_simulations) == (15, "duelnet", 200)
     stage1 = cfg.stage_config(0)
     assert stage1.train.batch_size == 512 and stage1.train.iterations == 1000
-    assert stage1.data.balance == "splits" and cfg.eval.opponents == ("pure-mcts-2000",)
+    assert stage1.data.balance == "splits" and cfg.eval.opponents == ("uct-2000",)
 
 
 def test_the_smoke_variant_says_where_it_writes_its_records(tmp_path, monkeypatch, capsys):

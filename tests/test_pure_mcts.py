@@ -347,3 +347,20 @@ def test_a_normal_pure_mcts_name_still_plays():
     state = Gomoku(5, 4).init()
     move = agent.act(state, jax.random.key(0))
     assert 0 <= move < 25 and bool(state.legal_action_mask[move])
+
+
+def test_uct_names_the_reports_plain_pure_mcts():
+    """``uct-N``: the same search without MCTS-Solver or decisive expansion, so it can
+    miss a win in one that ``pure-mcts-N`` always takes."""
+    from gomoku_jax import agents
+
+    plain, enhanced = (agents.make(name, ENV) for name in ("uct-3", "pure-mcts-3"))
+    assert plain.name == "uct-3" and plain.config.simulations == 3
+    assert (plain.config.solver, plain.config.decisive_expansion) == (False, False)
+    assert (enhanced.config.solver, enhanced.config.decisive_expansion) == (True, True)
+    win = _position([(0, 6), (1, 6), (2, 6), (3, 6)], [(8, 0), (8, 1), (7, 3), (5, 5)])
+    moves = {int(plain.act(win, jax.random.key(s))) for s in range(8)}
+    assert moves != {4 * 9 + 6}  # three playouts of 73 empty cells: not always found
+    assert {int(enhanced.act(win, jax.random.key(s))) for s in range(8)} == {4 * 9 + 6}
+    with pytest.raises(ValueError, match=r"did you mean 'uct-5'"):
+        agents.make("utc-5", ENV)
