@@ -33,6 +33,8 @@ import math
 import time
 from pathlib import Path
 
+from gomoku_jax import io as gio
+
 RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
 OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
 
@@ -137,6 +139,21 @@ def check_run(run: Path) -> None:
                          "finished training run (gomoku-jax train writes them there)")
 
 
+_REWRITE = "it is a file gomoku-jax train writes: run the same train command to finish the run"
+
+
+def _read_report(run: Path) -> dict:
+    """The run's ``report.json``; a ValueError naming it when it is unreadable, not an
+    object or without its iteration count."""
+    path = run / "report.json"
+    report = gio.read_json_object(path, _REWRITE)
+    count = report.get("iterations")
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise ValueError(f"{path} has no iteration count ('iterations': {count!r}): not the "
+                         f"report of a finished training run; {_REWRITE}")
+    return report
+
+
 def training_curves_figure(run: Path = RUN, device: str | None = None):
     """The matplotlib figure `training_curves` saves: a ``matplotlib.figure.Figure`` that
     pyplot does not hold (nothing to close, no backend chosen; a notebook shows it)."""
@@ -147,7 +164,7 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
     check_run(run)
     m = _read_metrics(run / "metrics.csv")
     check_curve_columns(run, m)  # before report.json: a DQN run has one too
-    report = json.loads((run / "report.json").read_text())
+    report = _read_report(run)
     if device is None:  # the training machine, which a run's report records; older ones do not
         from experiments.common import device_description
 
@@ -223,7 +240,9 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
     periodic = ""
     if any(c.startswith("eval_") for c in m):
         config = run / "config.json"
-        games = json.loads(config.read_text())["eval"]["games"] if config.is_file() else None
+        stored = gio.read_json_object(config, _REWRITE) if config.is_file() else {}
+        games = stored.get("eval", {}).get("games") if isinstance(stored.get("eval"),
+                                                                   dict) else None
         periodic = f"periodic: {games} games each; " if games else "periodic and final; "
     ax.set_title(f"evaluation score (win 1, draw 1/2)\n{periodic}the final: {final_games}, "
                  "95% CI")

@@ -279,9 +279,11 @@ def _use_compile_cache(args: argparse.Namespace) -> Path | None:
     interrupted before its first checkpoint, a resumed one or a rerun would compile the
     same programs again. Returns the folder; a folder that cannot be made is said and
     skipped (None)."""
-    if args.no_compile_cache:
-        return None
     import jax
+
+    if args.no_compile_cache:  # JAX_COMPILATION_CACHE_DIR alone would still keep them
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
 
     folder = compile_cache_dir()
     try:

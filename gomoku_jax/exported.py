@@ -109,17 +109,23 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
     if kind != "search":
         raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
 
-    try:
-        config = search_lib.SearchConfig.from_dict(meta["search"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise gio.CheckpointError(
-            f"{path}: the exported file's play-time search is missing or invalid "
-            f"({type(error).__name__}: {error})") from None
+    config = stored_search(path, meta)
     if simulations is not None:
         config = dataclasses.replace(config, num_simulations=simulations)
     agent = search_lib.search_agent(name, env, search_lib.network_evaluate(module), variables,
                                     config)
     return Loaded(agent, env, meta)
+
+
+def stored_search(path, meta) -> search_lib.SearchConfig:
+    """The play-time search kept in an exported file's header ``meta``; a CheckpointError
+    naming the file ``path`` when it is missing or invalid."""
+    try:
+        return search_lib.SearchConfig.from_dict(meta["search"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise gio.CheckpointError(
+            f"{path}: the exported file's play-time search is missing or invalid "
+            f"({type(error).__name__}: {error})") from None
 
 
 def load_agent(path, simulations: int | None = None, name: str | None = None) -> JaxAgent:

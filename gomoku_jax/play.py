@@ -223,7 +223,6 @@ def _q_analysis_fn(module):
 def _exported_player(path: str, budget: int | None, stored: int | None, env: Gomoku,
                      budget_name: str | None = None) -> _Player:
     from gomoku_jax import exported
-    from gomoku_jax import search as search_lib
 
     try:
         meta, file_env, module, variables = exported.load_network(path)
@@ -257,7 +256,10 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
         return _Player(path, path, None, None, file_env, None, analyse_q)
     if kind != "search":
         raise PlayError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
-    config = search_lib.SearchConfig.from_dict(meta["search"])
+    try:
+        config = exported.stored_search(path, meta)
+    except ValueError as err:
+        raise PlayError(str(err)) from None
     sims = budget if budget is not None else stored
     if sims is not None:
         config = dataclasses.replace(config, num_simulations=sims)
@@ -271,7 +273,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
             "kind": "search", "heat": _grid(visits / total if total > 0 else visits, n),
             "heat_label": f"share of the search's {config.num_simulations} simulations "
                           f"({config.algorithm}) at the root",
-            "value": float(root), "value_label": "search value for the agent (-1 lost, +1 won)",
+            "value": float(root), "value_label": "search value for the player to move (-1 lost, +1 won)",
             "network_value": float(value),
             "prior": _grid(prior, n), "cells": _grid(prior, n),
             "cells_label": "network prior"}
@@ -298,7 +300,7 @@ def _mcts_player(base: str, simulations: int, env: Gomoku) -> _Player:
             "kind": "mcts", "heat": _grid(visits / total if total > 0 else visits, n),
             "heat_label": f"share of pure MCTS's {simulations} simulations at the root",
             "value": 2.0 * mean - 1.0,
-            "value_label": "mean playout result for the agent (-1 lost, +1 won)",
+            "value_label": "mean playout result for the player to move (-1 lost, +1 won)",
             "cells": _grid(np.where(seen, values, np.nan), n),
             "cells_label": "mean score of the move (0 to 1)"}
 
@@ -615,7 +617,7 @@ class PlayApp:
             self._moves.append(action if legal else -1)
             if analysis is not None:
                 analysis = {**analysis, "move": list(divmod(action, n)),
-                            "position": int(state.move_count)}
+                            "position": int(state.move_count), "to_move": "agent"}
             self._analysis = analysis
             self._version += 1
             return self._snapshot()
@@ -647,8 +649,10 @@ class PlayApp:
         key = jax.random.fold_in(jax.random.fold_in(self._key, self._games),
                                  int(state.move_count))
         action, analysis = player.analyse(key, state)
+        # whoever is to move: on the page, usually the human (the agent replies at once)
         return {"analysis": {**analysis, "move": list(divmod(action, player.env.size)),
-                             "position": int(state.move_count)}}
+                             "position": int(state.move_count),
+                             "to_move": self._turn(state)}}
 
     def agent_info(self, name: Any, budget: Any = None) -> dict:
         """``{"name", "budget", "overlay", "game"}`` of an agent in the current game (or
@@ -724,6 +728,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     port = 0  # the port the server listens on (for the addresses its errors show)
     hosts: frozenset[str] = frozenset(_LOOPBACK)  # the names it answers to (as `_host_name`)
     any_ip = False  # bound to every interface: any IP address of this machine is its own
+    timeout = 30  # seconds a client may leave a request unsent before its socket closes
 
     def log_message(self, format, *args):  # noqa: A002 (the base class's name)
         if not self.quiet:
@@ -811,6 +816,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _body(self) -> Any:
         length = self.headers.get("Content-Length")
+        if length is None and self.headers.get("Transfer-Encoding"):  # chunked: not read
+            raise PlayError("the request body must come with a Content-Length (a body sent "
+                            f"with Transfer-Encoding {self.headers['Transfer-Encoding']!r} "
+                            "is not read); nothing was changed")
         try:
             size = int(length) if length is not None else 0
         except ValueError:

@@ -558,9 +558,13 @@ def test_train_keeps_compiled_programs_in_the_user_cache(tmp_path, monkeypatch, 
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
     assert cli.compile_cache_dir() == tmp_path / "mine"
     before = jax.config.jax_compilation_cache_dir
+    enabled = jax.config.jax_enable_compilation_cache
     try:
         args = argparse.Namespace(no_compile_cache=True)
         assert cli._use_compile_cache(args) is None and not (tmp_path / "mine").exists()
+        # off even where JAX reads a cache folder from JAX_COMPILATION_CACHE_DIR itself
+        assert jax.config.jax_enable_compilation_cache is False
+        jax.config.update("jax_enable_compilation_cache", enabled)
         args.no_compile_cache = False
         (tmp_path / "file").write_text("keep me")
         monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "file" / "xla"))
@@ -573,6 +577,7 @@ def test_train_keeps_compiled_programs_in_the_user_cache(tmp_path, monkeypatch, 
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+        jax.config.update("jax_enable_compilation_cache", enabled)
     assert cli.build_parser().parse_args(
         ["train", "--config", "c.json", "--workdir", "w", "--no-compile-cache"]).no_compile_cache
 

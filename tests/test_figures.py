@@ -110,6 +110,19 @@ def test_metrics_without_rows_are_refused(tmp_path):
         figures.training_curves(tmp_path)
 
 
+@pytest.mark.parametrize("text, why", [
+    ("[]", "must hold a JSON object, found []"),
+    ('{"evaluation": {}}', "has no iteration count ('iterations': None)"),
+    ("{nope", "is unreadable"),
+])
+def test_a_damaged_report_is_refused_naming_it(tmp_path, text, why):
+    run = _run(tmp_path, sparring=False)
+    (run / "report.json").write_text(text)
+    with pytest.raises(ValueError, match=re.escape(f"{run / 'report.json'}") + ".*"
+                       + re.escape(why)):
+        figures.training_curves(run)
+
+
 def test_a_folder_that_is_not_a_run_is_refused_naming_it(tmp_path, monkeypatch, capsys):
     missing = tmp_path / "nonexist"
     with pytest.raises(ValueError, match=re.escape(

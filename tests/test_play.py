@@ -48,16 +48,17 @@ class Client:
         return self.request("POST", path, {} if body is None and raw is None else body, raw)
 
 
-def _raw(base, method, path, headers, body=None):
+def _raw(base, method, path, headers, body=None, length=True):
     """``(status, JSON body)`` of one request with exactly ``headers`` (no Host, Origin or
-    Content-Type unless given there), as another web page or a rebound name could send it."""
+    Content-Type unless given there), as another web page or a rebound name could send it;
+    a ``body``'s Content-Length is added unless ``length`` is False."""
     host, port = base.rsplit("/", 1)[1].rsplit(":", 1)
     connection = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=120)
     try:
         connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for name, value in headers.items():
             connection.putheader(name, value)
-        if body is not None:
+        if body is not None and length:
             connection.putheader("Content-Length", str(len(body)))
         connection.endheaders(body)
         response = connection.getresponse()
@@ -310,6 +311,22 @@ def test_a_body_with_a_key_twice_gets_400(served):
     assert status == 400 and body["error"] == (
         "the request body is not valid JSON (the key 'row' appears twice in one object "
         "(beside 'col'), the second time at line 1 column 22; give it once)")
+    assert client.get("/api/state")[1] == before
+
+
+def test_a_chunked_body_is_refused_and_the_game_kept(served):
+    """A body sent without a Content-Length (chunked) used to be read as none: a new-game
+    request then started a game of the old settings, dropping the current one."""
+    server, client = served
+    client.post("/api/new", {"colour": "black", "agent": "heuristic"})
+    client.post("/api/move", {"row": 2, "col": 2})
+    before = client.get("/api/state")[1]
+    headers = {**_own_headers(_port(client)), "Transfer-Encoding": "chunked"}
+    body = b'{"colour": "white", "agent": "random"}'
+    status, reply = _raw(client.base, "POST", "/api/new", headers,
+                         b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body), length=False)
+    assert status == 400 and reply["error"].startswith(
+        "the request body must come with a Content-Length")
     assert client.get("/api/state")[1] == before
 
 
@@ -675,9 +692,14 @@ def test_pure_mcts_reply_carries_its_analysis():
     heat = np.asarray(analysis["heat"])
     assert heat.shape == (7, 7) and abs(heat.sum() - 1) < 1e-3
     assert heat[tuple(analysis["move"])] == heat.max()  # it plays its most visited move
+    assert analysis["to_move"] == "agent" and "for the player to move" in analysis[
+        "value_label"]
+    assert app.analyse()["analysis"]["to_move"] == "human"  # its view of the human's turn
     mine = (3, 3) if state["last_move"] != [3, 3] else (3, 2)
     app.move({"row": mine[0], "col": mine[1]})
-    looked = np.asarray(app.analyse()["analysis"]["heat"])
+    looked = app.analyse()["analysis"]
+    assert looked["to_move"] == "agent"
+    looked = np.asarray(looked["heat"])
     assert looked[mine] == 0 and looked[tuple(state["last_move"])] == 0  # occupied: nothing
     assert abs(looked.sum() - 1) < 1e-3
     assert app.snapshot()["move_count"] == 2  # analysing changes nothing

@@ -973,12 +973,12 @@ def test_an_exported_file_whose_header_does_not_fit_its_params_is_refused(
     with pytest.raises(gio.CheckpointError, match=text) as err:
         exported.load(path)
     assert str(path) in str(err.value)
-    if "agent" in changes:  # refused by the loader the play page shares too
-        from gomoku_jax import play
+    from gomoku_jax import play  # the play page's loader refuses it alike, naming the file
 
-        with pytest.raises(play.PlayError, match=text):
-            play._exported_player(str(path), None, None, exported.load_network(
-                straight / "final.gjx")[1])
+    with pytest.raises(play.PlayError, match=text) as err:
+        play._exported_player(str(path), None, None, exported.load_network(
+            straight / "final.gjx")[1])
+    assert str(path) in str(err.value)
 
 
 def test_forfeits_are_named_in_reports(monkeypatch):

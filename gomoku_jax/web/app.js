@@ -306,7 +306,8 @@ function renderOverlayNote() {
   }
   const value = (a.value >= 0 ? "+" : "") + a.value.toFixed(3);
   const share = a.heat[a.move[0]][a.move[1]];
-  let text = `Position after ${a.position} moves: it plays (${a.move[0]}, ${a.move[1]}) ` +
+  const mover = a.to_move === "human" ? "you to move, its choice for you" : "it plays";
+  let text = `Position after ${a.position} moves, ${mover}: (${a.move[0]}, ${a.move[1]}) ` +
     `(heat there ${Math.round(100 * share)}%, the dashed ring). ` +
     `Blue: ${a.heat_label}. Value: ${value} (${a.value_label}).`;
   if (a.network_value !== undefined) {
