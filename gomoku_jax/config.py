@@ -404,12 +404,16 @@ def _override_mapping(overrides: Mapping[str, Any] | Sequence[str]) -> Mapping[s
 
 
 def apply_overrides(
-    data: Mapping[str, Any], overrides: Mapping[str, Any] | Sequence[str]
+    data: Mapping[str, Any], overrides: Mapping[str, Any] | Sequence[str], schema=None
 ) -> dict[str, Any]:
     """A deep copy of ``data`` with dotted-key overrides set (a dict, or ``k=v`` strings).
 
     Intermediate objects are created when missing; unknown keys are caught later, by
-    `from_dict`, which knows the schema.
+    `from_dict`, which knows the schema. With ``schema`` (the config class), an object
+    given for a whole section (a nested config: ``search={...}``) that leaves out some
+    of the section's settings ``data`` holds is refused: it would replace the section,
+    dropping them silently (a free-form mapping, such as ``network.options``, is
+    replaced as given).
     """
     out = json.loads(json.dumps(data))
     overrides = _override_mapping(overrides)
@@ -425,8 +429,44 @@ def apply_overrides(
                     f"cannot set {key!r}: {'.'.join(parts[: i + 1])!r} is not an object"
                 )
             node = child
+        held = node.get(parts[-1])
+        if (schema is not None and isinstance(value, dict) and isinstance(held, dict)
+                and _section_type(schema, parts) is not None):
+            dropped = sorted(set(held) - set(value))
+            if dropped:
+                raise ConfigError(
+                    f"{key}={clip(json.dumps(value), 60)}: an object replaces the whole "
+                    f"{key!r} section, which would drop its {', '.join(dropped)} as set "
+                    f"before; set single settings with dotted keys "
+                    f"({key}.{next(iter(value))}=...), or give every one")
         node[parts[-1]] = value
     return out
+
+
+def _section_type(cls, parts: Sequence[str]):
+    """The config class (a dataclass) at the dotted path ``parts`` of config class
+    ``cls``, or None when it leads to a plain value or mapping, or nowhere."""
+    def dataclass_of(tp):
+        if dataclasses.is_dataclass(tp):
+            return tp
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            found = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+            return found[0] if len(found) == 1 else None
+        return None
+
+    tp = cls
+    for part in parts:
+        owner = dataclass_of(tp)
+        if owner is None:
+            return None
+        try:
+            hints = typing.get_type_hints(owner)
+        except (NameError, TypeError):  # hints that cannot be resolved: no section known
+            return None
+        if part not in hints:
+            return None
+        tp = hints[part]
+    return dataclass_of(tp)
 
 
 def _type_name(tp) -> str:
@@ -645,12 +685,12 @@ def load_file(
     _check_meta_overrides(path, overrides, algorithm)
     for name in variants:  # one that cannot apply: the file's own mistake, else its own
         try:
-            data = apply_overrides(data, known[name])
+            data = apply_overrides(data, known[name], schema=cls)
         except ConfigError as err:
             raise _unappliable(cls, where, itself,
                                f"{where}, its variant {name!r}: {err}") from None
     try:
-        data = apply_overrides(data, overrides)
+        data = apply_overrides(data, overrides, schema=cls)
     except ConfigError as err:
         raise _unappliable(cls, where, itself,
                            f"{err} (from the overrides, not {where})") from None

@@ -78,6 +78,26 @@ def test_wrong_keys_and_values_are_named(override, message):
         cfglib.from_dict(Outer, data)
 
 
+def test_an_object_for_a_section_that_would_drop_its_settings_is_refused(tmp_path):
+    """``inner={...}`` replaces the section: where the file set settings the object leaves
+    out, that would reset them silently, so it is refused, from an override or a variant;
+    an object that gives them all, or a section the file left unset, is taken."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"inner": {"depth": 5, "rate": 0.3},
+                                "variants": {"nested": {"inner": {"depth": 1}}}}))
+    message = re.escape("inner={\"depth\": 3}: an object replaces the whole 'inner' section, "
+                        "which would drop its rate as set before; set single settings with "
+                        "dotted keys (inner.depth=...), or give every one")
+    with pytest.raises(cfglib.ConfigError, match=message):
+        cfglib.load_file(Outer, path, ['inner={"depth": 3}'])
+    with pytest.raises(cfglib.ConfigError, match="variant 'nested': inner=.*would drop its rate"):
+        cfglib.load_file(Outer, path, variants=["nested"])
+    cfg, _ = cfglib.load_file(Outer, path, ['inner={"depth": 3, "rate": 0.5}'])
+    assert (cfg.inner.depth, cfg.inner.rate) == (3, 0.5)
+    cfg, _ = cfglib.load_file(Outer, path, ['maybe={"depth": 4}', "inner.depth=2"])
+    assert cfg.maybe.depth == 4 and (cfg.inner.depth, cfg.inner.rate) == (2, 0.3)
+
+
 def test_load_file_applies_variants_in_order_then_overrides(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({
