@@ -420,8 +420,7 @@ def _forced_move(env: Gomoku, state: State, blocks=True) -> jax.Array:
 def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
     """A "killer" module around any agent: take an immediate win; else block the
     opponent's immediate win (seed 001's module takes the win only); else play what
-    ``agent`` plays. A JAX agent stays a
-    JAX agent (and stays batched in the arena)."""
+    ``agent`` plays. A JAX agent stays a JAX agent (and stays batched in the arena)."""
     name = name or f"{agent.name}+killer"
     check_env(agent, env)
     if isinstance(agent, JaxAgent):
