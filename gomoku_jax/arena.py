@@ -681,6 +681,15 @@ def heatmap_figure(report: dict, title: str | None = None):
     return fig
 
 
+def check_ladder_opponent(opponent) -> str:
+    """``opponent`` when it is one of `LADDER_OPPONENTS`, else a ValueError."""
+    if opponent not in LADDER_OPPONENTS:
+        raise ValueError(f"ladder: opponent must be one of {', '.join(LADDER_OPPONENTS)} "
+                         f"(pure MCTS as enhanced here, or the reports' plain UCT), got "
+                         f"{opponent!r}")
+    return opponent
+
+
 def check_ladder(start: int, step: int, games: int, pass_wins: int,
                  max_simulations: int) -> tuple[int, int, int, int, int]:
     """`ladder`'s settings as Python ints (NumPy integers are converted, so that its
@@ -697,23 +706,30 @@ def check_ladder(start: int, step: int, games: int, pass_wins: int,
     return start, step, games, pass_wins, max_simulations
 
 
+LADDER_OPPONENTS = ("pure-mcts", "uct")  # `ladder`'s opponent: agent names without "-N"
+
+
 def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: int = 10,
            pass_wins: int = 8, max_simulations: int = 5000, seed: int = 0,
-           opening_stones: int = 0, make_opponent=None, progress: bool = False) -> dict:
+           opening_stones: int = 0, make_opponent=None, progress: bool = False,
+           opponent: str = "pure-mcts") -> dict:
     """Seed 003's ladder: ``agent`` plays ``games`` games against pure MCTS at ``start``
     simulations, then ``+step`` at a time, until it wins fewer than ``pass_wins`` (7 or
     fewer of 10 by default) or ``max_simulations`` is passed. Reports every level and the
-    last one cleared (0 if none)."""
+    last one cleared (0 if none). ``opponent``: ``"pure-mcts"`` (with MCTS-Solver and
+    decisive expansion) or ``"uct"`` (the reports' plain pure MCTS, seed 003's own);
+    ``make_opponent(simulations)`` builds another kind instead."""
     check_game(env)
     check_agent("agent", agent)
     start, step, games, pass_wins, max_simulations = check_ladder(
         start, step, games, pass_wins, max_simulations)
     seed = check_match_seed(seed)
     check_opening_stones(env, opening_stones)
+    check_ladder_opponent(opponent)
     if make_opponent is None:
-        from algorithms.pure_mcts import pure_mcts_agent
+        from gomoku_jax import agents as agents_lib
 
-        make_opponent = lambda sims: pure_mcts_agent(env, sims)  # noqa: E731
+        make_opponent = lambda sims: agents_lib.make(f"{opponent}-{sims}", env)  # noqa: E731
     levels, cleared, sims = [], 0, start
     while sims <= max_simulations:
         opponent = make_opponent(sims)

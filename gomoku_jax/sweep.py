@@ -305,16 +305,19 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
 
 def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wins: int = 8,
                      max_simulations: int = 5000, seed: int = 42, opening_stones: int = 0,
-                     progress: bool = False) -> Callable[[Any, Any], dict]:
+                     progress: bool = False, opponent: str = "pure-mcts"
+                     ) -> Callable[[Any, Any], dict]:
     """An ``evaluate`` for `sweep`: seed 003's ladder against pure MCTS (``start``
     simulations, ``+step`` per level, ``games`` a level, passed with ``pass_wins`` wins;
-    seed 003 used 200 / 100 / 10 / 8 and seed 42). Adds ``ladder_cleared`` (the last
+    seed 003 used 200 / 100 / 10 / 8, seed 42 and its plain pure MCTS, ``opponent="uct"``;
+    see `gomoku_jax.arena.ladder`). Adds ``ladder_cleared`` (the last
     level passed, 0 if none) and ``ladder`` (every level's result) to the row. Its
     settings are checked now, and their bound on each run's game (``opening_stones`` at
     most ``2(k-1)``) by `sweep` before it trains anything."""
     from gomoku_jax import arena
 
     arena.check_ladder(start, step, games, pass_wins, max_simulations)
+    arena.check_ladder_opponent(opponent)
     arena.check_match_seed(seed, "ladder: seed")
     if isinstance(opening_stones, bool) or not isinstance(opening_stones, numbers.Integral) or (
             opening_stones < 0):  # its bound, 2(k-1), is checked on each run's game
@@ -324,7 +327,8 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
     def evaluate(agent, env) -> dict:
         result = arena.ladder(env, agent, start=start, step=step, games=games,
                               pass_wins=pass_wins, max_simulations=max_simulations, seed=seed,
-                              opening_stones=opening_stones, progress=progress)
+                              opening_stones=opening_stones, progress=progress,
+                              opponent=opponent)
         return {"ladder_cleared": result["cleared"], "ladder": result["levels"]}
 
     evaluate.check_game = lambda game, run="": arena.check_opening_stones(

@@ -2,6 +2,7 @@
 
 import random
 import re
+import types
 import warnings
 
 import jax
@@ -567,6 +568,20 @@ def test_ladder_refuses_a_max_simulations_below_start():
         with pytest.raises(ValueError, match="ladder: step must be a positive integer, got "
                                              "True"):
             arena.ladder(ENV, heuristic, step=True)
+        with pytest.raises(ValueError, match="ladder: opponent must be one of pure-mcts, uct"):
+            arena.ladder(ENV, heuristic, opponent="mcts")
+
+
+def test_the_ladder_climbs_against_the_opponent_named():
+    """``opponent="uct"``: the reports' plain pure MCTS at every level."""
+    made = []
+    with pytest.MonkeyPatch.context() as patch:
+        lost = types.SimpleNamespace(score=lambda name: {"wins": 0, "games": 2})
+        patch.setattr(arena, "_play_match", lambda env, a, b, *rest: made.append(b) or lost)
+        result = arena.ladder(ENV, agents.heuristic_agent(ENV), start=20, step=10, games=2,
+                              pass_wins=1, opponent="uct")
+    assert result["cleared"] == 0 and [a.name for a in made] == ["uct-20"]
+    assert not made[0].config.solver and not made[0].config.decisive_expansion
 
 
 @pytest.mark.parametrize("answer, reason", [

@@ -298,7 +298,8 @@ def test_evaluate_and_ladder_settings_are_checked_before_training(tmp_path, fake
                      (dict(seed=1.5), "seed must be an integer from 0 to 4294967295, got 1.5"),
                      (dict(seed=-1), "seed must be an integer from 0 to 4294967295, got -1"),
                      (dict(start=200, max_simulations=100),
-                      "max_simulations must be at least start=200")):
+                      "max_simulations must be at least start=200"),
+                     (dict(opponent="pure_mcts"), "opponent must be one of pure-mcts, uct")):
         with pytest.raises(ValueError, match=f"ladder: {why}"):
             sweep.ladder_evaluator(**bad)
     evaluate = sweep.ladder_evaluator(opening_stones=8)  # at most 2(k-1): fine on k=5
