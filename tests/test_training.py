@@ -905,17 +905,18 @@ def test_tournament_takes_the_board_of_an_exported_agent(uninterrupted, tmp_path
     assert "trained for 9x9 k=5 freestyle; this game is 7x7 k=5" in capsys.readouterr().err
 
 
-def test_resuming_against_other_weights_of_an_exported_partner_is_refused(
+def test_resuming_against_other_weights_of_an_exported_opponent_is_refused(
         learner, uninterrupted, tmp_path):
-    """A sparring partner read from a .gjx file: the run keeps the file's SHA-256 and a
-    resume that finds other weights there is refused (it used to train on against them
-    without a word); the file it started with resumes."""
+    """An exported first evaluation opponent (it picks best.gjx and stops a run) or
+    sparring partner: the run keeps its file's SHA-256, and a resume that finds other
+    weights there is refused (it used to go on against them without a word); the file it
+    started with resumes."""
     straight, _ = uninterrupted
-    partner = tmp_path / "partner.gjx"
-    shutil.copy(straight / "final.gjx", partner)
-    config = learner.config
-    config = dataclasses.replace(config, selfplay=dataclasses.replace(
-        config.selfplay, opponent=str(partner), opponent_fraction=0.5))
+    opponent = tmp_path / "opponent.gjx"
+    shutil.copy(straight / "final.gjx", opponent)
+    config = learner.config  # the compiled iteration is the fixture's: evaluations aside
+    config = dataclasses.replace(config, eval=dataclasses.replace(
+        config.eval, opponents=(str(opponent), "random"), final_games=0))
     workdir = tmp_path / "run"
 
     def run(iterations):
@@ -924,17 +925,25 @@ def test_resuming_against_other_weights_of_an_exported_partner_is_refused(
 
     run(1)
     stored = json.loads((workdir / training.DATA).read_text())
-    assert [a["path"] for a in stored["agents"]] == [str(partner)]
-    meta, variables = gio.read_exported(partner)
-    gio.write_exported(partner, meta, jax.tree.map(lambda x: x * 0.5, variables))
+    assert [a["path"] for a in stored["agents"]] == [str(opponent)]
+    meta, variables = gio.read_exported(opponent)
+    gio.write_exported(opponent, meta, jax.tree.map(lambda x: x * 0.5, variables))
     with pytest.raises(ValueError, match=re.escape(
             f"{workdir} was trained against other exported agents' files than those it "
-            f"plays now ({partner} changed (") + r".*\); resuming must play the agents it "
+            f"plays now ({opponent} changed (") + r".*\); resuming must play the agents it "
             r"started with"):
         run(2)
     assert len(_rows(workdir)) == 1  # nothing trained against them
-    shutil.copy(straight / "final.gjx", partner)
+    shutil.copy(straight / "final.gjx", opponent)
     assert run(2)["iterations"] == 2
+    # a sparring partner's file is kept the same way
+    partnered = dataclasses.replace(learner.config, selfplay=dataclasses.replace(
+        learner.config.selfplay, opponent=f"{opponent}@2+killer", opponent_fraction=0.5))
+    assert az.make_learner(partnered, devices=jax.devices()[:1]).opponent_names() == [
+        f"{opponent}@2+killer"]
+    assert training.agent_files([f"{opponent}@2+killer", "random", str(opponent)]) == [
+        {"path": str(opponent), "bytes": opponent.stat().st_size,
+         "sha256": gio.file_sha256(opponent)}]
 
 
 def _rewrite_header(src, dst, **changes):
