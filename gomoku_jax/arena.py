@@ -732,9 +732,9 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
         make_opponent = lambda sims: agents_lib.make(f"{opponent}-{sims}", env)  # noqa: E731
     levels, cleared, sims = [], 0, start
     while sims <= max_simulations:
-        opponent = make_opponent(sims)
-        check_agent(f"make_opponent({sims})", opponent)
-        match = _play_match(env, agent, opponent, games, seed + sims, opening_stones)
+        rival = make_opponent(sims)
+        check_agent(f"make_opponent({sims})", rival)
+        match = _play_match(env, agent, rival, games, seed + sims, opening_stones)
         score = match.score(agent.name)
         levels.append({"simulations": sims, **score})
         if progress:

@@ -576,12 +576,16 @@ def test_the_ladder_climbs_against_the_opponent_named():
     """``opponent="uct"``: the reports' plain pure MCTS at every level."""
     made = []
     with pytest.MonkeyPatch.context() as patch:
-        lost = types.SimpleNamespace(score=lambda name: {"wins": 0, "games": 2})
-        patch.setattr(arena, "_play_match", lambda env, a, b, *rest: made.append(b) or lost)
+        def play(env, a, b, *rest):  # wins two levels, then loses
+            made.append(b)
+            return types.SimpleNamespace(score=lambda name: {
+                "wins": 2 if len(made) < 3 else 0, "games": 2})
+
+        patch.setattr(arena, "_play_match", play)
         result = arena.ladder(ENV, agents.heuristic_agent(ENV), start=20, step=10, games=2,
                               pass_wins=1, opponent="uct")
-    assert result["cleared"] == 0 and [a.name for a in made] == ["uct-20"]
-    assert not made[0].config.solver and not made[0].config.decisive_expansion
+    assert result["cleared"] == 30 and [a.name for a in made] == ["uct-20", "uct-30", "uct-40"]
+    assert not any(a.config.solver or a.config.decisive_expansion for a in made)
 
 
 @pytest.mark.parametrize("answer, reason", [
