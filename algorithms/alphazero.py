@@ -318,6 +318,9 @@ class EvalSettings:
             if getattr(self, name) is not None and not self.every:
                 raise ValueError(f"eval.{name} ({getattr(self, name)}) needs periodic "
                                  "evaluations: set eval.every above 0")
+        if not self.opponents or not all(isinstance(o, str) and o for o in self.opponents):
+            raise ValueError(f"eval.opponents must be a non-empty list of agent names, "
+                             f"got {self.opponents!r}")
 
     def check_iterations(self, iterations: int) -> None:
         """ValueError when ``patience`` or ``stop_score`` is set but no periodic
@@ -328,9 +331,6 @@ class EvalSettings:
                     f"eval.{name} ({getattr(self, name)}) needs periodic evaluations, but "
                     f"eval.every ({self.every}) leaves none before the last of "
                     f"train.iterations ({iterations}): set eval.every below {iterations}")
-        if not self.opponents or not all(isinstance(o, str) and o for o in self.opponents):
-            raise ValueError(f"eval.opponents must be a non-empty list of agent names, "
-                             f"got {self.opponents!r}")
 
 
 @dataclasses.dataclass(frozen=True)

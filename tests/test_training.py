@@ -316,6 +316,7 @@ def test_training_stops_once_an_evaluation_reaches_the_stop_score(
     ({"games": 5}, "eval.games must be even, so that the agent plays black and white as "
                    "often (colours alternate), got 5"),
     ({"final_games": 25}, "eval.final_games must be even"),
+    ({"opponents": ()}, "eval.opponents must be a non-empty list of agent names, got ()"),
 ])
 def test_a_stop_score_without_evaluations_or_out_of_range_is_refused(settings, message):
     with pytest.raises(ValueError, match=re.escape(message)):
