@@ -273,7 +273,8 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
             "kind": "search", "heat": _grid(visits / total if total > 0 else visits, n),
             "heat_label": f"share of the search's {config.num_simulations} simulations "
                           f"({config.algorithm}) at the root",
-            "value": float(root), "value_label": "search value for the player to move (-1 lost, +1 won)",
+            "value": float(root),
+            "value_label": "search value for the player to move (-1 lost, +1 won)",
             "network_value": float(value),
             "prior": _grid(prior, n), "cells": _grid(prior, n),
             "cells_label": "network prior"}
