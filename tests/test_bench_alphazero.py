@@ -97,7 +97,8 @@ def test_quick_run_reports_search_learner_and_skipped(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "alphazero", "--quick", "--simulations", "4", "8",
                      "--algorithms", "puct", "--repeats", "1", "--max-tree-gb", repr(limit),
-                     "--set", "tactical=null", "--set", "train.augment=false",  # compile faster
+                     "--set", "tactical=null", "--set", "train.augment=false",  # compile faster:
+                     "--set", "train.epochs=0.25",  # 2 SGD steps, not 12
                      "--no-progress", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     report = json.loads(out.read_text())
@@ -128,7 +129,8 @@ def test_quick_run_reports_search_learner_and_skipped(tmp_path, capsys):
     cfg = learner["config"]
     assert cfg["network"] == {"name": name, "options": options}
     assert cfg["tactical"] is None and cfg["train"]["augment"] is False  # --set applied
-    assert learner["overrides"] == ["tactical=null", "train.augment=false"]
+    assert learner["overrides"] == ["tactical=null", "train.augment=false", "train.epochs=0.25"]
+    assert learner["sgd_steps"] == 2
     assert learner["selfplay_batch"] == cfg["selfplay"]["batch"] == 8  # the smoke variant
     assert learner["moves_per_iteration"] == cfg["selfplay"]["batch"] * cfg["selfplay"]["steps"]
     assert learner["batch_size"] == cfg["train"]["batch_size"]
@@ -196,8 +198,8 @@ def test_a_run_writes_its_search_rows_as_they_come(tmp_path):
 
 
 def test_the_learner_bench_without_the_sgd_reference(tmp_path):
-    cfg = bench.learner_config(*bench.choose_network(), ["tactical=null",
-                                                         "train.augment=false"], quick=True)
+    cfg = bench.learner_config(*bench.choose_network(), ["tactical=null", "train.augment=false",
+                                                         "train.epochs=0.25"], quick=True)
     result = bench.run_learner_bench(cfg, repeats=1, progress=False, sgd_reference=False)
     assert result["sgd_s"] > 0 and result["sgd_unrolled_speedup"] is None
     measured, missing = (("sgd_unrolled_s", "sgd_loop_s") if cfg.train.unroll

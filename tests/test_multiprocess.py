@@ -30,7 +30,9 @@ if sys.argv[6:] == ["unseen"] and process != "0":  # as on a host that does not 
 cfg, _ = config.load_file(
     alphazero.AlphaZeroConfig, sys.argv[5], variants=["smoke"],
     overrides={"train.iterations": 2, "checkpoint_every": 1, "eval.every": 0,
-               "eval.final_games": 2})
+               "eval.final_games": 2,
+               # compile faster: no tactical prior or augmentation, 2 SGD steps (not 12)
+               "tactical": None, "train.augment": False, "train.epochs": 0.25})
 learner = alphazero.make_learner(cfg)
 assert learner.mesh.size == 2
 report = training.run(learner, workdir, progress=False, tensorboard=False,
