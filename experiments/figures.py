@@ -66,15 +66,18 @@ CURVE_COLUMNS = ("iteration", "loss", "policy_loss", "value_loss", "explained_va
                  "entropy", "game_length")
 
 
-def _algorithm(run: Path) -> str | None:
-    """The algorithm the run's ``config.json`` names (`gomoku_jax.training.run` writes it),
-    else None (no such file, or one that names none)."""
-    from gomoku_jax import io as gio
-
+def _stored_config(run: Path) -> dict:
+    """The run's ``config.json`` (`gomoku_jax.training.run` writes it); {} when it is
+    missing, unreadable or no object."""
     try:
-        algorithm = gio.read_json_object(run / "config.json", "").get("algorithm")
-    except gio.CheckpointError:  # missing, unreadable, or no object
-        return None
+        return gio.read_json_object(run / "config.json", "")
+    except gio.CheckpointError:
+        return {}
+
+
+def _algorithm(run: Path) -> str | None:
+    """The algorithm the run's ``config.json`` names, else None."""
+    algorithm = _stored_config(run).get("algorithm")
     return algorithm if isinstance(algorithm, str) and algorithm else None
 
 
@@ -152,6 +155,20 @@ def _read_report(run: Path) -> dict:
         raise ValueError(f"{path} has no iteration count ('iterations': {count!r}): not the "
                          f"report of a finished training run; {_REWRITE}")
     return report
+
+
+def _game_words(run: Path) -> str:
+    """", 9x9 five-in-a-row" (", 15x15 five-in-a-row, standard rule") from the game the
+    run's ``config.json`` holds; "" when it holds none that reads so."""
+    game = _stored_config(run).get("game")
+    if not isinstance(game, dict):
+        return ""
+    size, k, rule = game.get("size"), game.get("k", 5), game.get("rule", "freestyle")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, k)):
+        return ""
+    row = "five" if k == 5 else str(k)
+    words = f", {size}x{size} {row}-in-a-row"
+    return words if rule == "freestyle" else f"{words}, {rule} rule"
 
 
 def training_curves_figure(run: Path = RUN, device: str | None = None):
@@ -252,7 +269,7 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
     ax.grid(alpha=0.3)
 
     suffix = f" ({device})" if device else ""
-    fig.suptitle(f"AlphaZero, 9x9 five-in-a-row: the run in {run.name}/{suffix}")
+    fig.suptitle(f"AlphaZero{_game_words(run)}: the run in {run.name}/{suffix}")
     fig.tight_layout()
     return fig
 

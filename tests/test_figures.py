@@ -28,6 +28,19 @@ def _run(tmp_path, sparring: bool, rows: int = 12):
     return tmp_path
 
 
+@pytest.mark.parametrize("game, words", [
+    ({"size": 9, "k": 5, "rule": "freestyle"}, ", 9x9 five-in-a-row"),
+    ({"size": 15, "k": 5, "rule": "standard"}, ", 15x15 five-in-a-row, standard rule"),
+    ({"size": 7, "k": 4, "rule": "freestyle"}, ", 7x7 4-in-a-row"),
+    ({"size": "9"}, ""),  # not a config train writes: no game named
+])
+def test_the_title_names_the_runs_game(tmp_path, game, words):
+    run = _run(tmp_path, sparring=False)
+    (run / "config.json").write_text(json.dumps({"algorithm": "alphazero", "game": game}))
+    fig = figures.training_curves_figure(run, device="cpu")
+    assert fig.get_suptitle() == f"AlphaZero{words}: the run in {run.name}/ (cpu)"
+
+
 def _moving_mean(values, width=5):
     """Each value's mean with the ``width // 2`` values on each side of it, the first and
     last values standing in past the ends."""
@@ -55,7 +68,7 @@ def test_training_curves_plot_the_metrics_and_evaluations(tmp_path, sparring):
     assert len(fig.axes) == 5
     losses, value, entropy, scores, length = fig.axes
     assert length.bbox.bounds == entropy.bbox.bounds
-    assert f"the run in {run.name}/ (test device)" in fig.get_suptitle()
+    assert fig.get_suptitle() == f"AlphaZero: the run in {run.name}/ (test device)"
 
     def drawn(line, name, smoothed):  # the line plots metrics.csv's column over iterations
         np.testing.assert_array_equal(line.get_xdata(), m["iteration"])
