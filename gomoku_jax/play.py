@@ -47,7 +47,7 @@ Coordinates are the engine's 0-based ``(row, col)`` (row 0 at the top), as in
 `gomoku_jax.render`. Agents are any name `gomoku_jax.agents.make` accepts; an exported
 file (``FILE.gjx[@N]``) brings its own game (board size, rule, observation planes) when
 the request names no other. The budget is the number of simulations of a search agent
-(``pure-mcts-N``, an exported search agent); other agents take none.
+(``pure-mcts-N``, ``uct-N``, an exported search agent); other agents take none.
 
 The overlay (``analysis``): for an exported search agent the search's root visit shares
 and the network's prior and value; for pure MCTS its root visit shares and the mean
@@ -283,10 +283,13 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
                    config.num_simulations, file_env, None, analyse_search)
 
 
-def _mcts_player(base: str, simulations: int, env: Gomoku) -> _Player:
+def _mcts_player(base: str, prefix: str, simulations: int, env: Gomoku) -> _Player:
+    """Pure MCTS of ``simulations`` simulations: ``prefix`` ``"pure-mcts-"`` (with
+    MCTS-Solver and decisive expansion) or ``"uct-"`` (plain UCT, as `agents.make`)."""
     from algorithms import pure_mcts
 
-    config = pure_mcts.MCTSConfig(simulations=simulations)
+    plain = {"solver": False, "decisive_expansion": False} if prefix == "uct-" else {}
+    config = pure_mcts.MCTSConfig(simulations=simulations, **plain)
     fn = jax.jit(functools.partial(pure_mcts.search, env, config))
     n = env.size
 
@@ -305,7 +308,7 @@ def _mcts_player(base: str, simulations: int, env: Gomoku) -> _Player:
             "cells": _grid(np.where(seen, values, np.nan), n),
             "cells_label": "mean score of the move (0 to 1)"}
 
-    return _Player(f"pure-mcts-{simulations}", base, "simulations", simulations, env, None,
+    return _Player(f"{prefix}{simulations}", base, "simulations", simulations, env, None,
                    analyse)
 
 
@@ -455,17 +458,19 @@ class PlayApp:
                 return _plain_player(spec, env), None
             player = _exported_player(path, budget, stored, env, budget_name)
             return player, (stored if stored is not None else player.budget)
-        if base.startswith("pure-mcts-") and agents_lib.digits(base[len("pure-mcts-"):]):
+        prefix = next((p for p in ("pure-mcts-", "uct-") if base.startswith(p)), None)
+        if prefix is not None and agents_lib.digits(base[len(prefix):]):
             try:
-                stored = agents_lib.whole_number(base[len("pure-mcts-"):], spec)
+                stored = agents_lib.whole_number(base[len(prefix):], spec)
             except ValueError as err:
                 raise PlayError(str(err)) from None
             stored = _check_budget(stored, f"agent {clip(repr(spec))}: its N")
             if not killer:
-                return _mcts_player(base, budget if budget is not None else stored, env), stored
+                return _mcts_player(base, prefix, budget if budget is not None else stored,
+                                    env), stored
             if budget is not None:
                 raise PlayError(f"agent {spec!r} with +killer takes its budget in its name "
-                                f"(pure-mcts-N+killer), not in {field}")
+                                f"({prefix}N+killer), not in {field}")
         elif budget is not None:
             _plain_player(spec, env)  # an unknown name is reported first
             unset = f"leave out {budget_name}" if budget_name else "send budget null"

@@ -683,6 +683,30 @@ def test_agent_info_budgets_and_the_cache():
     assert app.player(" pure-mcts-30 ", 12, env) is not app.player("pure-mcts-30", None, env)
 
 
+def test_uct_takes_a_budget_and_plays_as_its_agent():
+    """``uct-N`` (plain UCT) takes a budget like ``pure-mcts-N``, and its overlay's move is
+    the move of ``agents.make("uct-N")``: no solver, no decisive expansion."""
+    from gomoku_jax import agents
+
+    app = PlayApp("random", size=7, k=4, seed=1)
+    info = app.agent_info("uct-30")
+    assert info["budget"] == {"kind": "simulations", "default": 30, "value": 30} and info["overlay"]
+    assert app.agent_info("uct-30", 12)["name"] == "uct-12"
+    with pytest.raises(PlayError, match=r"\(uct-N\+killer\), not in"):
+        app.player("uct-30+killer", 12, Gomoku(7, 4))
+    env = Gomoku(7, 4)
+    win = env.play_moves([(3, 1), (0, 0), (3, 2), (0, 6), (3, 3), (6, 0)])  # (3, 0) or (3, 4)
+    agent = agents.make("uct-12", env)
+    moves = {}
+    for name in ("uct-12", "pure-mcts-12"):
+        player = app.player(name, None, env)
+        moves[name] = [player.analyse(jax.random.key(seed), win)[0] for seed in range(3)]
+    assert moves["uct-12"] == [agent.act(win, jax.random.key(seed)) for seed in range(3)]
+    # pure MCTS's solver takes a win in one; plain UCT's 12 simulations need not find it
+    wins = {3 * 7 + 0, 3 * 7 + 4}
+    assert set(moves["pure-mcts-12"]) <= wins and not set(moves["uct-12"]) <= wins
+
+
 def test_pure_mcts_reply_carries_its_analysis():
     app = PlayApp("pure-mcts-40", size=7, k=4, colour="white", seed=2)
     state = app.reply()
