@@ -26,9 +26,12 @@ JSON API (all answers are JSON; ``STATE`` is `PlayApp.snapshot`):
 
 ================================  =====================================================
 ``GET  /api/state``               ``STATE``
-``GET  /api/agents``              the baseline names the page lists, the defaults
+``GET  /api/agents``              the baseline names the page lists, the defaults, the
+                                  rules and the smallest and largest board sizes
 ``GET  /api/agent-info?name=A``   ``{"name", "budget": {"kind", "default"} | null,
-                                  "overlay": bool, "game"}`` (``&budget=N`` checks N)
+                                  "overlay": bool, "game", "own_game": bool}``
+                                  (``&budget=N`` checks N; ``own_game``: an exported
+                                  file, which plays its own game)
 ``POST /api/new``                 ``{"colour": "black"|"white", "agent": A,
                                   "budget": N|null, "game": {"size","k","rule"}?}``
                                   -> ``STATE``; a new game (the agent does not move yet);
@@ -84,8 +87,8 @@ import numpy as np
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena
 from gomoku_jax.config import PLAY_MAX_BUDGET, check_int, check_seed, clip, loads
-from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, RULES, WHITE, Gomoku,
-                             IllegalMoveError, State, describe_result)
+from gomoku_jax.game import (BLACK, DIRECTIONS, EMPTY, MAX_SIZE, MIN_SIZE, RULES, WHITE,
+                             Gomoku, IllegalMoveError, State, describe_result)
 
 __all__ = [
     "BASELINES",
@@ -169,6 +172,7 @@ class _Player:
                 "kind": self.budget_kind, "default": default_budget, "value": self.budget},
             "overlay": self.analyse is not None,
             "game": _game_json(self.env),
+            "own_game": _exported_base(self.base) is not None,  # a file's game, not chosen
         }
 
 
@@ -337,6 +341,12 @@ def _check_budget(budget, budget_name: str | None = None) -> int | None:
     return budget
 
 
+def _exported_base(spec: str) -> tuple[str, int | None] | None:
+    """`_split_exported` of ``spec`` less a ``+killer`` suffix: an agent that brings
+    its file's game."""
+    return _split_exported(spec[: -len("+killer")] if spec.endswith("+killer") else spec)
+
+
 def _split_exported(spec: str) -> tuple[str, int | None] | None:
     """``(path, simulations or None)`` for ``FILE.gjx[@N]``, else None."""
     try:
@@ -485,9 +495,7 @@ class PlayApp:
             return self._env(body["game"], current)
         agent = body.get("agent")
         if isinstance(agent, str):
-            spec = agent.strip()
-            base = spec[: -len("+killer")] if spec.endswith("+killer") else spec
-            exported = _split_exported(base)
+            exported = _exported_base(agent.strip())
             if exported is not None:
                 from gomoku_jax import exported as exported_lib
 
@@ -872,7 +880,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         registered = [n for n in agents_lib.AGENTS  # prefixes need their suffix
                       if not n.endswith("-") and n not in BASELINES]
         return {"baselines": [*BASELINES, *registered], "max_budget": MAX_BUDGET,
-                "colours": list(_COLOURS)}
+                "colours": list(_COLOURS), "rules": list(RULES),
+                "sizes": [MIN_SIZE, MAX_SIZE]}
 
     def _get_agent_info(self, query: str) -> dict:
         fields = urllib.parse.parse_qs(query)

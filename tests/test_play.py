@@ -138,6 +138,7 @@ def test_page_and_its_files_are_served(served):
             assert response.status == 200 and needle in response.read()
     status, body = client.get("/api/agents")
     assert status == 200 and "heuristic" in body["baselines"]
+    assert body["rules"] == ["freestyle", "standard"] and body["sizes"] == [3, 19]
     assert client.get("/nope")[0] == 404 and client.post("/api/nope")[0] == 404
 
 
@@ -743,6 +744,12 @@ def test_exported_agent_brings_its_game_and_plays_as_load_agent(gjx):
     assert abs(heat.sum() - 1) < 1e-3 and abs(np.asarray(analysis["prior"]).sum() - 1) < 1e-3
     with pytest.raises(PlayError, match="was trained for 5x5 k=4"):
         app.new_game({"agent": gjx, "game": {"size": 9, "k": 5}})
+    # the page locks its board fields to a file's game, and only to a file's
+    for name, own in ((gjx, True), (gjx + "@4", True), (gjx + "+killer", True),
+                      ("heuristic", False), ("pure-mcts-5", False)):
+        info = app.agent_info(name)
+        assert info["own_game"] is own, name
+        assert (info["game"]["size"], info["game"]["k"]) == (5, 4), name  # the game now
     # The overlay's move is the move of the file's agent (`exported.load_agent`).
     env = exported.load(gjx).env
     player = app.player(gjx + "@4", 6, Gomoku(5, 4))  # the cached player that just moved
@@ -776,7 +783,7 @@ def _browser_or_skip():
         pytest.skip(why)
 
 
-def test_a_full_game_in_headless_chromium():
+def test_a_full_game_in_headless_chromium(gjx):
     _browser_or_skip()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -838,6 +845,50 @@ def test_a_full_game_in_headless_chromium():
         assert driver.save_screenshot(str(shot)), f"could not write {shot}"
         print(f"screenshot of the finished game: {shot}")
         assert shot.read_bytes().startswith(b"\x89PNG")
+
+        # The board fields: another board for a new game, a file's game, and back.
+        def field(name):
+            return driver.find_element(By.ID, name)
+
+        def board_fields():
+            return [(field(n).get_attribute("value"), field(n).get_attribute("disabled") is None)
+                    for n in ("size", "k", "rule")]
+
+        def new_game(cells):
+            field("new-game").click()
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "rect.cell")) == cells
+                       and stones() == 0)
+            ready()
+
+        def choose_agent(name):
+            field("agent").clear()
+            field("agent").send_keys(name)
+            field("colour").click()  # leaving the field asks the server about the agent
+            wait.until(lambda d: name.split("/")[-1] in field("agent-note").text
+                       or "Plays its file" in field("agent-note").text
+                       or "takes no budget" in field("agent-note").text)
+
+        assert board_fields() == [("9", True), ("5", True), ("freestyle", True)]
+        for name, value in (("size", "7"), ("k", "4")):
+            field(name).clear()
+            field(name).send_keys(value)
+        new_game(49)
+        assert app.snapshot()["game"]["id"] == Gomoku(7, 4).id
+        assert "7x7, 4 in a row" in field("game-id").text
+        choose_agent(gjx)  # a file brings its game: the fields show it, locked
+        wait.until(lambda d: board_fields() == [("5", False), ("4", False),
+                                                ("freestyle", False)])
+        new_game(25)
+        assert app.snapshot()["game"]["size"] == 5
+        choose_agent("heuristic")  # and back: the fields are free again
+        wait.until(lambda d: field("size").get_attribute("disabled") is None)
+        field("size").clear()
+        field("size").send_keys("9")
+        field("k").clear()
+        field("k").send_keys("5")
+        new_game(81)
+        assert app.snapshot()["game"]["id"] == Gomoku(9, 5).id
+        assert app.snapshot()["agent"]["name"] == "heuristic"
     finally:
         driver.quit()
         server.shutdown()

@@ -74,6 +74,10 @@ function newGame(event) {
     const body = { colour: $("colour").value, agent: $("agent").value.trim() || "heuristic" };
     const budget = $("budget");
     body.budget = !budget.disabled && budget.value !== "" ? Number(budget.value) : null;
+    // The board asked for; an agent from a file brings its own (the fields are locked then).
+    if (!$("size").disabled) {
+      body.game = { size: Number($("size").value), k: Number($("k").value), rule: $("rule").value };
+    }
     state = await api("POST", "/api/new", body);
     shownAnalysis = null;
     syncSettings();
@@ -127,16 +131,27 @@ function setAgentInfo(info, fillDefault) {
     budget.placeholder = "no search budget";
   }
   const game = info.game;
+  if (info.own_game) setBoardFields(game);
+  for (const id of BOARD_FIELDS) $(id).disabled = Boolean(info.own_game);
   $("agent-note").textContent =
     (info.budget ? "A search agent: set its simulations per move. " : "This agent takes no budget. ") +
     (info.overlay ? "It can show its policy and value." : "It has no policy or value to show.") +
-    (game ? ` Plays ${game.size}x${game.size}, ${game.k} in a row (${game.rule}).` : "");
+    (game && info.own_game ? ` Plays its file's game: ${game.size}x${game.size}, ${game.k} in ` +
+      `a row (${game.rule}).` : "");
+}
+
+const BOARD_FIELDS = ["size", "k", "rule"];
+function setBoardFields(game) {
+  $("size").value = game.size;
+  $("k").value = game.k;
+  $("rule").value = game.rule;
 }
 
 function syncSettings() {
   if (!state) return;
   $("colour").value = state.human;
   $("agent").value = state.agent.name;
+  setBoardFields(state.game);
   setAgentInfo(state.agent, true);
 }
 
@@ -359,6 +374,13 @@ async function start() {
       $("agent-list").appendChild(option);
     }
     $("budget").max = agents.max_budget;
+    $("rule").textContent = "";
+    for (const rule of agents.rules) {
+      const option = document.createElement("option");
+      option.value = option.textContent = rule;
+      $("rule").appendChild(option);
+    }
+    for (const id of ["size", "k"]) [$(id).min, $(id).max] = agents.sizes;
     state = await api("GET", "/api/state");
     syncSettings();
     render();
