@@ -45,11 +45,12 @@ from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_optimizer,
-                               per_game, play_search, select_games, sgd_step, switched_on)
+                               per_game, play_search, select_games, sgd_step, switched_on,
+                               unused_optimizer_settings)
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, training
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_number, check_seed, plain_fields
+from gomoku_jax.config import changed, check_int, check_number, check_seed, plain_fields
 from gomoku_jax.game import Gomoku, State
 
 __all__ = [
@@ -362,6 +363,22 @@ class AlphaZeroConfig:
         env = self.game.env()  # refuses what cannot play compiled
         _selfplay_agent(self.selfplay.opponent, "opponent", env)
         _selfplay_agent(self.selfplay.opponent_final, "opponent_final", env)
+
+    def inert_settings(self) -> list[str]:
+        """The settings changed from their defaults that do nothing with the others as
+        they are, each in a sentence (`gomoku_jax.config.load_file` warns of them)."""
+        sp, algorithm = self.selfplay, self.search.algorithm
+        # (selfplay.fast_simulations without a playout cap is not listed: a smoke variant
+        # sets it for the playout-cap variant it may be combined with)
+        out = unused_optimizer_settings(self.train)
+        if algorithm == "gumbel":
+            out += [f"selfplay.{name} ({getattr(sp, name)}) does nothing with search.algorithm "
+                    "'gumbel', which samples moves through its own Gumbel noise"
+                    for name in ("temperature", "temperature_moves") if changed(sp, name)]
+        elif sp.gumbel_moves is not None:
+            out.append(f"selfplay.gumbel_moves ({sp.gumbel_moves}) does nothing with "
+                       f"search.algorithm {algorithm!r}: only gumbel uses it")
+        return out
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:

@@ -21,11 +21,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from gomoku_jax import networks
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import ConfigError
+from gomoku_jax.config import ConfigError, changed
 
 __all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "fingerprint", "keep_if",
            "per_game",
-           "make_optimizer", "play_search", "select_games", "sgd_step", "switched_on"]
+           "make_optimizer", "play_search", "select_games", "sgd_step", "switched_on",
+           "unused_optimizer_settings"]
 
 
 def make_optimizer(train) -> optax.GradientTransformation:
@@ -38,6 +39,15 @@ def make_optimizer(train) -> optax.GradientTransformation:
                                                  weight_decay=train.weight_decay)}
     return optax.inject_hyperparams(makers[train.optimizer]())(
         learning_rate=train.learning_rate)
+
+
+def unused_optimizer_settings(train) -> list[str]:
+    """A sentence for each of ``train.momentum`` (sgd's) and ``train.weight_decay``
+    (adamw's) changed from its default under a ``train.optimizer`` that does not use it."""
+    return [f"train.{name} ({getattr(train, name)}) does nothing with train.optimizer "
+            f"{train.optimizer!r}: only {user} uses it"
+            for name, user in (("momentum", "sgd"), ("weight_decay", "adamw"))
+            if hasattr(train, name) and train.optimizer != user and changed(train, name)]
 
 
 def play_search(search: search_lib.SearchConfig, eval_simulations: int,

@@ -95,7 +95,7 @@ from algorithms.common import (ShardedLearner, keep_if, per_game, select_games, 
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, tactics
 from gomoku_jax.agents import JaxAgent
-from gomoku_jax.config import check_int, check_number, plain_fields
+from gomoku_jax.config import changed, check_int, check_number, plain_fields
 from gomoku_jax.game import Gomoku, State, sample_legal_action
 
 __all__ = [
@@ -365,6 +365,16 @@ class DQNConfig:
     def __post_init__(self):
         plain_fields(self)
         check_run(self, "q", "DQN")
+
+    def inert_settings(self) -> list[str]:
+        """The settings changed from their defaults that do nothing with the others as
+        they are (`gomoku_jax.config.load_file` warns of them)."""
+        tr = self.train
+        if tr.target_tau is not None and changed(tr, "target_period"):
+            return [f"train.target_period ({tr.target_period}) does nothing with "
+                    f"train.target_tau ({tr.target_tau}): the target network tracks the "
+                    "online one at every step"]
+        return []
 
 
 # ------------------------------------------------------------------------ the state

@@ -75,7 +75,8 @@ import numpy as np
 from flax import struct
 
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
-from algorithms.common import SearchPlayer, ShardedLearner, make_optimizer, play_search, sgd_step
+from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
+                               sgd_step, unused_optimizer_settings)
 from gomoku_jax import features, networks, ops, records, symmetry
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
@@ -231,6 +232,11 @@ class ImitationConfig:
     def __post_init__(self):
         plain_fields(self)
         check_run(self, "policy-value", "imitation")
+
+    def inert_settings(self) -> list[str]:
+        """The settings changed from their defaults that do nothing with the others as
+        they are (`gomoku_jax.config.load_file` warns of them)."""
+        return unused_optimizer_settings(self.train)
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:

@@ -846,13 +846,15 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
 
 def _one_line_warnings(show):
     """A ``warnings.showwarning`` that prints the project's own warnings (a skipped game
-    record, a damaged file a finished run writes again) as one line each, without
-    Python's source line, and passes the others (JAX's, orbax's...) to ``show``."""
+    record, a damaged file a finished run writes again, a setting that does nothing) as
+    one line each, without Python's source line, and passes the others (JAX's,
+    orbax's...) to ``show``."""
+    from gomoku_jax.config import ConfigWarning
     from gomoku_jax.records import RecordWarning
     from gomoku_jax.training import RunWarning
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
-        if not issubclass(category, (RecordWarning, RunWarning)):
+        if not issubclass(category, (ConfigWarning, RecordWarning, RunWarning)):
             return show(message, category, filename, lineno, file, line)
         text = " ".join(str(message).split())
         print(f"gomoku-jax: warning: {text}", file=sys.stderr if file is None else file)

@@ -27,17 +27,20 @@ import re
 import sys
 import types
 import typing
+import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 __all__ = [
     "ConfigError",
+    "ConfigWarning",
     "algorithm_of",
     "apply_overrides",
     "check_count",
     "check_int",
     "check_number",
+    "changed",
     "closest",
     "DuplicateKeyError",
     "did_you_mean",
@@ -51,6 +54,7 @@ __all__ = [
     "offset_seed",
     "read_json",
     "to_dict",
+    "warn_inert",
 ]
 
 _META_KEYS = ("algorithm", "description", "variants")
@@ -58,6 +62,29 @@ _META_KEYS = ("algorithm", "description", "variants")
 
 class ConfigError(ValueError):
     """A config file, a ``--set`` override or a config value is wrong."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting that does nothing with the others as they are (``train.momentum`` under
+    Adam, ...): `load_file` warns of each one, and the command line prints it as one
+    line. A learner config lists them in its ``inert_settings()``."""
+
+
+def changed(settings, name: str) -> bool:
+    """Whether field ``name`` of the dataclass ``settings`` differs from its default."""
+    field = next(f for f in dataclasses.fields(settings) if f.name == name)
+    return getattr(settings, name) != field.default
+
+
+def warn_inert(config, where: str) -> list[str]:
+    """A `ConfigWarning` for each of ``config.inert_settings()`` (none when the config
+    has no such method), each naming ``where`` the config was read; returns the
+    messages."""
+    inert = getattr(config, "inert_settings", None)
+    messages = [f"{where}: {text}" for text in (inert() if inert is not None else [])]
+    for message in messages:
+        warnings.warn(message, ConfigWarning, stacklevel=3)
+    return messages
 
 
 class DuplicateKeyError(json.JSONDecodeError):
@@ -702,6 +729,10 @@ def load_file(
     if variants:
         description += f" [variants: {', '.join(variants)}]"
         _check_without_variants(cls, path, itself, overrides, variants)
+    named = ", ".join(repr(name) for name in variants)
+    warn_inert(config, where + (f", its variant{'s' * (len(variants) > 1)} {named}"
+                                if variants else "") + (", and the overrides" if overrides
+                                                        else ""))
     return config, description
 
 

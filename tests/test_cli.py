@@ -978,6 +978,7 @@ def test_distributed_training_initialises_before_plugins_are_imported(plugin_dir
 def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
     import warnings
 
+    from gomoku_jax.config import ConfigWarning
     from gomoku_jax.records import RecordWarning
     from gomoku_jax.training import RunWarning
 
@@ -985,6 +986,7 @@ def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
         warnings.warn("skipped a malformed game record:\n line 3", RecordWarning)
         warnings.warn("a library's own", DeprecationWarning)
         warnings.warn("runs/x/report.json cannot be read back", RunWarning)
+        warnings.warn("c.json: train.momentum (0.5) does nothing", ConfigWarning)
         return 0
 
     monkeypatch.setattr(cli, "main", main)
@@ -998,7 +1000,8 @@ def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
     assert exit_.value.code == 0
     assert capsys.readouterr().err == (
         "gomoku-jax: warning: skipped a malformed game record: line 3\n"
-        "gomoku-jax: warning: runs/x/report.json cannot be read back\n")
+        "gomoku-jax: warning: runs/x/report.json cannot be read back\n"
+        "gomoku-jax: warning: c.json: train.momentum (0.5) does nothing\n")
     assert passed_on == [("a library's own", DeprecationWarning)]  # left as it was
 
 

@@ -640,3 +640,83 @@ def test_equal_network_settings_hash_alike():
     assert pairs[0][0] == pairs[0][1]
     assert hash(NetworkSettings("resnet", {"blocks": 2})) != hash(
         NetworkSettings("resnet", {"blocks": 3}))
+
+
+# ------------------------------------------------------- settings that do nothing
+def _inert(tmp_path, cls, data, overrides=(), variants=()):
+    """The `ConfigWarning` messages of loading ``data`` as a config file."""
+    import warnings
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfglib.load_file(cls, path, overrides, variants)
+    return [str(w.message) for w in caught if issubclass(w.category, cfglib.ConfigWarning)]
+
+
+def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
+    """A setting changed from its default that the others switch off is warned of,
+    naming the file, the setting and why; the same setting where it acts is not."""
+    from algorithms import alphazero, dqn, imitation
+
+    az = {"algorithm": "alphazero"}
+    where = f"config file {str(tmp_path / 'c.json')!r}"
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, az,
+                  ['train.optimizer="adam"', "train.momentum=0.5"]) == [
+        f"{where}, and the overrides: train.momentum (0.5) does nothing with train.optimizer "
+        "'adam': only sgd uses it"]
+    adam = {**az, "variants": {"adam": {"train.optimizer": "adam"}, "slow": {
+        "train.momentum": 0.8}}}
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, adam, variants=["adam", "slow"]) == [
+        f"{where}, its variants 'adam', 'slow': train.momentum (0.8) does nothing with "
+        "train.optimizer 'adam': only sgd uses it"]
+    for overrides in (['train.optimizer="adam"'],  # momentum at its default
+                      ['train.optimizer="sgd"', "train.momentum=0.5"]):  # where it acts
+        assert _inert(tmp_path, alphazero.AlphaZeroConfig, az, overrides) == []
+    gumbel = {**az, "search": {"algorithm": "gumbel"}}
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig,
+                  {**gumbel, "selfplay": {"temperature": 0.5, "temperature_moves": 3}}) == [
+        f"{where}: selfplay.{name} ({value}) does nothing with search.algorithm 'gumbel', "
+        "which samples moves through its own Gumbel noise"
+        for name, value in (("temperature", 0.5), ("temperature_moves", 3))]
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig,
+                  {**gumbel, "selfplay": {"gumbel_moves": 10}}) == []
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig,
+                  {**az, "search": {"algorithm": "puct"}, "selfplay": {"gumbel_moves": 10}}) == [
+        f"{where}: selfplay.gumbel_moves (10) does nothing with search.algorithm 'puct': only "
+        "gumbel uses it"]
+
+    q = {"algorithm": "dqn"}
+    assert _inert(tmp_path, dqn.DQNConfig, q, ["train.target_tau=0.01",
+                                                "train.target_period=500"]) == [
+        f"{where}, and the overrides: train.target_period (500) does nothing with "
+        "train.target_tau (0.01): the target network tracks the online one at every step"]
+    assert _inert(tmp_path, dqn.DQNConfig, q, ["train.target_period=500"]) == []
+
+    im = {"algorithm": "imitation", "data": {"paths": ["r.jsonl.gz"]}}
+    assert _inert(tmp_path, imitation.ImitationConfig, im, ["train.weight_decay=0.01"]) == [
+        f"{where}, and the overrides: train.weight_decay (0.01) does nothing with "
+        "train.optimizer 'adam': only adamw uses it"]
+    assert _inert(tmp_path, imitation.ImitationConfig, im, [
+        'train.optimizer="adamw"', "train.weight_decay=0.01"]) == []
+
+
+def test_no_shipped_config_sets_what_does_nothing():
+    """Every experiment config, alone and with each of its variants, loads without a
+    `ConfigWarning`."""
+    import warnings
+
+    root = pathlib.Path(__file__).parents[1] / "experiments" / "configs"
+    checked = 0
+    for path in sorted(root.glob("*.json")):
+        data = json.loads(path.read_text())
+        if data.get("algorithm") not in LEARNERS:  # not a training config (a tournament's)
+            continue
+        cls, _ = learner_entry(data["algorithm"])
+        for variant in [None, *data.get("variants", {})]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", cfglib.ConfigWarning)
+                cfglib.load_file(cls, path, variants=[variant] if variant else [])
+            checked += 1
+    assert checked > 30
