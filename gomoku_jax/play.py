@@ -26,8 +26,9 @@ JSON API (all answers are JSON; ``STATE`` is `PlayApp.snapshot`):
 
 ================================  =====================================================
 ``GET  /api/state``               ``STATE``
-``GET  /api/agents``              the baseline names the page lists, the defaults, the
-                                  rules and the smallest and largest board sizes
+``GET  /api/agents``              the baseline names the page lists, the largest
+                                  budget, the colours, the rules and the smallest and
+                                  largest board sizes
 ``GET  /api/agent-info?name=A``   ``{"name", "budget": {"kind", "default"} | null,
                                   "overlay": bool, "game", "own_game": bool}``
                                   (``&budget=N`` checks N; ``own_game``: an exported
@@ -669,8 +670,8 @@ class PlayApp:
                              "to_move": self._turn(state)}}
 
     def agent_info(self, name: Any, budget: Any = None) -> dict:
-        """``{"name", "budget", "overlay", "game"}`` of an agent in the current game (or
-        its own game for an exported file)."""
+        """``{"name", "base", "budget", "overlay", "game", "own_game"}`` of an agent in
+        the current game (or its own game for an exported file, ``own_game`` True)."""
         env = self._game_of({"agent": name}) if isinstance(name, str) else self._env_now
         player, default = self._player_and_default(name, budget, env)
         return player.info(default)

@@ -71,6 +71,10 @@ function play(row, col) {
 function newGame(event) {
   if (event) event.preventDefault();
   run(async () => {
+    // The fields must describe the agent asked for: Enter in the agent box fires this
+    // with the box's change, before the server has described the new agent.
+    await infoPending;
+    if (($("agent").value.trim() || "heuristic") !== describedAgent) await agentChanged();
     const body = { colour: $("colour").value, agent: $("agent").value.trim() || "heuristic" };
     const budget = $("budget");
     body.budget = !budget.disabled && budget.value !== "" ? Number(budget.value) : null;
@@ -103,15 +107,22 @@ function analyse() {
 }
 
 let infoRequest = 0;
-async function agentChanged() {
-  const name = $("agent").value.trim();
-  if (!name) return;
+let infoPending = Promise.resolve();  // the description of the agent last typed
+let describedAgent = null;  // the agent name the budget and board fields are set for
+function agentChanged() {
+  infoPending = describeAgent();
+  return infoPending;
+}
+
+async function describeAgent() {
+  const name = $("agent").value.trim() || "heuristic";
   const mine = ++infoRequest;
   try {
     const info = await api("GET", "/api/agent-info?name=" + encodeURIComponent(name));
     if (mine !== infoRequest) return;
-    showError("");
+    if (!busy) showError("");
     setAgentInfo(info, true);
+    describedAgent = name;
   } catch (e) {
     if (mine === infoRequest) {
       $("agent-note").textContent = e.message;
@@ -131,7 +142,13 @@ function setAgentInfo(info, fillDefault) {
     budget.placeholder = "no search budget";
   }
   const game = info.game;
-  if (info.own_game) setBoardFields(game);
+  const locked = $("size").disabled;
+  if (info.own_game) {  // a file's game, shown locked; the board chosen before is kept
+    if (!locked) chosenBoard = boardFields();
+    setBoardFields(game);
+  } else if (locked && chosenBoard) {
+    setBoardFields(chosenBoard);
+  }
   for (const id of BOARD_FIELDS) $(id).disabled = Boolean(info.own_game);
   $("agent-note").textContent =
     (info.budget ? "A search agent: set its simulations per move. " : "This agent takes no budget. ") +
@@ -141,6 +158,11 @@ function setAgentInfo(info, fillDefault) {
 }
 
 const BOARD_FIELDS = ["size", "k", "rule"];
+let chosenBoard = null;  // the board fields as they were before a file's game locked them
+function boardFields() {
+  return { size: $("size").value, k: $("k").value, rule: $("rule").value };
+}
+
 function setBoardFields(game) {
   $("size").value = game.size;
   $("k").value = game.k;
@@ -151,8 +173,9 @@ function syncSettings() {
   if (!state) return;
   $("colour").value = state.human;
   $("agent").value = state.agent.name;
-  setBoardFields(state.game);
+  if (!$("size").disabled) setBoardFields(state.game);
   setAgentInfo(state.agent, true);
+  describedAgent = state.agent.name;
 }
 
 // -------------------------------------------------------------------- drawing
