@@ -364,20 +364,31 @@ class AlphaZeroConfig:
         _selfplay_agent(self.selfplay.opponent, "opponent", env)
         _selfplay_agent(self.selfplay.opponent_final, "opponent_final", env)
 
-    def inert_settings(self) -> list[str]:
+    def inert_settings(self, prefix: str = "") -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
-        they are, each in a sentence (`gomoku_jax.config.load_file` warns of them)."""
+        they are, each in a sentence (`gomoku_jax.config.load_file` warns of them); the
+        self-play and training keys named with ``prefix`` in front (a pipeline stage's)."""
         sp, algorithm = self.selfplay, self.search.algorithm
-        # (selfplay.fast_simulations without a playout cap is not listed: a smoke variant
-        # sets it for the playout-cap variant it may be combined with)
-        out = unused_optimizer_settings(self.train)
+        key = f"{prefix}selfplay."
+        # Not listed, as what switches them off is a natural variant of its own:
+        # selfplay.fast_simulations without a playout cap (a smoke variant sets it for the
+        # playout-cap variant it may be combined with) and selfplay.opponent_fraction
+        # without an opponent (a variant without the sparring partner keeps the fraction).
+        out = unused_optimizer_settings(self.train, prefix)
         if algorithm == "gumbel":
-            out += [f"selfplay.{name} ({getattr(sp, name)}) does nothing with search.algorithm "
+            out += [f"{key}{name} ({getattr(sp, name)}) does nothing with search.algorithm "
                     "'gumbel', which samples moves through its own Gumbel noise"
                     for name in ("temperature", "temperature_moves") if changed(sp, name)]
-        elif sp.gumbel_moves is not None:
-            out.append(f"selfplay.gumbel_moves ({sp.gumbel_moves}) does nothing with "
-                       f"search.algorithm {algorithm!r}: only gumbel uses it")
+        else:
+            if sp.gumbel_moves is not None:
+                out.append(f"{key}gumbel_moves ({sp.gumbel_moves}) does nothing with "
+                           f"search.algorithm {algorithm!r}: only gumbel uses it")
+            if sp.temperature_moves == 0 and changed(sp, "temperature"):
+                out.append(f"{key}temperature ({sp.temperature}) does nothing with "
+                           f"{key}temperature_moves 0: every move is the most visited")
+            if sp.temperature == 0 and changed(sp, "temperature_moves"):
+                out.append(f"{key}temperature_moves ({sp.temperature_moves}) does nothing "
+                           f"with {key}temperature 0: every move is the most visited")
         return out
 
     def play_search(self, simulations: int | None = None,

@@ -41,11 +41,12 @@ def make_optimizer(train) -> optax.GradientTransformation:
         learning_rate=train.learning_rate)
 
 
-def unused_optimizer_settings(train) -> list[str]:
+def unused_optimizer_settings(train, prefix: str = "") -> list[str]:
     """A sentence for each of ``train.momentum`` (sgd's) and ``train.weight_decay``
-    (adamw's) changed from its default under a ``train.optimizer`` that does not use it."""
-    return [f"train.{name} ({getattr(train, name)}) does nothing with train.optimizer "
-            f"{train.optimizer!r}: only {user} uses it"
+    (adamw's) changed from its default under a ``train.optimizer`` that does not use it;
+    the keys named with ``prefix`` in front (a pipeline stage's, ``"master."``)."""
+    return [f"{prefix}train.{name} ({getattr(train, name)}) does nothing with "
+            f"{prefix}train.optimizer {train.optimizer!r}: only {user} uses it"
             for name, user in (("momentum", "sgd"), ("weight_decay", "adamw"))
             if hasattr(train, name) and train.optimizer != user and changed(train, name)]
 

@@ -233,10 +233,11 @@ class ImitationConfig:
         plain_fields(self)
         check_run(self, "policy-value", "imitation")
 
-    def inert_settings(self) -> list[str]:
+    def inert_settings(self, prefix: str = "") -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
-        they are (`gomoku_jax.config.load_file` warns of them)."""
-        return unused_optimizer_settings(self.train)
+        they are (`gomoku_jax.config.load_file` warns of them); the training keys named
+        with ``prefix`` in front (a pipeline stage's)."""
+        return unused_optimizer_settings(self.train, prefix)
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:

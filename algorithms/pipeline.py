@@ -196,6 +196,12 @@ class PipelineConfig:
         """The play-time search (`algorithms.common.play_search`)."""
         return play_search(self.search, self.eval.simulations, simulations, algorithm)
 
+    def inert_settings(self) -> list[str]:
+        """Each stage's settings that do nothing with the others as they are
+        (`gomoku_jax.config.load_file` warns of them), named by the stage's keys."""
+        return [text for stage, key in enumerate(("imitation", "selfplay", "master"))
+                for text in self.stage_config(stage).inert_settings(prefix=f"{key}.")]
+
 
 # ------------------------------------------------------------------- hand-over
 class _StartFrom:

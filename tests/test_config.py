@@ -658,7 +658,7 @@ def _inert(tmp_path, cls, data, overrides=(), variants=()):
 def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
     """A setting changed from its default that the others switch off is warned of,
     naming the file, the setting and why; the same setting where it acts is not."""
-    from algorithms import alphazero, dqn, imitation
+    from algorithms import alphazero, dqn, imitation, pipeline
 
     az = {"algorithm": "alphazero"}
     where = f"config file {str(tmp_path / 'c.json')!r}"
@@ -687,6 +687,33 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
         f"{where}: selfplay.gumbel_moves (10) does nothing with search.algorithm 'puct': only "
         "gumbel uses it"]
 
+    puct = {**az, "search": {"algorithm": "puct"}}
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, puct,
+                  ["selfplay.temperature_moves=0", "selfplay.temperature=0.5"]) == [
+        f"{where}, and the overrides: selfplay.temperature (0.5) does nothing with "
+        "selfplay.temperature_moves 0: every move is the most visited"]
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, puct,
+                  ["selfplay.temperature=0", "selfplay.temperature_moves=30"]) == [
+        f"{where}, and the overrides: selfplay.temperature_moves (30) does nothing with "
+        "selfplay.temperature 0: every move is the most visited"]
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, puct,
+                  ["selfplay.temperature=0.5", "selfplay.temperature_moves=30"]) == []
+
+    # a pipeline's stages, named by their own keys (the search is the pipeline's)
+    pipe = {"algorithm": "pipeline", "search": {"algorithm": "gumbel"},
+            "imitation": {"data": {"paths": ["r.jsonl.gz"]}}}
+    assert _inert(tmp_path, pipeline.PipelineConfig, pipe, [
+        "selfplay.selfplay.temperature=0.5", 'master.train.optimizer="sgd"',
+        "master.train.weight_decay=0.1", 'imitation.train.optimizer="adamw"',
+        "imitation.train.momentum=0.5"]) == [
+        f"{where}, and the overrides: {text}" for text in (
+            "imitation.train.momentum (0.5) does nothing with imitation.train.optimizer "
+            "'adamw': only sgd uses it",
+            "selfplay.selfplay.temperature (0.5) does nothing with search.algorithm 'gumbel', "
+            "which samples moves through its own Gumbel noise",
+            "master.train.weight_decay (0.1) does nothing with master.train.optimizer 'sgd': "
+            "only adamw uses it")]
+
     q = {"algorithm": "dqn"}
     assert _inert(tmp_path, dqn.DQNConfig, q, ["train.target_tau=0.01",
                                                 "train.target_period=500"]) == [
@@ -700,6 +727,32 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
         "train.optimizer 'adam': only adamw uses it"]
     assert _inert(tmp_path, imitation.ImitationConfig, im, [
         'train.optimizer="adamw"', "train.weight_decay=0.01"]) == []
+
+
+@pytest.mark.parametrize("optimizer, inert", [("adam", "momentum"), ("sgd", "weight_decay"),
+                                              ("adamw", "momentum")])
+def test_the_optimizer_setting_warned_of_changes_no_update(optimizer, inert):
+    """What the warning says: under ``optimizer``, the setting ``inert`` changes no
+    update of `make_optimizer`'s (so a run with it differs in nothing)."""
+    import optax
+    from algorithms import imitation
+    from algorithms.common import make_optimizer, unused_optimizer_settings
+
+    params = {"w": jax.numpy.array([1.0, -2.0, 3.0])}
+    grads = [{"w": jax.numpy.array(g)} for g in ([0.5, -1.0, 2.0], [1.0, 0.3, -0.2])]
+    base = imitation.ImitationTrainSettings(optimizer=optimizer)
+    other = dataclasses.replace(base, **{inert: 0.3})
+    assert unused_optimizer_settings(other) and not unused_optimizer_settings(base)
+    updates = []
+    for train in (base, other):
+        tx = make_optimizer(train)
+        state, p, steps = tx.init(params), params, []
+        for g in grads:
+            u, state = tx.update(g, state, p)
+            p = optax.apply_updates(p, u)
+            steps.append(np.asarray(u["w"]))
+        updates.append(steps)
+    np.testing.assert_array_equal(np.asarray(updates[0]), np.asarray(updates[1]))
 
 
 def test_no_shipped_config_sets_what_does_nothing():
