@@ -53,6 +53,7 @@ import dataclasses
 import functools
 import math
 import time
+import types
 
 import jax
 import jax.numpy as jnp
@@ -64,9 +65,13 @@ from gomoku_jax.config import check_int, plain_fields
 from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import DIRECTIONS, EMPTY, Gomoku, State, legal_action_of_rank
 
-__all__ = ["CELL_BYTES", "MAX_SIMULATIONS", "MCTSConfig", "NODE_BYTES", "PureMCTSAgent",
-           "SearchOutput", "check_memory", "check_simulations", "memory_bytes",
+__all__ = ["CELL_BYTES", "MAX_SIMULATIONS", "MCTSConfig", "NODE_BYTES", "PLAIN_UCT",
+           "PureMCTSAgent", "SearchOutput", "check_memory", "check_simulations", "memory_bytes",
            "pure_mcts_agent", "search"]
+
+# The `MCTSConfig` options of plain UCT (the agents ``uct-N``): neither MCTS-Solver nor
+# decisive expansion.
+PLAIN_UCT = types.MappingProxyType({"solver": False, "decisive_expansion": False})
 
 # The most simulations a search takes: visit counts are float32, exact up to 2**24 (and
 # node indices, ``simulations + 1`` of them, stay far inside int32).

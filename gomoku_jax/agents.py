@@ -604,7 +604,7 @@ def make(spec: str, env: Gomoku) -> Agent:
     if prefix is not None and digits(spec[len(prefix):]):
         from algorithms import pure_mcts
 
-        plain = {"solver": False, "decisive_expansion": False} if prefix == "uct-" else {}
+        plain = pure_mcts.PLAIN_UCT if prefix == "uct-" else {}
         return pure_mcts.pure_mcts_agent(env, whole_number(spec[len(prefix):], spec),
                                          name=spec, **plain)
     from algorithms import alphabeta

@@ -293,7 +293,7 @@ def _mcts_player(base: str, prefix: str, simulations: int, env: Gomoku) -> _Play
     MCTS-Solver and decisive expansion) or ``"uct-"`` (plain UCT, as `agents.make`)."""
     from algorithms import pure_mcts
 
-    plain = {"solver": False, "decisive_expansion": False} if prefix == "uct-" else {}
+    plain = pure_mcts.PLAIN_UCT if prefix == "uct-" else {}
     config = pure_mcts.MCTSConfig(simulations=simulations, **plain)
     fn = jax.jit(functools.partial(pure_mcts.search, env, config))
     n = env.size
