@@ -369,12 +369,15 @@ class DQNConfig:
     def inert_settings(self) -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
         they are (`gomoku_jax.config.load_file` warns of them)."""
-        tr = self.train
+        tr, out = self.train, []
         if tr.target_tau is not None and changed(tr, "target_period"):
-            return [f"train.target_period ({tr.target_period}) does nothing with "
-                    f"train.target_tau ({tr.target_tau}): the target network tracks the "
-                    "online one at every step"]
-        return []
+            out.append(f"train.target_period ({tr.target_period}) does nothing with "
+                       f"train.target_tau ({tr.target_tau}): the target network tracks the "
+                       "online one at every step")
+        if changed(self.eval, "simulations"):
+            out.append(f"eval.simulations ({self.eval.simulations}) does nothing for DDQN: "
+                       "its agent plays the legal move of highest Q, without a search")
+        return out
 
 
 # ------------------------------------------------------------------------ the state

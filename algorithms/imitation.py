@@ -80,7 +80,7 @@ from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, pla
 from gomoku_jax import features, networks, ops, records, symmetry
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
-from gomoku_jax.config import check_int, check_number, check_seed, plain_fields
+from gomoku_jax.config import changed, check_int, check_number, check_seed, plain_fields
 from gomoku_jax.game import Gomoku
 
 __all__ = [
@@ -237,7 +237,18 @@ class ImitationConfig:
         """The settings changed from their defaults that do nothing with the others as
         they are (`gomoku_jax.config.load_file` warns of them); the training keys named
         with ``prefix`` in front (a pipeline stage's)."""
-        return unused_optimizer_settings(self.train, prefix)
+        out = unused_optimizer_settings(self.train, prefix)
+        if prefix:  # a pipeline's search is shared: its self-play stage trains with it
+            return out
+        # Read only through `play_search`, which also sets the simulations to
+        # eval.simulations (not listed: the configs keep search.num_simulations equal to
+        # it, and a smoke variant changes only the latter).
+        sc = self.search
+        out += [f"search.{name} ({getattr(sc, name)}) does nothing for imitation: its agent "
+                "searches without noise"
+                for name in ("dirichlet_alpha", "dirichlet_fraction", "gumbel_scale")
+                if changed(sc, name)]
+        return out
 
     def play_search(self, simulations: int | None = None,
                     algorithm: str | None = None) -> search_lib.SearchConfig:

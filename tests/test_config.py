@@ -705,7 +705,7 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
     assert _inert(tmp_path, pipeline.PipelineConfig, pipe, [
         "selfplay.selfplay.temperature=0.5", 'master.train.optimizer="sgd"',
         "master.train.weight_decay=0.1", 'imitation.train.optimizer="adamw"',
-        "imitation.train.momentum=0.5"]) == [
+        "imitation.train.momentum=0.5", "search.dirichlet_fraction=0.5"]) == [
         f"{where}, and the overrides: {text}" for text in (
             "imitation.train.momentum (0.5) does nothing with imitation.train.optimizer "
             "'adamw': only sgd uses it",
@@ -720,6 +720,9 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
         f"{where}, and the overrides: train.target_period (500) does nothing with "
         "train.target_tau (0.01): the target network tracks the online one at every step"]
     assert _inert(tmp_path, dqn.DQNConfig, q, ["train.target_period=500"]) == []
+    assert _inert(tmp_path, dqn.DQNConfig, q, ["eval.simulations=400"]) == [
+        f"{where}, and the overrides: eval.simulations (400) does nothing for DDQN: its agent "
+        "plays the legal move of highest Q, without a search"]
 
     im = {"algorithm": "imitation", "data": {"paths": ["r.jsonl.gz"]}}
     assert _inert(tmp_path, imitation.ImitationConfig, im, ["train.weight_decay=0.01"]) == [
@@ -727,6 +730,11 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
         "train.optimizer 'adam': only adamw uses it"]
     assert _inert(tmp_path, imitation.ImitationConfig, im, [
         'train.optimizer="adamw"', "train.weight_decay=0.01"]) == []
+    # imitation reads its search only to play, without noise
+    assert _inert(tmp_path, imitation.ImitationConfig, im, [
+        "search.gumbel_scale=0.5", "search.dirichlet_fraction=0.5"]) == [
+        f"{where}, and the overrides: search.{name} (0.5) does nothing for imitation: its "
+        "agent searches without noise" for name in ("dirichlet_fraction", "gumbel_scale")]
 
 
 @pytest.mark.parametrize("optimizer, inert", [("adam", "momentum"), ("sgd", "weight_decay"),
