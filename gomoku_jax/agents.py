@@ -48,6 +48,7 @@ __all__ = [
     "exported_path",
     "exported_spec",
     "parse_exported",
+    "pure_mcts_name",
     "heuristic_agent",
     "greedy_q_agent",
     "make",
@@ -467,6 +468,18 @@ _LOOKALIKE_DIGITS = str.maketrans("OoIl", "0011")  # what a number's typo may ho
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
+def pure_mcts_name(spec: str) -> tuple[str, str, dict] | None:
+    """``(prefix, N as written, MCTSConfig options)`` for ``pure-mcts-N`` (with
+    MCTS-Solver and decisive expansion) or ``uct-N`` (plain UCT, `pure_mcts.PLAIN_UCT`),
+    N in digits; else None."""
+    prefix = next((p for p in ("pure-mcts-", "uct-") if spec.startswith(p)), None)
+    if prefix is None or not digits(spec[len(prefix):]):
+        return None
+    from algorithms import pure_mcts
+
+    return prefix, spec[len(prefix):], dict(pure_mcts.PLAIN_UCT) if prefix == "uct-" else {}
+
+
 def digits(text: str) -> bool:
     """Whether ``text`` is a whole number written in ASCII digits (``str.isdigit`` also
     takes other scripts' digits and superscripts, which ``int`` reads or refuses)."""
@@ -600,13 +613,12 @@ def make(spec: str, env: Gomoku) -> Agent:
                 raise ValueError(f"{spec!r}: the block probability after '@' must be a number "
                                  f"in [0, 1], got {blocks!r}") from None
         return heuristic_agent(env, top_k=top_k, name=spec, block_probability=probability)
-    prefix = next((p for p in ("pure-mcts-", "uct-") if spec.startswith(p)), None)
-    if prefix is not None and digits(spec[len(prefix):]):
+    mcts = pure_mcts_name(spec)
+    if mcts is not None:
         from algorithms import pure_mcts
 
-        plain = pure_mcts.PLAIN_UCT if prefix == "uct-" else {}
-        return pure_mcts.pure_mcts_agent(env, whole_number(spec[len(prefix):], spec),
-                                         name=spec, **plain)
+        _, count, options = mcts
+        return pure_mcts.pure_mcts_agent(env, whole_number(count, spec), name=spec, **options)
     from algorithms import alphabeta
 
     try:

@@ -288,13 +288,13 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
                    config.num_simulations, file_env, None, analyse_search)
 
 
-def _mcts_player(base: str, prefix: str, simulations: int, env: Gomoku) -> _Player:
-    """Pure MCTS of ``simulations`` simulations: ``prefix`` ``"pure-mcts-"`` (with
-    MCTS-Solver and decisive expansion) or ``"uct-"`` (plain UCT, as `agents.make`)."""
+def _mcts_player(base: str, prefix: str, options: dict, simulations: int,
+                 env: Gomoku) -> _Player:
+    """Pure MCTS of ``simulations`` simulations, named ``prefix`` + N, its ``options`` as
+    `agents.pure_mcts_name` gives them."""
     from algorithms import pure_mcts
 
-    plain = pure_mcts.PLAIN_UCT if prefix == "uct-" else {}
-    config = pure_mcts.MCTSConfig(simulations=simulations, **plain)
+    config = pure_mcts.MCTSConfig(simulations=simulations, **options)
     fn = jax.jit(functools.partial(pure_mcts.search, env, config))
     n = env.size
 
@@ -469,16 +469,17 @@ class PlayApp:
                 return _plain_player(spec, env), None
             player = _exported_player(path, budget, stored, env, budget_name)
             return player, (stored if stored is not None else player.budget)
-        prefix = next((p for p in ("pure-mcts-", "uct-") if base.startswith(p)), None)
-        if prefix is not None and agents_lib.digits(base[len(prefix):]):
+        mcts = agents_lib.pure_mcts_name(base)
+        if mcts is not None:
+            prefix, count, options = mcts
             try:
-                stored = agents_lib.whole_number(base[len(prefix):], spec)
+                stored = agents_lib.whole_number(count, spec)
             except ValueError as err:
                 raise PlayError(str(err)) from None
             stored = _check_budget(stored, f"agent {clip(repr(spec))}: its N")
             if not killer:
-                return _mcts_player(base, prefix, budget if budget is not None else stored,
-                                    env), stored
+                return _mcts_player(base, prefix, options,
+                                    budget if budget is not None else stored, env), stored
             if budget is not None:
                 raise PlayError(f"agent {spec!r} with +killer takes its budget in its name "
                                 f"({prefix}N+killer), not in {field}")

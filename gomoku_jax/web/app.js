@@ -74,8 +74,8 @@ function newGame(event) {
     // The fields must describe the agent asked for: Enter in the agent box fires this
     // with the box's change, before the server has described the new agent.
     await infoPending;
-    if (($("agent").value.trim() || "heuristic") !== describedAgent) await agentChanged();
-    const body = { colour: $("colour").value, agent: $("agent").value.trim() || "heuristic" };
+    if (agentName() !== describedAgent) await agentChanged();
+    const body = { colour: $("colour").value, agent: agentName() };
     const budget = $("budget");
     body.budget = !budget.disabled && budget.value !== "" ? Number(budget.value) : null;
     // The board asked for; an agent from a file brings its own (the fields are locked then).
@@ -106,6 +106,11 @@ function analyse() {
   });
 }
 
+// The agent the box names (left empty: the heuristic).
+function agentName() {
+  return $("agent").value.trim() || "heuristic";
+}
+
 let infoRequest = 0;
 let infoPending = Promise.resolve();  // the description of the agent last typed
 let describedAgent = null;  // the agent name the budget and board fields are set for
@@ -115,7 +120,7 @@ function agentChanged() {
 }
 
 async function describeAgent() {
-  const name = $("agent").value.trim() || "heuristic";
+  const name = agentName();
   const mine = ++infoRequest;
   try {
     const info = await api("GET", "/api/agent-info?name=" + encodeURIComponent(name));
