@@ -114,6 +114,12 @@ class NetworkSettings:
     def module(self, board_size: int):
         return networks.make_network(self.name, board_size=board_size, **self.options)
 
+    def inert_settings(self, board_size: int) -> list[str]:
+        """The options that do nothing with the others as they are
+        (`gomoku_jax.networks.unused_options`), named by their keys."""
+        return [f"network.options.{text}"
+                for text in networks.unused_options(self.module(board_size))]
+
     def check(self, board_size: int, kind: str | None = None, learner: str = "") -> None:
         """Raise ``ValueError`` (prefixed ``network``) if the network cannot be built or,
         with ``kind``, is not of that kind (``policy-value`` or ``q``) for ``learner``."""
@@ -367,7 +373,8 @@ class AlphaZeroConfig:
     def inert_settings(self, prefix: str = "") -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
         they are, each in a sentence (`gomoku_jax.config.load_file` warns of them); the
-        self-play and training keys named with ``prefix`` in front (a pipeline stage's)."""
+        self-play and training keys named with ``prefix`` in front (a pipeline stage's,
+        whose network is the pipeline's and not listed)."""
         sp, algorithm = self.selfplay, self.search.algorithm
         key = f"{prefix}selfplay."
         # Not listed, as what switches them off is a natural variant of its own:
@@ -375,6 +382,8 @@ class AlphaZeroConfig:
         # playout-cap variant it may be combined with) and selfplay.opponent_fraction
         # without an opponent (a variant without the sparring partner keeps the fraction).
         out = unused_optimizer_settings(self.train, prefix)
+        if not prefix:  # a pipeline's network is its own, named once (not per stage)
+            out = self.network.inert_settings(self.game.size) + out
         if algorithm == "gumbel":
             out += [f"{key}{name} ({getattr(sp, name)}) does nothing with search.algorithm "
                     "'gumbel', which samples moves through its own Gumbel noise"

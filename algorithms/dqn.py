@@ -369,7 +369,7 @@ class DQNConfig:
     def inert_settings(self) -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
         they are (`gomoku_jax.config.load_file` warns of them)."""
-        tr, out = self.train, []
+        tr, out = self.train, self.network.inert_settings(self.game.size)
         if tr.target_tau is not None and changed(tr, "target_period"):
             out.append(f"train.target_period ({tr.target_period}) does nothing with "
                        f"train.target_tau ({tr.target_tau}): the target network tracks the "

@@ -238,8 +238,9 @@ class ImitationConfig:
         they are (`gomoku_jax.config.load_file` warns of them); the training keys named
         with ``prefix`` in front (a pipeline stage's)."""
         out = unused_optimizer_settings(self.train, prefix)
-        if prefix:  # a pipeline's search is shared: its self-play stage trains with it
-            return out
+        if prefix:  # in a pipeline, whose network is named once by the pipeline and whose
+            return out  # search is shared with the self-play stage, which trains with it
+        out = self.network.inert_settings(self.game.size) + out
         # Read only through `play_search`, which also sets the simulations to
         # eval.simulations (not listed: the configs keep search.num_simulations equal to
         # it, and a smoke variant changes only the latter).

@@ -88,7 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.core.frozen_dict import FrozenDict
 
-from gomoku_jax.config import did_you_mean, same_definition
+from gomoku_jax.config import changed, did_you_mean, same_definition
 
 __all__ = [
     "ConvNet",
@@ -107,6 +107,7 @@ __all__ = [
     "param_count",
     "register_network",
     "split_params",
+    "unused_options",
     "variables_mismatch",
 ]
 
@@ -400,6 +401,16 @@ class ResNet(nn.Module):
                  f"first_padding must be an int >= 0 leaving a non-empty map "
                  f"(board_size + 2 * first_padding - 2 >= 1), got {p!r}")
         super().__post_init__()
+
+    def unused_options(self) -> list[str]:
+        """The options set away from their defaults that change nothing about this
+        network, each in a sentence (see `unused_options`): ``gpool_channels`` and
+        ``gpool_every`` without ``global_pooling``."""
+        if self.global_pooling:
+            return []
+        return [f"{name} ({getattr(self, name)!r}) does nothing without global_pooling: "
+                "the network has no global-pooling block"
+                for name in ("gpool_channels", "gpool_every") if changed(self, name)]
 
     @property
     def block_kinds(self) -> tuple[str, ...]:
@@ -786,6 +797,16 @@ def make_network(name_or_config: str | NetworkConfig, *, board_size: int, **kwar
 
 
 # --------------------------------------------------------------------------- utilities
+
+
+def unused_options(module: nn.Module) -> list[str]:
+    """Sentences for the options of ``module`` that are set away from their defaults and
+    change nothing about it with its other options as they are (a ResNet's
+    ``gpool_channels`` without ``global_pooling``). A network class lists them in an
+    ``unused_options()`` method of its own; a class without one has none. A config
+    reading the network warns of them (`gomoku_jax.config.ConfigWarning`)."""
+    method = getattr(module, "unused_options", None)
+    return list(method()) if callable(method) else []
 
 
 def init_network(module: nn.Module, key: jax.Array, observation_shape,

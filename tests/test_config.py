@@ -724,6 +724,24 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
         f"{where}, and the overrides: eval.simulations (400) does nothing for DDQN: its agent "
         "plays the legal move of highest Q, without a search"]
 
+    # a network's options: a ResNet's global-pooling settings without global pooling,
+    # named once in a pipeline (whose stages share its network)
+    gpool = ["network.options.gpool_channels=16", "network.options.gpool_every=2"]
+    unused = [f"{where}, and the overrides: network.options.{name} ({value}) does nothing "
+              "without global_pooling: the network has no global-pooling block"
+              for name, value in (("gpool_channels", 16), ("gpool_every", 2))]
+    resnet = {**az, "network": {"name": "resnet", "options": {"blocks": 3, "filters": 8}}}
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, resnet, gpool) == unused
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, resnet,
+                  gpool + ["network.options.global_pooling=true"]) == []
+    assert _inert(tmp_path, alphazero.AlphaZeroConfig, resnet,  # set to its default
+                  ["network.options.gpool_every=3"]) == []
+    assert _inert(tmp_path, pipeline.PipelineConfig,
+                  {**pipe, "network": resnet["network"]}, gpool) == unused
+    assert _inert(tmp_path, imitation.ImitationConfig,
+                  {"algorithm": "imitation", "data": {"paths": ["r.jsonl.gz"]},
+                   "network": resnet["network"]}, gpool) == unused
+
     im = {"algorithm": "imitation", "data": {"paths": ["r.jsonl.gz"]}}
     assert _inert(tmp_path, imitation.ImitationConfig, im, ["train.weight_decay=0.01"]) == [
         f"{where}, and the overrides: train.weight_decay (0.01) does nothing with "

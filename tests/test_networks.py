@@ -292,6 +292,29 @@ def test_block_layout_of_garb_and_global_pooling():
     assert gp["gpool_fc"]["kernel"].shape == (3 * 1, 6)  # [mean, scaled mean, max]
 
 
+def test_unused_options_are_named_and_change_nothing():
+    """A ResNet's global-pooling settings without global pooling are named by
+    `unused_options` (a config warns of them) and leave the network as it is: the same
+    blocks and the same variables. With global pooling they are used and not named."""
+    def resnet(**kw):
+        return nets.make_network("resnet", board_size=N, **{**TINY["resnet"], **kw})
+
+    gpool = dict(gpool_channels=5, gpool_every=1)
+    plain, unused, used = resnet(), resnet(**gpool), resnet(global_pooling=True, **gpool)
+    assert nets.unused_options(plain) == []
+    assert nets.unused_options(resnet(gpool_every=3)) == []  # its default
+    assert nets.unused_options(unused) == [
+        f"{name} ({value}) does nothing without global_pooling: the network has no "
+        "global-pooling block" for name, value in gpool.items()]
+    assert nets.unused_options(used) == []
+    assert unused.block_kinds == plain.block_kinds != used.block_kinds
+    key = jax.random.key(0)
+    jax.tree.map(np.testing.assert_array_equal,  # raises on different structures too
+                 nets.init_network(unused, key, (N, N, C)),
+                 nets.init_network(plain, key, (N, N, C)))
+    assert nets.unused_options(_build("simplenet")[0]) == []  # a class without the method
+
+
 @pytest.mark.parametrize("block", ["plain", "gpool", "garb"])
 def test_global_blocks_see_the_whole_board(block):
     """A plain block (two 3x3 convs) only sees 2 cells away; the global ones see all."""
