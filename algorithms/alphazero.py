@@ -848,7 +848,11 @@ def _selfplay_agent(spec: str | None, field: str, env: Gomoku):
     try:
         agent = agents_lib.make(spec, env)
     except ValueError as error:
-        raise ValueError(f"selfplay.{field}: {error}") from None
+        hint = ""
+        if spec.strip().lower() in ("none", "null", "off", "no", "false", ""):
+            hint = (f"; to play without one, give null (--set selfplay.{field}=null, or "
+                    f'"{field}": null in the file)')
+        raise ValueError(f"selfplay.{field}: {error}{hint}") from None
     if not isinstance(agent, agents_lib.JaxAgent):
         raise ValueError(
             f"selfplay.{field} {spec!r} is not a compiled (JAX) agent and cannot play "

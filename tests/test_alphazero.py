@@ -582,6 +582,11 @@ def test_opponent_metrics_count_the_learners_results(opponent_learner):
 @pytest.mark.parametrize("override, message", [
     ({"selfplay.opponent": "gomokubot"}, "selfplay.opponent 'gomokubot' is not a compiled"),
     ({"selfplay.opponent": "nobody"}, "selfplay.opponent: unknown agent 'nobody'"),
+    ({"selfplay.opponent": "None"},  # the way to turn it off is said
+     r"unknown agent 'None'.*; to play without one, give null \(--set "
+     r"selfplay.opponent=null, or \"opponent\": null in the file\)"),
+    ({"selfplay.opponent": "heuristic", "selfplay.opponent_final": "off"},
+     r"selfplay.opponent_final: unknown agent 'off'.*--set selfplay.opponent_final=null"),
     ({"selfplay.opponent": "heuristic", "selfplay.opponent_fraction": 0.01},
      r"selfplay.opponent_fraction \(0.01\) of selfplay.batch \(8\) games is no game"),
     ({"selfplay.opponent_fraction": 0.0}, r"selfplay.opponent_fraction must be in \(0.0"),
