@@ -473,8 +473,14 @@ def qtransform_raw(tree: mctx.Tree, node_index) -> jax.Array:
     """The Q values of ``node_index``'s children as they are (reward plus discounted
     value: the mean value from the node's player's view), 0 for an unvisited child: the
     Q of AlphaZero's PUCT score, for mctx's ``qtransform`` argument (one unbatched
-    tree)."""
-    return jnp.where(tree.children_visits[node_index] > 0, tree.qvalues(node_index), 0.0)
+    tree). A child whose prior logit is the masked one (`_MIN_LOGIT`: an illegal move,
+    or a move the tactical prior leaves no mass) gets -inf, so that PUCT chooses among
+    the others, as AlphaZero among the legal moves: with 0 it would outscore every legal
+    child whose Q + U is below 0 (a node where the player to move is behind), and the
+    search would spend simulations on forfeits (the root alone is masked by mctx's
+    ``invalid_actions``)."""
+    q = jnp.where(tree.children_visits[node_index] > 0, tree.qvalues(node_index), 0.0)
+    return jnp.where(tree.children_prior_logits[node_index] <= _MIN_LOGIT, -jnp.inf, q)
 
 
 def _puct_qtransform(config: SearchConfig):
