@@ -16,12 +16,16 @@ share one compile.
 
 Self-play never stops: a finished game restarts in place, so the batch stays full.
 Value targets ``z`` (the final result from the view of the player to move) are computed
-by a backward pass over a window of two iterations' moves: the positions of a game that
-ends within the window go into the buffer as soon as their result is known; a position
-whose game has not ended by the end of the next iteration is lost (counted in
-``metrics['dropped']``): a game longer than ``selfplay.steps`` moves may lose its
-earliest positions, one longer than twice that always does, and none are lost when
-``selfplay.steps`` is at least the board's number of cells.
+by a backward pass over a window of moves: this iteration's and the pending ones before
+them (`AlphaZeroConfig.pending_steps`: ``selfplay.steps``, or one fewer than the board's
+cells when that is more, the most moves a game can still take after one of its
+positions). A position goes into the buffer as soon as its game's end is in the window, and it stays
+pending until then, so no position of a game is lost however long the game and however
+few ``selfplay.steps`` (``metrics['dropped']``, the positions that left the window
+without a result, stays 0). Before 2026-11-30 the window was two iterations long, and
+with ``selfplay.steps`` below the board's cells a long game lost its earliest positions
+(seed 000's configs, 52 and 55 steps on 81 cells: more of a long draw's openings than
+of a short win's).
 
 With ``search.reuse_tree`` (linear backend, PUCT) each game's search tree is carried
 from move to move through the self-play scan: the played child's subtree seeds the next
@@ -411,6 +415,14 @@ class AlphaZeroConfig:
         fresh = self.selfplay.batch * self.selfplay.steps
         return max(1, round(self.train.epochs * fresh / self.train.batch_size))
 
+    @property
+    def pending_steps(self) -> int:
+        """Moves per game kept from one iteration to the next while their games go on:
+        ``selfplay.steps``, or one fewer than the board's cells when that is more (a game
+        lasts at most the board's cells, so a position's game ends within that many more
+        moves, and its positions reach the buffer whatever ``selfplay.steps``)."""
+        return max(self.selfplay.steps, self.game.size ** 2 - 1)
+
 
 # ------------------------------------------------------------------------ the state
 @struct.dataclass
@@ -447,7 +459,7 @@ class TrainState:
     opt_state: Any
     buffer: replay.ReplayBuffer
     games: State  # [B] the games in progress
-    pending: Record  # [T, B] the previous iteration's moves
+    pending: Record  # [P, B] the last P moves (AlphaZeroConfig.pending_steps)
     key: jax.Array  # [2] uint32
     iteration: jax.Array  # [] int32, iterations done
     lr_multiplier: jax.Array  # [] float32 (KL-adaptive rate)
@@ -530,11 +542,11 @@ class Learner(SearchPlayer, ShardedLearner):
         cfg = self.config
         cells = cfg.game.size ** 2
         return (f"the replay buffer never held train.min_buffer ({cfg.train.min_buffer}) "
-                "positions. A position enters it when its game ends, and is lost when "
-                "its game has not ended by the end of the next iteration: a game longer "
-                f"than selfplay.steps ({cfg.selfplay.steps} moves; the board has {cells} "
-                "cells) may lose its earliest positions, one longer than twice that always "
-                "does (metrics.csv: games_finished, dropped)")
+                "positions. A position enters it when its game ends: a game may last the "
+                f"board's {cells} moves, and an iteration plays selfplay.steps "
+                f"({cfg.selfplay.steps}) moves of each of its selfplay.batch "
+                f"({cfg.selfplay.batch}) games (metrics.csv: games_finished, "
+                "positions_added)")
 
     def state_sharding(self) -> TrainState:
         shape = jax.eval_shape(self._init_impl, jax.random.PRNGKey(0))
@@ -550,7 +562,7 @@ class Learner(SearchPlayer, ShardedLearner):
     # -------------------------------------------------------------------------- init
     def _init_impl(self, key) -> TrainState:
         cfg = self.config
-        b, t = cfg.selfplay.batch, cfg.selfplay.steps
+        b, t = cfg.selfplay.batch, cfg.pending_steps
         key, net_key = jax.random.split(key)
         variables = self.init_variables(net_key)
         env = self.env
@@ -794,14 +806,15 @@ class Learner(SearchPlayer, ShardedLearner):
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), state.pending, moves)
         z, known = self._value_targets(window, cfg.train.search_value_weight)
         insert = known & ~window.inserted & window.train
+        handled = window.inserted | known | ~window.train  # inserted, now or before, or never
         t, b = moves.done.shape
         flat = lambda x: x.reshape((-1,) + x.shape[2:])
         samples = Sample(board=flat(window.board), player=flat(window.player),
                          last_action=flat(window.last_action), policy=flat(window.policy),
                          value=flat(z))
         buffer = replay.add(state.buffer, samples, flat(insert))
-        dropped = jnp.sum(~state.pending.inserted & ~known[:t])
-        pending = moves.replace(inserted=known[t:] | ~moves.train)
+        dropped = jnp.sum(~handled[:t])  # the oldest t moves leave the window
+        pending = jax.tree.map(lambda x: x[t:], window).replace(inserted=handled[t:])
 
         lr = self.learning_rate(state.iteration, state.lr_multiplier)
         probe = replay.sample(buffer, k_probe, min(cfg.train.batch_size, 256))

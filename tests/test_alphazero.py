@@ -153,6 +153,37 @@ def test_one_iteration_on_the_smoke_config_fills_the_buffer(learner, two_iterati
     assert set(np.unique(values)) <= {-1.0, 0.0, 1.0}
 
 
+def test_no_position_is_lost_however_few_moves_an_iteration_plays():
+    """With 3 moves an iteration on 5x5 (games of up to 25 moves), every position played
+    either reached the buffer (its game ended) or is still pending (its game goes on):
+    none left the window without its result. A window of two iterations lost a game's
+    positions older than its last 6 moves."""
+    cfg = cfglib.from_dict(az.AlphaZeroConfig, {
+        "algorithm": "alphazero", "game": {"size": 5, "k": 4},
+        "network": {"name": "resnet", "options": {"blocks": 1, "filters": 4}},
+        "search": {"algorithm": "gumbel", "num_simulations": 2,
+                   "max_num_considered_actions": 2},
+        "tactical": None, "selfplay": {"batch": 4, "steps": 3},
+        "train": {"iterations": 12, "batch_size": 8, "min_buffer": 8, "augment": False,
+                  "buffer_capacity": 1024}})
+    assert cfg.pending_steps == 24  # the most moves a game can still take
+    learner = az.make_learner(cfg, devices=jax.devices()[:1])
+    state, added, dropped, finished = learner.init(), 0, 0, 0
+    for _ in range(12):
+        state, metrics = learner.iteration(state)
+        added += int(metrics["positions_added"])
+        dropped += int(metrics["dropped"])
+        finished += int(metrics["games_finished"])
+    pending = jax.device_get(state.pending)
+    waiting = int((~pending.inserted).sum())  # the moves of the games still going on
+    assert dropped == 0 and finished > 4  # some slot played two games or more
+    assert added + waiting == 12 * 4 * 3 == int(state.buffer.size) + waiting
+    for slot in range(4):  # what waits is the slot's game in progress: its last moves
+        going = ~pending.inserted[:, slot]
+        first = len(going) - int(going.sum())
+        assert going[first:].all() and not pending.done[first:, slot].any()
+
+
 def test_the_iteration_is_traced_once(learner, two_iterations):
     assert learner.trace_count == 1
 
@@ -613,12 +644,13 @@ def test_bad_opponents_and_networks_are_named(smoke_config, override, message):
 
 def test_an_iteration_with_an_opponent_reports_the_learners_results(opponent_learner):
     """The compiled iteration's opponent metrics agree with its own moves (each
-    iteration's trajectory comes back as the next state's ``pending``)."""
+    iteration's trajectory comes back as the last ``selfplay.steps`` rows of the next
+    state's ``pending``)."""
     state = opponent_learner.init()
-    games = 0
+    games, steps = 0, opponent_learner.config.selfplay.steps
     for _ in range(8):
         state, metrics = opponent_learner.iteration(state)
-        rec = jax.device_get(state.pending)
+        rec = jax.device_get(jax.tree.map(lambda x: x[-steps:], state.pending))
         b = rec.done.shape[1]
         slot = np.arange(b)[None, :]
         ended = rec.done & (slot < b // 2)
