@@ -19,13 +19,13 @@ Value targets ``z`` (the final result from the view of the player to move) are c
 by a backward pass over a window of moves: this iteration's and the pending ones before
 them (`AlphaZeroConfig.pending_steps`: ``selfplay.steps``, or one fewer than the board's
 cells when that is more, the most moves a game can still take after one of its
-positions). A position goes into the buffer as soon as its game's end is in the window, and it stays
-pending until then, so no position of a game is lost however long the game and however
-few ``selfplay.steps`` (``metrics['dropped']``, the positions that left the window
-without a result, stays 0). Before 2026-11-30 the window was two iterations long, and
-with ``selfplay.steps`` below the board's cells a long game lost its earliest positions
-(seed 000's configs, 52 and 55 steps on 81 cells: more of a long draw's openings than
-of a short win's).
+positions). A position goes into the buffer as soon as its game's end is in the window,
+and it stays pending until then, so no position of a game is lost however long the game
+and however few ``selfplay.steps`` (``metrics['dropped']``, the positions that left the
+window without a result, stays 0). Before 2026-11-30 the window was two iterations long,
+and with ``selfplay.steps`` below the board's cells a long game lost its earliest
+positions (seed 000's configs, 52 and 55 steps on 81 cells: more of a long draw's
+openings than of a short win's).
 
 With ``search.reuse_tree`` (linear backend, PUCT) each game's search tree is carried
 from move to move through the self-play scan: the played child's subtree seeds the next

@@ -55,14 +55,15 @@ def play_search(search: search_lib.SearchConfig, eval_simulations: int,
                 simulations: int | None = None,
                 algorithm: str | None = None) -> search_lib.SearchConfig:
     """The play-time search of a config's training ``search``: ``eval_simulations`` (or
-    ``simulations``), no root noise, no Gumbel noise (so the move is deterministic),
-    never the tactical prior; it keeps ``reuse_tree`` unless ``algorithm`` switches to
-    Gumbel."""
+    ``simulations``), no root noise, no Gumbel noise and no local exploration (so the
+    move is deterministic), never the tactical prior; it keeps ``reuse_tree`` unless
+    ``algorithm`` switches to Gumbel."""
     algorithm = algorithm or search.algorithm
     return dataclasses.replace(
         search, num_simulations=simulations or eval_simulations,
         dirichlet_fraction=0.0, gumbel_scale=0.0, algorithm=algorithm,
-        reuse_tree=search.reuse_tree and algorithm == "puct")
+        reuse_tree=search.reuse_tree and algorithm == "puct",
+        local_exploration=0.0)
 
 
 class SearchPlayer:

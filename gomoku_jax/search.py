@@ -173,7 +173,7 @@ def _register(cls, meta: tuple[str, ...]):
 @functools.partial(
     _register,
     meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth",
-          "backend", "reuse_tree", "reuse_capacity", "puct_q"),
+          "backend", "reuse_tree", "reuse_capacity", "puct_q", "local_exploration"),
 )
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -212,6 +212,11 @@ class SearchConfig:
         an integer ``M >= 1`` gives trees of ``num_simulations + M`` nodes that keep at
         most ``M`` nodes (the first in creation order), so every search runs the full
         ``num_simulations`` new simulations on top of what it kept. Static.
+      local_exploration: seed 003's "playout cap randomization" (its III-B-1): the
+        probability, in [0, 1], that a simulation explores locally, descending only half
+        the mean depth of the search's simulations so far and evaluating the node it
+        stops at, expanded or not (see `tree_search.search`). 0: off. Needs
+        ``backend="linear"`` and ``algorithm="puct"``. Static.
     """
 
     algorithm: str = "puct"
@@ -229,6 +234,7 @@ class SearchConfig:
     reuse_tree: bool = False
     reuse_capacity: int | None = None
     puct_q: str = "minmax"
+    local_exploration: float = 0.0
 
     def __post_init__(self):
         plain_fields(self)
@@ -265,6 +271,15 @@ class SearchConfig:
         _check_float(self, "gumbel_scale", 0.0)
         _check_float(self, "value_scale", 0.0)
         _check_float(self, "maxvisit_init", 0.0)
+        _check_float(self, "local_exploration", 0.0, 1.0)
+        if isinstance(self.local_exploration, (jax.Array, np.ndarray)):  # static
+            raise ValueError("SearchConfig.local_exploration must be a number (it shapes "
+                             f"the compiled search), got {self.local_exploration!r}")
+        if self.local_exploration and (self.backend != "linear" or self.algorithm != "puct"):
+            raise ValueError(
+                "SearchConfig.local_exploration needs backend='linear' and algorithm='puct' "
+                f"(mctx's search has no local simulations), got backend={self.backend!r}, "
+                f"algorithm={self.algorithm!r}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -564,6 +579,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
             pb_c_base=config.pb_c_base,
             qtransform=_puct_qtransform(config),
             **checked,
+            **({"local_exploration": config.local_exploration} if linear else {}),
         )
     return policies.gumbel_muzero_policy(
         params, search_key, root, recurrent_fn,
@@ -711,6 +727,7 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
         pb_c_base=config.pb_c_base,
         qtransform=_puct_qtransform(config),
         tree=tree,
+        local_exploration=config.local_exploration,
     )
 
 

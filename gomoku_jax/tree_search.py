@@ -112,6 +112,8 @@ IGNORES_KEY = "ignores_key"
 # Copies of the tree the check requires to fit: the search loop may hold its input
 # tree and the updated one.
 _COPIES = 2
+# Folded into a simulation's key for its local-exploration coins ("lo").
+_LOCAL = 0x6C6F
 
 
 # -------------------------------------------------------------------- memory
@@ -410,7 +412,9 @@ def _ignores_key(fn) -> bool:
 def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
     """Descend all B trees from the root until an unexpanded action or ``max_depth``.
 
-    Returns ``(parent [B], action [B])``: the node reached and the action to expand.
+    Returns ``(parent [B], action [B], depth [B])``: the node reached, the action to
+    expand and the depth of its child (edges from the root). ``max_depth``: an int, or
+    ``[B]`` per game.
     Step 0 is the root (depth 0) for every game; the loop runs while any game is still
     descending and leaves the finished games as they are. ``keys``: ``[B]`` keys, split
     per game at every level as mctx does; or one key when both selection functions
@@ -446,14 +450,18 @@ def _simulate(keys, tree: Tree, root_fn, interior_fn, max_depth):
                 keep(new_action, action), keep(new_nxt, nxt), keep(new_depth, depth),
                 going & new_going)
 
-    _, node, action, _, _, _ = jax.lax.while_loop(
+    _, node, action, _, depth, _ = jax.lax.while_loop(
         cond, body, (keys, node, action, nxt, depth, going))
-    return node, action
+    return node, action, depth
 
 
-def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) -> Tree:
+def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write,
+            local=None) -> tuple[Tree, jax.Array]:
     """Evaluate ``action`` from ``parent`` and store the result at ``node`` (all ``[B]``);
-    games with ``write`` False change nothing."""
+    games with ``write`` False change nothing. Returns the tree and the value [B] to back
+    up. ``local [B]``: games whose simulation stopped early at an expanded ``node``
+    (local exploration): the node keeps its value and prior, and its new value joins its
+    mean as one more visit's (elsewhere mctx's rule: the node takes the new value)."""
     batch, capacity = tree.node_visits.shape
     embedding = jax.tree.map(lambda x: _gather(x, parent), tree.embeddings)
     step, embedding = recurrent_fn(params, key, action, embedding)
@@ -465,12 +473,17 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) 
             raise ValueError(f"recurrent_fn returned {name} of shape {got.shape}, want {want}")
     at = jnp.where(write, node, capacity)  # out of range: dropped
     from_ = jnp.where(write, parent, capacity)
-    visits = _gather(tree.node_visits, node) + 1  # > 1 when max_depth re-expands a node
+    count = _gather(tree.node_visits, node)
+    visits = count + 1  # > 1 when max_depth (or local exploration) re-expands a node
     put = _scatter
+    node_value = step.value
+    if local is not None:
+        mean = (_gather(tree.node_values, node) * count + step.value) / visits
+        node_value = jnp.where(local, mean, step.value)
     return tree.replace(
         children_prior_logits=put(tree.children_prior_logits, step.prior_logits, at),
         raw_values=put(tree.raw_values, step.value, at),
-        node_values=put(tree.node_values, step.value, at),
+        node_values=put(tree.node_values, node_value, at),
         node_visits=put(tree.node_visits, visits, at),
         embeddings=jax.tree.map(lambda t, s: put(t, s, at), tree.embeddings, embedding),
         children_index=put(tree.children_index, node, from_, action),
@@ -478,15 +491,15 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write) 
         children_discounts=put(tree.children_discounts, step.discount, from_, action),
         parents=put(tree.parents, parent, at),
         action_from_parent=put(tree.action_from_parent, action, at),
-    )
+    ), step.value
 
 
-def _backward(tree: Tree, leaf, write) -> Tree:
-    """Back the value of ``leaf [B]`` up to the root; only the B parents on the paths
-    are touched per step, games with ``write`` False (or at the root) write nothing."""
+def _backward(tree: Tree, leaf, write, value) -> Tree:
+    """Back ``value [B]``, the evaluation of ``leaf [B]``, up to the root; only the B
+    parents on the paths are touched per step, games with ``write`` False (or at the
+    root) write nothing."""
     capacity = tree.node_visits.shape[1]
     index = jnp.where(write, leaf, _ROOT)
-    value = _gather(tree.node_values, leaf)
 
     def cond(carry):
         return jnp.any(carry[2] != _ROOT)
@@ -524,7 +537,8 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
            num_simulations: int, max_depth: int | None = None, invalid_actions=None,
            extra_data: Any = None, loop_fn: Callable = jax.lax.fori_loop,
            tree: Tree | None = None, capacity: int | None = None,
-           memory_limit: int | None = None, devices=None) -> Tree:
+           memory_limit: int | None = None, devices=None,
+           local_exploration: float = 0.0) -> Tree:
     """mctx's ``search`` (same arguments, same tree) with per-simulation updates batched.
 
     ``root_action_selection_fn(key, tree, node)`` and
@@ -535,6 +549,14 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     `check_search_memory` (default: the device's free memory); ``devices``: the devices
     the batch is split over when the search runs sharded (`check_tree_memory`'s
     ``device``; default: one device holds it all).
+
+    ``local_exploration`` p (seed 003's "playout cap randomization"): each game's
+    simulation is, with probability p, a local one, which descends only half the mean
+    depth of this search's simulations so far (at least 1 level; 1 before the first) and
+    evaluates the node it stops at, expanded or not: its network value is backed up
+    from there as a leaf's, and the node keeps its statistics, the value joining its
+    mean. The coins come from a key folded from the simulation's, so with p = 0 (the
+    default) the search is mctx's, key for key.
     """
     num_simulations = check_int("", "num_simulations", num_simulations, 1)
     max_depth = check_int("", "max_depth", max_depth, 1, allow_none=True)
@@ -561,23 +583,46 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     start = num_nodes(tree)  # [B] first free node
     keyless = _ignores_key(root_action_selection_fn) and _ignores_key(
         interior_action_selection_fn)
+    local_p = _check_probability("local_exploration", local_exploration)
 
     def body(sim, carry):
-        key, tree = carry
+        key, tree, depths = carry
         key, simulate_key, expand_key = jax.random.split(key, 3)
         simulate_keys = simulate_key if keyless else jax.random.split(simulate_key, batch)
-        parent, action = _simulate(simulate_keys, tree, root_action_selection_fn,
-                                   interior_action_selection_fn, max_depth)
+        limit, local = max_depth, None
+        if local_p:  # static: without it the search is mctx's
+            mean = jnp.where(sim > 0, depths / jnp.maximum(sim, 1), 1.0)  # [B]
+            near = jnp.maximum(1.0, jnp.floor(mean / 2))
+            coin = jax.random.uniform(jax.random.fold_in(simulate_key, _LOCAL),
+                                      (batch,)) < local_p
+            local = coin & (near < max_depth)
+            limit = jnp.where(local, near, float(max_depth))
+        parent, action, depth = _simulate(simulate_keys, tree, root_action_selection_fn,
+                                          interior_action_selection_fn, limit)
         child = _gather(tree.children_index, parent, action)
         fresh = start + sim  # the node simulation `sim` creates
         node = jnp.where(child == _UNVISITED, fresh, child)
         write = (child != _UNVISITED) | (fresh < capacity)
-        tree = _expand(params, expand_key, tree, recurrent_fn, parent, action, node, write)
-        tree = _backward(tree, node, write)
-        return key, tree
+        if local is not None:
+            local = local & (child != _UNVISITED)  # stopped early at an expanded node
+        tree, value = _expand(params, expand_key, tree, recurrent_fn, parent, action, node,
+                              write, local)
+        tree = _backward(tree, node, write, value)
+        return key, tree, depths + jnp.where(write, depth, 0.0).astype(depths.dtype)
 
-    _, tree = loop_fn(0, num_simulations, body, (rng_key, tree))
+    depths = jnp.zeros((batch,), jnp.float32)  # path lengths so far (local exploration)
+    _, tree, _ = loop_fn(0, num_simulations, body, (rng_key, tree, depths))
     return tree
+
+
+def _check_probability(name: str, value) -> float:
+    """``value`` as a float in [0, 1] (a static setting), else ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                         np.floating)):
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return float(value)
 
 
 # ------------------------------------------------------------------ policies
@@ -724,13 +769,13 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
                   dirichlet_fraction=0.25, dirichlet_alpha=0.3, pb_c_init=1.25,
                   pb_c_base=19652, temperature=1.0, tree: Tree | None = None,
                   capacity: int | None = None, memory_limit: int | None = None,
-                  devices=None) -> mctx.PolicyOutput:
+                  devices=None, local_exploration: float = 0.0) -> mctx.PolicyOutput:
     """``mctx.muzero_policy`` (PUCT, Dirichlet noise at the root) on the batched search.
 
     Same arguments and result as mctx's; in addition ``tree`` (start from a kept tree,
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
-    the noisy ``root.prior_logits``), ``capacity``, ``memory_limit`` and ``devices`` (see
-    `search`).
+    the noisy ``root.prior_logits``), ``capacity``, ``memory_limit``, ``devices`` and
+    ``local_exploration`` (see `search`).
     """
     batch, num_actions = _batch_size(root)
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
@@ -746,7 +791,8 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
         root_action_selection_fn=root_fn,
         interior_action_selection_fn=interior_fn, num_simulations=num_simulations,
         max_depth=max_depth, invalid_actions=invalid_actions, loop_fn=loop_fn, tree=tree,
-        capacity=capacity, memory_limit=memory_limit, devices=devices)
+        capacity=capacity, memory_limit=memory_limit, devices=devices,
+        local_exploration=local_exploration)
     weights = search_tree.summary().visit_probs
     logits = _log_probs(weights)
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)

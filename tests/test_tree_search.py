@@ -339,6 +339,57 @@ def test_raw_puct_q_never_searches_an_illegal_move():
     np.testing.assert_array_equal(q[:, 3:], jax.vmap(search_lib.qtransform_raw)(tree, node)[:, 3:])
 
 
+def _backed_up_means(tree):
+    """For each used node: its value times its visits, and what its visits brought: its
+    own evaluations (raw value, each visit that went to no child) and each child's mean
+    over the visits through it (reward + discount * value)."""
+    visits = np.asarray(tree.node_visits, np.float64)
+    through = np.asarray(tree.children_visits, np.float64).sum(-1)
+    q = np.asarray(tree.children_rewards, np.float64) + np.asarray(
+        tree.children_discounts, np.float64) * np.asarray(tree.children_values, np.float64)
+    got = np.asarray(tree.node_values, np.float64) * visits
+    want = (np.asarray(tree.raw_values, np.float64) * (visits - through)
+            + (np.asarray(tree.children_visits) * q).sum(-1))
+    used = visits > 0
+    return got[used], want[used], (visits - through)[used], through[used]
+
+
+def test_local_exploration_stops_halfway_and_keeps_each_nodes_mean(env7):
+    """Seed 003's local exploration: a local simulation stops at half the mean depth so far
+    and evaluates the node there, expanded or not, as one more visit of it. With every
+    simulation local the tree stays one level deep; with half of them it is shallower than
+    without, and nodes with children were also evaluated on their own, each node's value
+    staying the mean of all its visits (mctx's re-expansion at max_depth would reset it)."""
+    states = _openings(env7, 4, 4)
+    trees = {}
+    for p in (0.0, 0.5, 1.0):
+        config = search_lib.SearchConfig(num_simulations=96, backend="linear",
+                                         local_exploration=p, dirichlet_fraction=0.0)
+        trees[p] = jax.jit(lambda s, k, c=config: search_lib.run_search(
+            env7, _varied, None, s, k, c).search_tree)(states, jax.random.PRNGKey(1))
+    depth = {p: bench_search._depths(np.asarray(tree.parents)) for p, tree in trees.items()}
+    assert depth[1.0].max() == 1 and depth[0.0].max() > 2
+    mean = {p: d[d > 0].mean() for p, d in depth.items()}
+    assert mean[1.0] < mean[0.5] < mean[0.0]
+    for p, tree in trees.items():
+        got, want, own, through = _backed_up_means(tree)
+        np.testing.assert_allclose(got, want, atol=1e-4, err_msg=f"local_exploration={p}")
+        assert np.asarray(tree.node_visits)[:, 0].min() == 97  # every simulation counted
+        if p == 0.5:  # some nodes with children were also evaluated on their own
+            assert ((own > 1) & (through > 0)).sum() > 5
+        if p == 0.0:  # without it a node is evaluated once (no max_depth to re-expand)
+            assert (own[through > 0] == 1).all()
+    # off by default, refused where mctx's search or Gumbel's would run
+    assert search_lib.SearchConfig().local_exploration == 0.0
+    for bad, message in (
+            (dict(local_exploration=0.5), "needs backend='linear' and algorithm='puct'"),
+            (dict(local_exploration=0.5, backend="linear", algorithm="gumbel"), "needs "),
+            (dict(local_exploration=1.5, backend="linear"), r"must be in \[0.0, 1.0\]"),
+            (dict(local_exploration="half", backend="linear"), "must be a number")):
+        with pytest.raises(ValueError, match=message):
+            search_lib.SearchConfig(**bad)
+
+
 def test_search_config_backend():
     config = search_lib.SearchConfig(backend="linear")
     assert search_lib.SearchConfig.from_dict(config.to_dict()) == config
