@@ -586,12 +586,13 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     local_p = _check_probability("local_exploration", local_exploration)
 
     def body(sim, carry):
-        key, tree, depths, paths = carry
+        key, tree, *paths = carry  # paths: with local exploration, [sum of lengths, count]
         key, simulate_key, expand_key = jax.random.split(key, 3)
         simulate_keys = simulate_key if keyless else jax.random.split(simulate_key, batch)
         limit, local = max_depth, None
         if local_p:  # static: without it the search is mctx's
-            mean = jnp.where(paths > 0, depths / jnp.maximum(paths, 1.0), 1.0)  # [B]
+            depths, count = paths
+            mean = jnp.where(count > 0, depths / jnp.maximum(count, 1.0), 1.0)  # [B]
             near = jnp.maximum(1.0, jnp.floor(mean / 2))
             coin = jax.random.uniform(jax.random.fold_in(simulate_key, _LOCAL),
                                       (batch,)) < local_p
@@ -608,13 +609,14 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         tree, value = _expand(params, expand_key, tree, recurrent_fn, parent, action, node,
                               write, local)
         tree = _backward(tree, node, write, value)
+        if local is None:
+            return key, tree
         return (key, tree, depths + jnp.where(write, depth, 0.0).astype(depths.dtype),
-                paths + write.astype(paths.dtype))
+                count + write.astype(count.dtype))
 
-    # the lengths of this search's paths so far, and their number (local exploration)
-    depths = paths = jnp.zeros((batch,), jnp.float32)
-    _, tree, _, _ = loop_fn(0, num_simulations, body, (rng_key, tree, depths, paths))
-    return tree
+    # with local exploration, the lengths of this search's paths so far and their number
+    paths = (jnp.zeros((batch,), jnp.float32),) * 2 if local_p else ()
+    return loop_fn(0, num_simulations, body, (rng_key, tree, *paths))[1]
 
 
 def _check_probability(name: str, value) -> float:
