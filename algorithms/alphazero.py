@@ -163,8 +163,10 @@ class SelfPlaySettings:
     the most visited move is played); Gumbel search samples through its own noise and
     ignores it, for the first ``gumbel_moves`` moves of a game when that is set (None:
     every move), after which it plays the argmax of its improved policy. ``playout_cap``
-    (KataGo's playout cap randomization, seed 003): the probability that a move gets the full search and becomes a training target; other
-    moves use ``fast_simulations`` and are not trained on. The draw is per move for the
+    (KataGo's playout cap randomization; seed 003's, whose simulations explore locally, is
+    ``search.local_exploration``): the probability that a move gets the full search and
+    becomes a training target; other moves use ``fast_simulations`` and are not trained
+    on. The draw is per move for the
     whole batch (the number of simulations of a compiled search is fixed).
 
     ``opponent`` (the name of a compiled agent for `gomoku_jax.agents.make`: ``random``,

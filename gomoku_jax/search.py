@@ -214,7 +214,7 @@ class SearchConfig:
         ``num_simulations`` new simulations on top of what it kept. Static.
       local_exploration: seed 003's "playout cap randomization" (its III-B-1): the
         probability, in [0, 1], that a simulation explores locally, descending only half
-        the mean depth of the search's simulations so far and evaluating the node it
+        the mean depth of the search's nodes (rounded up) and evaluating the node it
         stops at, expanded or not (see `tree_search.search`). 0: off. Needs
         ``backend="linear"`` and ``algorithm="puct"``. Static.
     """

@@ -460,8 +460,8 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write,
     """Evaluate ``action`` from ``parent`` and store the result at ``node`` (all ``[B]``);
     games with ``write`` False change nothing. Returns the tree and the value [B] to back
     up. ``local [B]``: games whose simulation stopped early at an expanded ``node``
-    (local exploration): the node keeps its value and prior, and its new value joins its
-    mean as one more visit's (elsewhere mctx's rule: the node takes the new value)."""
+    (local exploration): the node keeps its prior and raw value, and the new value joins
+    its mean as one more visit's (elsewhere mctx's rule: the node takes the new value)."""
     batch, capacity = tree.node_visits.shape
     embedding = jax.tree.map(lambda x: _gather(x, parent), tree.embeddings)
     step, embedding = recurrent_fn(params, key, action, embedding)
@@ -476,13 +476,15 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write,
     count = _gather(tree.node_visits, node)
     visits = count + 1  # > 1 when max_depth (or local exploration) re-expands a node
     put = _scatter
-    node_value = step.value
-    if local is not None:
+    node_value, prior, raw = step.value, step.prior_logits, step.value
+    if local is not None:  # the node keeps its prior: a tactical prior's coins stay drawn
         mean = (_gather(tree.node_values, node) * count + step.value) / visits
         node_value = jnp.where(local, mean, step.value)
+        prior = jnp.where(local[:, None], _gather(tree.children_prior_logits, node), prior)
+        raw = jnp.where(local, _gather(tree.raw_values, node), raw)
     return tree.replace(
-        children_prior_logits=put(tree.children_prior_logits, step.prior_logits, at),
-        raw_values=put(tree.raw_values, step.value, at),
+        children_prior_logits=put(tree.children_prior_logits, prior, at),
+        raw_values=put(tree.raw_values, raw, at),
         node_values=put(tree.node_values, node_value, at),
         node_visits=put(tree.node_visits, visits, at),
         embeddings=jax.tree.map(lambda t, s: put(t, s, at), tree.embeddings, embedding),
@@ -551,12 +553,14 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     ``device``; default: one device holds it all).
 
     ``local_exploration`` p (seed 003's "playout cap randomization"): each game's
-    simulation is, with probability p, a local one, which descends only half the mean
-    depth of this search's simulations so far (at least 1 level; 1 before the first) and
-    evaluates the node it stops at, expanded or not: its network value is backed up
-    from there as a leaf's, and the node keeps its statistics, the value joining its
-    mean. The coins come from a key folded from the simulation's, so with p = 0 (the
-    default) the search is mctx's, key for key.
+    simulation is, with probability p, a local one, which descends only half the tree's
+    average height, read as the mean depth of the nodes this search created (rounded
+    up; 1 before the first), and evaluates the node it stops at, expanded or not: its
+    network value is backed up from there as a leaf's, and the node keeps its prior and
+    statistics, the value joining its mean as one more visit. A local re-evaluation takes
+    no node slot (with local exploration the nodes are numbered in creation order, not
+    by simulation). The coins come from a key folded from the simulation's, so with
+    p = 0 (the default) the search is mctx's, key for key.
     """
     num_simulations = check_int("", "num_simulations", num_simulations, 1)
     max_depth = check_int("", "max_depth", max_depth, 1, allow_none=True)
@@ -586,22 +590,25 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     local_p = _check_probability("local_exploration", local_exploration)
 
     def body(sim, carry):
-        key, tree, *paths = carry  # paths: with local exploration, [sum of lengths, count]
+        # with local exploration: the sum of the depths of the nodes this search created,
+        # and their number
+        key, tree, *created = carry
         key, simulate_key, expand_key = jax.random.split(key, 3)
         simulate_keys = simulate_key if keyless else jax.random.split(simulate_key, batch)
         limit, local = max_depth, None
+        fresh = start + sim  # the node simulation `sim` creates (mctx's numbering)
         if local_p:  # static: without it the search is mctx's
-            depths, count = paths
-            mean = jnp.where(count > 0, depths / jnp.maximum(count, 1.0), 1.0)  # [B]
-            near = jnp.maximum(1.0, jnp.floor(mean / 2))
+            depths, count = created
+            mean = jnp.where(count > 0, depths / jnp.maximum(count, 1), 1.0)  # [B]
+            near = jnp.maximum(1.0, jnp.ceil(mean / 2))
             coin = jax.random.uniform(jax.random.fold_in(simulate_key, _LOCAL),
                                       (batch,)) < local_p
             local = coin & (near < max_depth)
             limit = jnp.where(local, near, float(max_depth))
+            fresh = start + count  # a local re-evaluation takes no slot
         parent, action, depth = _simulate(simulate_keys, tree, root_action_selection_fn,
                                           interior_action_selection_fn, limit)
         child = _gather(tree.children_index, parent, action)
-        fresh = start + sim  # the node simulation `sim` creates
         node = jnp.where(child == _UNVISITED, fresh, child)
         write = (child != _UNVISITED) | (fresh < capacity)
         if local is not None:
@@ -611,12 +618,13 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         tree = _backward(tree, node, write, value)
         if local is None:
             return key, tree
-        return (key, tree, depths + jnp.where(write, depth, 0.0).astype(depths.dtype),
-                count + write.astype(count.dtype))
+        new = write & (child == _UNVISITED)
+        return (key, tree, depths + jnp.where(new, depth, 0.0).astype(depths.dtype),
+                count + new.astype(count.dtype))
 
-    # with local exploration, the lengths of this search's paths so far and their number
-    paths = (jnp.zeros((batch,), jnp.float32),) * 2 if local_p else ()
-    return loop_fn(0, num_simulations, body, (rng_key, tree, *paths))[1]
+    created = ((jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), jnp.int32))
+               if local_p else ())
+    return loop_fn(0, num_simulations, body, (rng_key, tree, *created))[1]
 
 
 def _check_probability(name: str, value) -> float:

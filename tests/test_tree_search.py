@@ -355,11 +355,12 @@ def _backed_up_means(tree):
 
 
 def test_local_exploration_stops_halfway_and_keeps_each_nodes_mean(env7):
-    """Seed 003's local exploration: a local simulation stops at half the mean depth so far
-    and evaluates the node there, expanded or not, as one more visit of it. With every
-    simulation local the tree stays one level deep; with half of them it is shallower than
-    without, and nodes with children were also evaluated on their own, each node's value
-    staying the mean of all its visits (mctx's re-expansion at max_depth would reset it)."""
+    """Seed 003's local exploration: a local simulation stops at half the mean depth of the
+    nodes so far (rounded up) and evaluates the node there, expanded or not, as one more
+    visit of it. With every simulation local the tree stays one level deep; with half of
+    them it is shallower than without, nodes with children were also evaluated on their
+    own, at depths up to half the deepest node's, and each node's value stays the mean of
+    all its visits (mctx's re-expansion at max_depth would reset it)."""
     states = _openings(env7, 4, 4)
     trees = {}
     for p in (0.0, 0.5, 1.0):
@@ -377,6 +378,9 @@ def test_local_exploration_stops_halfway_and_keeps_each_nodes_mean(env7):
         assert np.asarray(tree.node_visits)[:, 0].min() == 97  # every simulation counted
         if p == 0.5:  # some nodes with children were also evaluated on their own
             assert ((own > 1) & (through > 0)).sum() > 5
+            used = depth[p][np.asarray(tree.node_visits) > 0]
+            again = used[own > 1]  # the depths of the nodes evaluated again
+            assert 2 <= again.max() <= np.ceil(used.max() / 2)
         if p == 0.0:  # without it a node is evaluated once (no max_depth to re-expand)
             assert (own[through > 0] == 1).all()
     # off by default, refused where mctx's search or Gumbel's would run
@@ -388,6 +392,53 @@ def test_local_exploration_stops_halfway_and_keeps_each_nodes_mean(env7):
             (dict(local_exploration="half", backend="linear"), "must be a number")):
         with pytest.raises(ValueError, match=message):
             search_lib.SearchConfig(**bad)
+
+
+def test_a_local_evaluation_keeps_the_nodes_prior_and_takes_no_slot():
+    """A local re-evaluation of an expanded node keeps its prior and raw value (a tactical
+    prior's coins, drawn again, would change the prior mid-search), its value becoming
+    the mean with the new one; other games take mctx's rule. And with tree reuse, where a
+    slot wasted on a re-evaluation would cost a later new node, every simulation of the
+    next search counts unless the tree's slots are all used."""
+    tree, _, _ = random_trees(2, 8, 9)
+    tree = tree.replace(embeddings=jnp.zeros((8, 5, 2)))
+
+    def recurrent_fn(params, key, action, embedding):  # another prior every call
+        logits = jax.random.normal(key, (8, 9))
+        return mctx.RecurrentFnOutput(reward=jnp.zeros(8), discount=-jnp.ones(8),
+                                      prior_logits=logits, value=jnp.full(8, 0.5)), embedding
+
+    node = jnp.full((8,), 1, jnp.int32)
+    local = jnp.arange(8) < 4
+    new, value = ts._expand(None, jax.random.PRNGKey(0), tree, recurrent_fn,
+                            jnp.zeros((8,), jnp.int32), jnp.zeros((8,), jnp.int32), node,
+                            jnp.ones((8,), bool), local)
+    old_prior, new_prior = (np.asarray(t.children_prior_logits[:, 1]) for t in (tree, new))
+    np.testing.assert_array_equal(new_prior[:4], old_prior[:4])
+    assert (new_prior[4:] != old_prior[4:]).any()
+    np.testing.assert_array_equal(new.raw_values[:4, 1], tree.raw_values[:4, 1])
+    count = np.asarray(tree.node_visits[:, 1], np.float32)
+    np.testing.assert_allclose(new.node_values[:4, 1],
+                               (np.asarray(tree.node_values[:4, 1]) * count[:4] + 0.5)
+                               / (count[:4] + 1), rtol=1e-6)
+    np.testing.assert_array_equal(new.node_values[4:, 1], 0.5)
+    np.testing.assert_array_equal(value, 0.5)
+
+    env = Gomoku(7, 4)
+    states = _openings(env, 4, 4)
+    config = search_lib.SearchConfig(num_simulations=64, backend="linear", reuse_tree=True,
+                                     local_exploration=0.5, dirichlet_fraction=0.0)
+    first = jax.jit(lambda s, k: search_lib.run_search_reusing(
+        env, _varied, None, s, k, config))(states, jax.random.PRNGKey(0))
+    played = first.action
+    kept = search_lib.advance_tree(first.search_tree, played, config)
+    after = jax.vmap(env.step)(states, played)
+    second = jax.jit(lambda s, k, t: search_lib.run_search_reusing(
+        env, _varied, None, s, k, config, tree=t))(after, jax.random.PRNGKey(1), kept)
+    counted = np.asarray(second.search_tree.node_visits[:, 0] - kept.node_visits[:, 0])
+    free = 65 - np.asarray(ts.num_nodes(second.search_tree))
+    assert ((counted == 64) | (free == 0)).all(), (counted, free)
+    assert (counted < 64).any()  # the kept nodes took slots: some simulations did not count
 
 
 def test_search_config_backend():
