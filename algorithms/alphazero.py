@@ -540,6 +540,33 @@ class Learner(SearchPlayer, ShardedLearner):
                                      "policy-value")
 
     # ------------------------------------------------------------------- shardings
+    def older_states(self) -> list:
+        """``[(shape, upgrade)]``: the shape of the training state as an earlier version
+        of this learner saved it, and the function that turns such a state into today's
+        (`gomoku_jax.training` tries them when a checkpoint does not fit today's shape).
+        Until 2026-11-30 the pending trajectory held the last ``selfplay.steps`` moves;
+        now `AlphaZeroConfig.pending_steps`. The older trajectory becomes the last rows
+        of today's, the rows before it as ones with nothing left to store."""
+        cfg = self.config
+        old, extra = cfg.selfplay.steps, cfg.pending_steps - cfg.selfplay.steps
+        if extra == 0:
+            return []
+        today = jax.eval_shape(self.init)
+        shape = today.replace(pending=jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct((old,) + x.shape[1:], x.dtype), today.pending))
+
+        def upgrade(state: TrainState) -> TrainState:
+            def pad(x, fill):
+                x = jnp.asarray(x)
+                return jnp.concatenate([jnp.full((extra,) + x.shape[1:], fill, x.dtype), x])
+
+            pending = jax.tree.map(lambda x: pad(x, 0), state.pending)
+            return state.replace(pending=pending.replace(
+                last_action=pad(state.pending.last_action, -1),
+                inserted=pad(state.pending.inserted, True)))
+
+        return [(shape, upgrade)]
+
     def untrained_reason(self) -> str:
         cfg = self.config
         cells = cfg.game.size ** 2

@@ -459,6 +459,10 @@ def _restore(learner, workdir):
         try:
             restored = ckpt.restore(target, step)
         except gio.CheckpointError as err:
+            restored = _restore_older(learner, ckpt, prog, step)
+            if restored is not None:
+                return (_place(restored["state"], learner.state_sharding()),
+                        restored["progress"], ckpt.config_changes())
             results = [name for name in _RUN_RESULTS
                        if (pathlib.Path(workdir) / name).exists()]
             if not results or any(s < step for s in ckpt.steps()):
@@ -470,6 +474,19 @@ def _restore(learner, workdir):
         changed = ckpt.config_changes()
     return (_place(restored["state"], learner.state_sharding()), restored["progress"],
             changed)
+
+
+def _restore_older(learner, ckpt, prog, step):
+    """Checkpoint ``step`` restored in one of the learner's older state shapes and brought
+    to today's (``learner.older_states()``, see `algorithms.alphazero.Learner`), or None
+    when it fits none of them."""
+    for shape, upgrade in getattr(learner, "older_states", list)():
+        try:
+            restored = ckpt.restore({"state": shape, "progress": prog}, step)
+        except gio.CheckpointError:
+            continue
+        return {**restored, "state": upgrade(restored["state"])}
+    return None
 
 
 def _changes_line(workdir, changed, forgotten: bool, deferred: bool = False) -> str:

@@ -153,7 +153,7 @@ def test_one_iteration_on_the_smoke_config_fills_the_buffer(learner, two_iterati
     assert set(np.unique(values)) <= {-1.0, 0.0, 1.0}
 
 
-def test_no_position_is_lost_however_few_moves_an_iteration_plays():
+def test_no_position_is_lost_however_few_moves_an_iteration_plays(tmp_path):
     """With 3 moves an iteration on 5x5 (games of up to 25 moves), every position played
     either reached the buffer (its game ended) or is still pending (its game goes on):
     none left the window without its result. A window of two iterations lost a game's
@@ -182,6 +182,22 @@ def test_no_position_is_lost_however_few_moves_an_iteration_plays():
         going = ~pending.inserted[:, slot]
         first = len(going) - int(going.sum())
         assert going[first:].all() and not pending.done[first:, slot].any()
+
+    # a checkpoint of an earlier version, whose pending trajectory held the last
+    # selfplay.steps moves, resumes: that trajectory becomes the last rows of today's
+    old = state.replace(pending=jax.tree.map(lambda x: x[-3:], state.pending))
+    with training._checkpointer(learner, tmp_path) as ckpt:
+        ckpt.save(12, {"state": jax.device_get(old), "progress": training._progress_tree()})
+    restored, _, changed = training._restore(learner, tmp_path)
+    assert changed == [] and int(restored.iteration) == 12
+    got = jax.device_get(restored.pending)
+    for name in ("board", "player", "last_action", "policy", "reward", "done", "train",
+                 "inserted"):
+        np.testing.assert_array_equal(getattr(got, name)[-3:],
+                                      getattr(jax.device_get(old.pending), name)[-3:])
+    assert got.inserted[:-3].all() and not got.done[:-3].any()  # nothing left to store
+    state, metrics = learner.iteration(restored)
+    assert int(metrics["dropped"]) == 0
 
 
 def test_the_iteration_is_traced_once(learner, two_iterations):
