@@ -377,7 +377,8 @@ def check_number(owner: str, name: str, value, low: float, high: float,
                  low_open: bool = False) -> float:
     """``value`` as a float when it is a finite Python or NumPy number (not a bool) in
     ``[low, high]`` (``(low, high]`` with ``low_open``), else a ValueError naming
-    ``owner.name``. A config's ``__post_init__`` checks its fields with it."""
+    ``owner.name`` (``name`` alone when ``owner`` is empty). A config's
+    ``__post_init__`` checks its fields with it."""
     number = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
                                                                 np.floating))
     # an int is finite (math.isfinite cannot take one of more digits than a float holds)
@@ -385,7 +386,8 @@ def check_number(owner: str, name: str, value, low: float, high: float,
     ok = finite and (value > low if low_open else value >= low) and value <= high
     if not ok:
         bound = "(" if low_open else "["
-        raise ValueError(f"{owner}.{name} must be in {bound}{low}, {high}], "
+        label = f"{owner}.{name}" if owner else name
+        raise ValueError(f"{label} must be in {bound}{low}, {high}], "
                          f"got {_brief_repr(value)}")
     return float(value)
 

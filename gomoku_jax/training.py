@@ -460,17 +460,16 @@ def _restore(learner, workdir):
             restored = ckpt.restore(target, step)
         except gio.CheckpointError as err:
             restored = _restore_older(learner, ckpt, prog, step)
-            if restored is not None:
-                return (_place(restored["state"], learner.state_sharding()),
-                        restored["progress"], ckpt.config_changes())
-            results = [name for name in _RUN_RESULTS
-                       if (pathlib.Path(workdir) / name).exists()]
-            if not results or any(s < step for s in ckpt.steps()):
-                raise
-            # no older checkpoint: starting afresh also meets `_check_fresh_workdir`
-            raise gio.CheckpointError(
-                f"{err}; to start afresh, move the run's results ({', '.join(results)}) "
-                "away too, as a new run would overwrite them") from None
+            if restored is None:
+                results = [name for name in _RUN_RESULTS
+                           if (pathlib.Path(workdir) / name).exists()]
+                if not results or any(s < step for s in ckpt.steps()):
+                    raise
+                # no older checkpoint: starting afresh also meets `_check_fresh_workdir`
+                raise gio.CheckpointError(
+                    f"{err}; to start afresh, move the run's results "
+                    f"({', '.join(results)}) away too, as a new run would overwrite "
+                    "them") from None
         changed = ckpt.config_changes()
     return (_place(restored["state"], learner.state_sharding()), restored["progress"],
             changed)

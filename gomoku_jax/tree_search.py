@@ -70,7 +70,7 @@ import mctx
 import numpy as np
 
 from gomoku_jax import ops
-from gomoku_jax.config import check_int
+from gomoku_jax.config import check_int, check_number
 
 __all__ = [
     "NODE_BYTES",
@@ -587,7 +587,7 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     start = num_nodes(tree)  # [B] first free node
     keyless = _ignores_key(root_action_selection_fn) and _ignores_key(
         interior_action_selection_fn)
-    local_p = _check_probability("local_exploration", local_exploration)
+    local_p = check_number("", "local_exploration", local_exploration, 0.0, 1.0)
 
     def body(sim, carry):
         # with local exploration: the sum of the depths of the nodes this search created,
@@ -625,16 +625,6 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     created = ((jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), jnp.int32))
                if local_p else ())
     return loop_fn(0, num_simulations, body, (rng_key, tree, *created))[1]
-
-
-def _check_probability(name: str, value) -> float:
-    """``value`` as a float in [0, 1] (a static setting), else ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
-                                                         np.floating)):
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-    return float(value)
 
 
 # ------------------------------------------------------------------ policies
