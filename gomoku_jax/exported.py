@@ -25,6 +25,10 @@ from gomoku_jax.game import Gomoku
 
 __all__ = ["Loaded", "export_agent", "folder_hint", "load", "load_agent", "load_network"]
 
+# The agent kinds an exported file's header may name (``metadata.agent``; "search" when
+# absent) and the kind of network each plays.
+AGENT_KINDS = {"search": "policy-value", "q-greedy": "q"}
+
 
 class Loaded(NamedTuple):
     agent: JaxAgent
@@ -84,8 +88,11 @@ def load_network(path):
             f"{net['options']} on {env.size}x{env.size}, {env.observation_shape[-1]} input "
             f"planes): {shown}")
     kind, network_kind = meta.get("agent", "search"), networks.NETWORKS[net["name"]][1]
-    wants = {"q-greedy": "q", "search": "policy-value"}.get(kind)
-    if wants is not None and network_kind != wants:  # it would fail at every move
+    if not isinstance(kind, str) or kind not in AGENT_KINDS:
+        raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} in its header "
+                                  f"(known: {', '.join(AGENT_KINDS)})")
+    wants = AGENT_KINDS[kind]
+    if network_kind != wants:  # it would fail at every move
         raise gio.CheckpointError(
             f"{path}: its header says a {kind} agent, which plays a {wants} network, but "
             f"its network {net['name']!r} is a {network_kind} network")
@@ -106,9 +113,6 @@ def load(path, simulations: int | None = None, name: str | None = None) -> Loade
                              "simulations do not apply")
 
         return Loaded(greedy_q_agent(name, module, variables, env), env, meta)
-    if kind != "search":
-        raise gio.CheckpointError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
-
     config = stored_search(path, meta)
     if simulations is not None:
         config = dataclasses.replace(config, num_simulations=simulations)

@@ -299,7 +299,7 @@ class Engine:
     def handle(self, line: str) -> list[str]:
         """The reply lines to one input line (an empty list where none is due)."""
         start = time.perf_counter()
-        text = line.strip()
+        text = line.strip().lstrip("\ufeff").strip()  # a byte-order mark: not the command's
         try:
             if self._block is not None:
                 return self._board_line(text, start)
@@ -449,16 +449,17 @@ class Engine:
     def _start(self, size: int) -> list[str]:
         if not MIN_SIZE <= size <= MAX_SIZE:
             raise _ProtocolError(f"unsupported size {size}: board sizes {MIN_SIZE} to {MAX_SIZE}")
-        # The rule in force first, then the other: INFO rule may still come (managers
-        # send it after START), so a size the agent plays under either rule is accepted.
-        refusal = None
+        # Every rule the agent plays, the rule in force first: INFO rule may still come
+        # (managers send it after START), and a rule built then would be built in the
+        # time of the first move. A size the agent plays under either rule is accepted.
+        refusal, ready = None, False
         for rule in sorted(RULES, key=lambda r: r != self.rule):
             try:
                 self._prepare(size, rule)
-                break
+                ready = True
             except ValueError as err:
                 refusal = refusal or str(err)
-        else:
+        if not ready:
             raise _ProtocolError(f"cannot play {size}x{size} five in a row: {refusal}")
         self._game = _Game(size)
         return ["OK"]
@@ -809,7 +810,9 @@ class EngineAgent(PythonAgent):
     def _spawn(self) -> None:
         self._proc = subprocess.Popen(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            text=True, bufsize=1,
+            # a byte that is not UTF-8 (a message in an old Windows code page) is replaced,
+            # not an error that would end the reading of the engine's output
+            encoding="utf-8", errors="replace", bufsize=1,
         )
         self._lines = queue.Queue()
         self._reader = threading.Thread(target=_pump, args=(self._proc.stdout, self._lines),
@@ -847,8 +850,15 @@ class EngineAgent(PythonAgent):
                 self._kill()
                 raise EngineError(f"{self.name}: no answer to {waiting_for} in time; "
                                   "engine stopped") from None
-            if line is None:
-                code = self._proc.wait()
+            if line is None:  # its output is closed: it exits, or should
+                try:
+                    # (at least a second: one that exits as it closes is not cut short)
+                    code = self._proc.wait(timeout=max(until - time.perf_counter(), 1.0))
+                except subprocess.TimeoutExpired:
+                    self._kill()
+                    raise EngineError(f"{self.name}: the engine closed its output but did "
+                                      f"not exit while we waited for {waiting_for}; engine "
+                                      "stopped") from None
                 raise EngineError(f"{self.name}: the engine exited (code {code}) "
                                   f"while we waited for {waiting_for}")
             text = line.strip()

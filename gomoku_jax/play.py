@@ -259,9 +259,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
                 "cells": _grid(np.where(legal, q, np.nan), n), "cells_label": "Q"}
 
         return _Player(path, path, None, None, file_env, None, analyse_q)
-    if kind != "search":
-        raise PlayError(f"{path}: unknown agent kind {kind!r} (known: search, q-greedy)")
-    try:
+    try:  # a "search" agent (load_network refuses any other kind)
         config = exported.stored_search(path, meta)
     except ValueError as err:
         raise PlayError(str(err)) from None

@@ -76,6 +76,8 @@ def test_scripted_session_replies():
     about = one(engine, "ABOUT")
     assert re.fullmatch(r'name="gomoku-jax", version="[^"]+", author="[^"]+", country="[^"]+"'
                         r', agent="random"', about)
+    # a byte-order mark (some managers' first bytes) is not part of the command
+    assert one(engine, "\ufeffABOUT\r\n") == about
     assert one(engine, "START 15") == "OK"
     x, y = xy(one(engine, "BEGIN"))
     board = engine.board
@@ -378,7 +380,8 @@ def test_an_answer_past_the_deadline_is_reported_once(late, monkeypatch):
 
     engine = gomocup.Engine(factory, warmup=True, log=log)
     say(engine, "START 9", "INFO timeout_turn 100")
-    assert len(built) == 1 and len(built[0].states) == 2  # the warm-up's moves, as late
+    # one agent for each rule, each warmed up by two moves, as late
+    assert [(b.env.rule, len(b.states)) for b in built] == [("freestyle", 2), ("standard", 2)]
     assert "past its deadline" not in log.getvalue()  # the warm-up's moves are not timed
     one(engine, "BEGIN")
     one(engine, "TURN 0,8")
@@ -698,6 +701,22 @@ def test_engine_agent_reads_moves_and_skips_messages():
     assert agent.returncode == 0
 
 
+def test_engine_agent_reads_a_message_that_is_not_utf8():
+    """Old Windows engines write their messages in a code page (here cp1250): the bytes
+    that are not UTF-8 are replaced, and the move after them is read."""
+    env = Gomoku(7, 5)
+    cmd = fake_engine("""
+        if w in ('START', 'RESTART'): out('OK')
+        elif w in ('BEGIN', 'TURN', 'DONE'):
+            sys.stdout.buffer.write(b'MESSAGE P\\xf8em\\xfd\\xb9l\\xedm\\r\\n')
+            sys.stdout.flush(); out('2,5')
+        elif w == 'END': sys.exit(0)
+    """)
+    with gomocup.EngineAgent(cmd, env, name="fake", **SLOW) as agent:
+        assert agent.act(env.init(), None) == 5 * 7 + 2
+    assert agent.returncode == 0
+
+
 SLOW = {"turn_ms": 5000, "grace_s": 60.0}  # whatever the load, no case of these times out
 QUICK = {"turn_ms": 100, "grace_s": 0.3}  # the case that never answers: 0.4 s
 
@@ -721,6 +740,11 @@ QUICK = {"turn_ms": 100, "grace_s": 0.3}  # the case that never answers: 0.4 s
     ("""
         if w == 'START': out('ERROR no thanks')
      """, SLOW, "ERROR no thanks"),
+    ("""
+        if w == 'START': out('OK')
+        elif w == 'BEGIN':
+            import os, time; os.close(1); time.sleep(600)
+     """, QUICK, "closed its output but did not exit while we waited for BEGIN; engine stopped"),
     ("""
         if w == 'START': out('OK')
         elif w == 'BEGIN': out('hello')
@@ -961,6 +985,25 @@ class OneRule:
             raise ValueError(f"plays the {self.rule} rule only, not {env.rule}")
         self.built.append(env.rule)
         return Recorder(env)
+
+
+def test_start_builds_the_agent_of_every_rule_so_info_rule_after_it_builds_nothing():
+    """Managers send INFO rule after START: an agent built (compiled) then would be built
+    in the time of the first move, which would answer late. START builds one for each
+    rule the agent plays."""
+    built = []
+
+    def factory(env):
+        built.append(env.rule)
+        return Recorder(env)
+
+    engine = gomocup.Engine(factory, warmup=False)
+    assert one(engine, "START 7") == "OK"
+    assert built == ["freestyle", "standard"]  # the rule in force first
+    assert say(engine, "INFO rule 1") == [] and engine.rule == "standard"
+    assert one(engine, "BEGIN") == "0,0"
+    assert say(engine, "INFO rule 0", "RESTART") == ["OK"] and one(engine, "BEGIN") == "0,0"
+    assert built == ["freestyle", "standard"]  # nothing built after START
 
 
 def test_start_accepts_a_standard_rule_agent_before_info_rule():

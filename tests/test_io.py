@@ -726,6 +726,24 @@ def test_exported_file_of_another_version_is_refused_saying_the_version(tmp_path
         exported.load_agent(path)  # the path users take refuses it the same way
 
 
+@pytest.mark.parametrize("kind", [[], {"a": 1}, None, "", "Search", "q"])
+def test_an_exported_file_naming_an_unknown_agent_kind_is_refused_saying_so(tmp_path, kind):
+    """A header's ``agent`` other than "search" or "q-greedy" (a list, an object, another
+    word) is refused by name, not met with a TypeError deep inside."""
+    from gomoku_jax import exported
+    from gomoku_jax.play import PlayApp
+
+    path = tmp_path / "agent.gjx"
+    _tiny_agent_file(path)
+    meta, _ = read_exported(path)
+    _with_header(path, metadata={**meta, "agent": kind})
+    message = rf"{path}: unknown agent kind {re.escape(repr(kind))} in its header"
+    with pytest.raises(CheckpointError, match=message):
+        exported.load_agent(path)
+    with pytest.raises(ValueError, match=message):  # the browser's path to the file
+        PlayApp(str(path))
+
+
 def _tiny_agent_file(path):
     """A real exported search agent: 5x5 four-in-a-row, a tiny SimpleNet, 4 simulations."""
     from gomoku_jax import networks
