@@ -153,8 +153,9 @@ class MatchResult:
         }
 
 
-def check_opening_stones(env: Gomoku, stones, name: str = "opening_stones") -> None:
-    """ValueError (naming the setting ``name``) unless ``stones`` is an integer from 0 to
+def check_opening_stones(env: Gomoku, stones, name: str = "opening_stones") -> int:
+    """``stones`` as an int (NumPy integers too, so that the records it goes into write as
+    JSON); ValueError (naming the setting ``name``) unless it is an integer from 0 to
     ``2(k-1)``: more could make an opening that is already won."""
     if isinstance(stones, bool) or not isinstance(stones, (int, np.integer)) or stones < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {stones!r}")
@@ -163,6 +164,7 @@ def check_opening_stones(env: Gomoku, stones, name: str = "opening_stones") -> N
             f"{name} must be at most 2*(k-1) = {2 * (env.k - 1)} so that no opening "
             f"is already won, got {stones}"
         )
+    return int(stones)
 
 
 def check_game(env) -> None:
@@ -360,6 +362,7 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
     check_agent("agent_a", agent_a)
     check_agent("agent_b", agent_b)
     check_count("games", games)
+    opening_stones = check_opening_stones(env, opening_stones)
     for agent in (agent_a, agent_b):
         check_env(agent, env)
     if agent_a.name == agent_b.name:
@@ -456,7 +459,10 @@ class Tournament:
         None, or the default ``"random"`` when no agent has that name, centres them. When
         the anchor won or lost every game the prior, not the games, sets every rating
         measured from it: ``ratings_measured`` (and its table) then gives the same fit
-        measured from the weakest agent that did neither, when two or more did neither.
+        measured from the weakest agent of the largest of the groups the games measure
+        (`ratings.Ratings.groups`: those who did neither, when they scored against each
+        other), when it has two agents or more; so it does for centred ratings when the
+        games split the agents into groups.
         ``games``: every game (`GameRecord.to_dict`: the players, the moves, the winner),
         from which everything else here can be checked."""
         names, records = self.names, self.records
@@ -466,10 +472,12 @@ class Tournament:
         results = [(index[r.black], index[r.white], r.result_for(r.black)) for r in records]
         elo = _ratings.elo_from_games(names, results, anchor=anchor)
         extra = {}
-        measured = [n for n in names if n not in elo.unmeasured()]
-        if elo.anchor in elo.unmeasured() and len(measured) > 1:
+        groups = elo.groups()
+        largest = max(groups, key=len)  # the first (best) of the largest, on a tie
+        alone = elo.anchor is None or any(g == (elo.anchor,) for g in groups)
+        if len(groups) > 1 and alone and len(largest) > 1:
             other = _ratings.elo_from_games(names, results,
-                                            anchor=min(measured, key=elo.__getitem__))
+                                            anchor=min(largest, key=elo.__getitem__))
             extra = {"ratings_measured": other.to_dict(),
                      "ratings_measured_table": other.table()}
         k = len(names)
@@ -560,8 +568,10 @@ class Tournament:
             lines += ["", note]
         if "ratings_measured" in report:
             lines += ["", f"The same ratings measured from {report['ratings_measured']['anchor']}, "
-                      "the weakest agent that neither won nor lost every game, so that the "
-                      "intervals show what the games say:", "", report["ratings_measured_table"]]
+                      "the weakest agent of the largest group whose differences the games "
+                      "measure (of those that neither won nor lost every game, when they "
+                      "scored against each other), so that the intervals show what the games "
+                      "say:", "", report["ratings_measured_table"]]
         return "\n".join(lines)
 
 
@@ -602,7 +612,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     check_entrants(names)
     for agent in agents:  # before any game, not at its first pairing
         check_env(agent, env)
-    check_opening_stones(env, opening_stones)
+    opening_stones = check_opening_stones(env, opening_stones)
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     iterator = pairs
     if progress:
@@ -724,7 +734,7 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     start, step, games, pass_wins, max_simulations = check_ladder(
         start, step, games, pass_wins, max_simulations)
     seed = check_match_seed(seed)
-    check_opening_stones(env, opening_stones)
+    opening_stones = check_opening_stones(env, opening_stones)
     check_ladder_opponent(opponent)
     if make_opponent is None:
         from gomoku_jax import agents as agents_lib

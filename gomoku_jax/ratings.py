@@ -38,8 +38,9 @@ the result.  Its information per pair, ``(400 / ln 10 / prior_sigma)**2``
 20 games and the default prior, 15-5 moves from the MLE's 190.8 Elo to 189.3
 (1.5 Elo), 18-2 from 381.7 by 6.2 and 19-1 from 511.5 by 15.2; with 40 games,
 30-10 by 0.8 and 38-2 by 7.8.  For a perfect or zero record the prior alone
-sets the rating (:meth:`Ratings.unmeasured` names such players), and when such
-a player is the anchor it sets every rating measured from it, with its
+sets the rating (:meth:`Ratings.unmeasured` names such players, and more
+generally :meth:`Ratings.groups` splits the players where the games do not measure
+the gaps, which the prior then sets), and when such a player is the anchor it sets every rating measured from it, with its
 interval: in the recorded 9x9 round robin, where random lost every game, the
 final agent's rating from random is 1033, 1380 or 1679 at a prior sd of 500,
 1000 or 2000 Elo, while its difference from GomokuBot is 85, 96 or 100.
@@ -139,6 +140,9 @@ class Ratings:
     confidence: float = 0.95
     prior_sigma: float | None = DEFAULT_PRIOR_SIGMA
     points: np.ndarray | None = None  # each player's score (wins + draws / 2)
+    # The players split by the games into groups whose gaps the games do not measure
+    # (`groups`); None: not known (the whole field is taken as one group).
+    group_of: tuple[int, ...] | None = None
 
     def __getitem__(self, name: str) -> float:
         """Rating of the player called ``name``."""
@@ -165,27 +169,53 @@ class Ratings:
                 out[name] = "all losses"
         return out
 
+    def groups(self) -> list[tuple[str, ...]]:
+        """The players in groups, best first (by mean rating), such that the games
+        measure the rating differences within a group but not between two groups: between
+        any two groups one side scored every point of the games played, or none were
+        played (the strongly connected parts of the graph "scored against"). Their
+        maximum-likelihood gaps are infinite, so the prior sets them. One group when the
+        games measure every difference; a player who won or lost every game is a group
+        of its own."""
+        of = self.group_of if self.group_of is not None else (0,) * len(self.names)
+        members: dict[int, list[int]] = {}
+        for k, g in enumerate(of):
+            members.setdefault(g, []).append(k)
+        ranked = sorted(members.values(), key=lambda ks: -float(np.mean(self.ratings[ks])))
+        return [tuple(self.names[k] for k in ks) for ks in ranked]
+
     def note(self) -> str:
         """Sentences on the ratings that the prior sets rather than the games (see
-        `unmeasured`); empty when there are none."""
-        flagged = self.unmeasured()
-        if not flagged:
-            return ""
-        text = " ".join(
+        `unmeasured` and `groups`); empty when there are none."""
+        flagged, groups = self.unmeasured(), self.groups()
+        parts = [
             f"{name} {'won' if record == 'all wins' else 'lost'} every game, so its "
             f"maximum-likelihood rating is {'plus' if record == 'all wins' else 'minus'} "
             f"infinity: the prior (sd {self.prior_sigma:g} Elo), not the games, bounds its "
             "rating and interval here."
             for name, record in flagged.items()
-        )
-        if self.anchor in flagged:
+        ]
+        # groups that are more than one player of a perfect or zero record
+        if sum(not (len(g) == 1 and g[0] in flagged) for g in groups) > 1:
+            shown = "; ".join("{" + ", ".join(g) + "}" for g in groups)
+            parts.append(
+                f"The games split the players into groups, best first: {shown}. Between two "
+                "groups one side scored every point of the games played (or none were "
+                "played), so the maximum-likelihood gaps between groups are infinite: the "
+                f"prior (sd {self.prior_sigma:g} Elo) sets them, and every rating measured "
+                "across them; the games measure the differences within a group.")
+        if self.anchor is None and len(groups) > 1:
+            parts.append("As the ratings are centred on the mean of all players' ratings, "
+                         "every rating here, and its interval, moves with the prior too; the "
+                         "differences the games measure depend little on it.")
+        elif self.anchor in flagged:
             others = [name for name in flagged if name != self.anchor]
-            text += (f" As {self.anchor} is the anchor, every rating here, and its interval, "
-                     "is bounded by the prior too; the differences between the other players "
-                     "depend little on it" + (
-                         f", but for those of {', '.join(others)}, which the prior sets as "
-                         "well." if others else "."))
-        return text
+            parts.append(
+                f"As {self.anchor} is the anchor, every rating here, and its interval, is "
+                "bounded by the prior too; the differences between the other players depend "
+                "little on it" + (f", but for those of {', '.join(others)}, which the prior "
+                                  "sets as well." if others else "."))
+        return " ".join(parts)
 
     def order(self) -> np.ndarray:
         """Player indices sorted by rating, best first (ties keep input order)."""
@@ -198,6 +228,7 @@ class Ratings:
             "confidence": self.confidence,
             "prior_sigma": self.prior_sigma,
             "unmeasured": self.unmeasured(),
+            "groups": [list(g) for g in self.groups()],
             "note": self.note(),
             "players": [
                 {
@@ -465,20 +496,20 @@ def _resolve_anchor(names: tuple[str, ...], anchor: str | None) -> int | None:
     raise ValueError(f"anchor {anchor!r} is not among the players {list(names)}")
 
 
+def _components(beats: np.ndarray) -> tuple[int, ...]:
+    """Each player's strongly connected part of the 'scored against' graph ``beats``
+    (``beats[i, j]``: ``i`` scored against ``j``), numbered by its first player."""
+    n = beats.shape[0]
+    reach = np.eye(n, dtype=bool) | beats
+    for _ in range(max(1, math.ceil(math.log2(max(n, 2))))):  # transitive closure
+        reach = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
+    both = reach & reach.T
+    return tuple(int(np.argmax(both[k])) for k in range(n))
+
+
 def _strongly_connected(beats: np.ndarray) -> bool:
     """Whether every player can reach every other along 'scored against' edges."""
-    n = beats.shape[0]
-    for adj in (beats, beats.T):
-        seen = np.zeros(n, dtype=bool)
-        seen[0] = True
-        frontier = seen.copy()
-        while frontier.any():
-            nxt = adj[frontier].any(axis=0) & ~seen
-            seen |= nxt
-            frontier = nxt
-        if not seen.all():
-            return False
-    return True
+    return len(set(_components(beats))) == 1
 
 
 # ---------------------------------------------------------------------------
@@ -560,6 +591,7 @@ def _fit(
         confidence=float(confidence),
         prior_sigma=None if unprior else float(prior_sigma),
         points=points.sum(axis=1),
+        group_of=_components(points > 0),
     )
 
 

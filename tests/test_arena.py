@@ -114,6 +114,18 @@ def test_openings_are_near_the_centre_and_never_decided():
         arena.opening_moves(env, jax.random.key(0), -1)
 
 
+def test_a_numpy_integer_of_opening_stones_gives_reports_that_write_as_json():
+    import json
+
+    env = Gomoku(7, 4)
+    players = [agents.make("random", env), agents.make("heuristic", env)]
+    match = arena.play_match(env, *players, games=2, opening_stones=np.int64(2))
+    assert type(match.records[0].opening) is int
+    assert json.loads(json.dumps(match.to_dict()))["games"][0]["opening"] == 2
+    report = arena.round_robin(env, players, 2, opening_stones=np.int64(2)).report()
+    assert json.loads(json.dumps(report))["games"][1]["opening"] == 2
+
+
 class _Cheat(agents.PythonAgent):
     def __init__(self, action, name="cheat"):
         self.name, self.action = name, action
@@ -503,6 +515,23 @@ def test_report_flags_an_anchor_that_lost_every_game():
     assert "random lost every game, so its maximum-likelihood rating is minus infinity" in md
     assert "The same ratings measured from y, the weakest agent" in md
     assert rep["ratings_measured_table"] in md
+    # Centred ratings (no agent named random) with an agent that lost every game: the
+    # mean moves with the prior, so the second table measures from within the group.
+    centred = _tournament({("w", "x"): ["x"] * 6, ("w", "y"): ["y"] * 6,
+                           ("x", "y"): ["x"] * 3 + ["y"] * 2 + [None]}).report()
+    assert centred["ratings"]["anchor"] is None
+    assert centred["ratings"]["groups"] == [["x", "y"], ["w"]]
+    assert "centred on the mean" in centred["ratings"]["note"]
+    assert centred["ratings_measured"]["anchor"] == "y"
+    # Two agents beat two others in every game, nobody with a perfect record: the note
+    # names the groups; measured from random, whose group has two agents, no second table.
+    split = _tournament({("random", "h"): ["h"] * 7 + ["random"] * 3,
+                         ("x", "y"): ["x", "y"] * 3, ("x", "random"): ["x"] * 4,
+                         ("x", "h"): ["x"] * 4, ("y", "random"): ["y"] * 4,
+                         ("y", "h"): ["y"] * 4}).report()
+    assert split["ratings"]["unmeasured"] == {}
+    assert "groups, best first: {x, y}; {random, h}" in split["ratings"]["note"]
+    assert "ratings_measured" not in split
     # No flagged anchor: no second table, no note; an old report still renders.
     fair = _tournament({("random", "x"): ["x", "random", "x", None]}).report()
     assert "ratings_measured" not in fair and fair["ratings"]["note"] == ""

@@ -377,3 +377,57 @@ def test_prior_pull_quoted_in_the_module_docstring():
         assert exact - pulled == pytest.approx(shift, abs=0.05)
         assert f"{shift}" in ratings.__doc__
     assert "small fraction of an Elo point" not in ratings.__doc__
+
+
+
+def test_groups_that_never_scored_against_each_other_are_named_as_set_by_the_prior():
+    """Two players who beat two others in every game, none of them with a perfect record:
+    the gap between the pairs has no finite maximum-likelihood value (it follows the
+    prior), the differences within each pair do; the note says which is which."""
+    names = ["random", "heuristic", "bot", "az"]
+    records = (_records(0, 1, 3, 0, 7) + _records(2, 3, 5, 0, 5) + _records(2, 0, 10)
+               + _records(2, 1, 10) + _records(3, 0, 10) + _records(3, 1, 10))
+    fits = {sd: elo_from_games(names, records, prior_sigma=sd) for sd in (500, 1000, 4000)}
+    r = fits[1000]
+    assert r.unmeasured() == {}  # nobody won or lost every game ...
+    assert r.groups() == [("bot", "az"), ("random", "heuristic")]  # ... yet the games split
+    # What the prior sets moves with it; what the games measure hardly does.
+    assert fits[4000]["bot"] - fits[500]["bot"] > 500
+    assert (fits[4000]["bot"] - fits[4000]["az"]) - (fits[500]["bot"] - fits[500]["az"]) == (
+        pytest.approx(0, abs=5))
+    note = r.note()
+    assert note.startswith("The games split the players into groups, best first: {bot, az}; "
+                           "{random, heuristic}. Between two groups one side scored every "
+                           "point"), note
+    assert "the prior (sd 1000 Elo) sets them" in note
+    assert r.to_dict()["groups"] == [["bot", "az"], ["random", "heuristic"]]
+    # A chain: a beats b and b beats c in every game, c and a drew: one group of all three.
+    assert elo_from_games(["a", "b", "c"], _records(0, 1, 4) + _records(1, 2, 4)
+                          + _records(2, 0, 0, 2)).groups() == [("a", "b", "c")]
+    # Without the draw, b has neither a perfect nor a zero record, but is a group alone.
+    chain = elo_from_games(["a", "b", "c"], _records(0, 1, 4) + _records(1, 2, 4))
+    assert chain.unmeasured() == {"a": "all wins", "c": "all losses"}
+    assert chain.groups() == [("a",), ("b",), ("c",)]
+    # (the note's sentences on a and c cover every gap: no group sentence is needed)
+    assert "a won every game" in chain.note() and "but for those of c" in chain.note()
+    assert "groups" not in chain.note()
+    # One group: no group sentence.
+    fair = elo_from_games(["a", "b"], _records(0, 1, 3, 1, 1))
+    assert fair.groups() == [("a", "b")] and fair.note() == ""
+
+
+def test_centred_ratings_with_a_player_the_prior_sets_say_that_all_of_them_move():
+    """Centred on the mean of all players, every rating moves with the prior when one of
+    them is set by it, and the note says so (not only of that player)."""
+    names = ["weak", "heuristic", "bot", "az"]
+    records = (_records(1, 2, 4, 0, 6) + _records(2, 3, 5, 0, 5) + _records(1, 3, 3, 0, 7)
+               + _records(1, 0, 10) + _records(2, 0, 10) + _records(3, 0, 10))
+    narrow, wide = (elo_from_games(names, records, anchor=None, prior_sigma=sd)
+                    for sd in (500, 2000))
+    assert wide["az"] - narrow["az"] > 50  # it moves ...
+    assert "centred on the mean of all players' ratings, every rating here, and its " \
+           "interval, moves with the prior too" in narrow.note()
+    assert narrow.note().startswith("weak lost every game")
+    # ... but not when the ratings are measured from a player the games measure
+    by_h = elo_from_games(names, records, anchor="heuristic")
+    assert "centred" not in by_h.note() and "anchor" not in by_h.note()
