@@ -1,6 +1,6 @@
 """Alpha-beta searches in plain Python: an exact solver, heuristic negamax, GomokuBot.
 
-Three `PythonAgent` players, all built on one make / unmake search board
+Four `PythonAgent` players, all built on one make / unmake search board
 (`_SearchBoard`) that never calls JAX inside the search:
 
 * `MinimaxAgent` (seed 004 section 3.1): the perfect player for small games
@@ -9,22 +9,26 @@ Three `PythonAgent` players, all built on one make / unmake search board
   the square by default). Scores are ``+-(BIG - stones on the board when the game
   ends)`` from the mover's view, 0 for a draw, so the agent prefers quicker wins and
   slower losses, and one table entry is valid whatever ply the position is met at.
-* `NegamaxAgent` (seed 004 section 4.3): depth-limited negamax with alpha-beta and the
-  pattern evaluation of `gomoku_jax.tactics.pattern_score`. Candidate moves are the
-  empty cells within ``window`` cells (Chebyshev distance) of any stone (the "search
-  window"; the centre on an empty board), ordered by `gomoku_jax.tactics.move_scores`'
-  attack-plus-defence value and then by the number of adjacent stones (seed 004's
-  neighbour ordering).
-* `GomokuBotAgent` (seed 001 section IV-E): the same evaluation (``f(own) - f(opp)``),
+* `NegamaxAgent` (after seed 004 section 4.3): depth-limited negamax with alpha-beta and
+  the pattern evaluation of `gomoku_jax.tactics.pattern_score` (seed 001's weights).
+  Candidate moves are the empty cells within ``window`` cells (Chebyshev distance) of
+  any stone (the "search window"; the centre on an empty board), ordered by
+  `gomoku_jax.tactics.move_scores`' attack-plus-defence value and then by the number of
+  adjacent stones (seed 004's neighbour ordering).
+* `Seed004AlphaBetaAgent` (seed 004 section 4.3 as its pseudo code writes it): its
+  weights, its bounding-box "PlayRange", its neighbour ordering alone and no forced-move
+  rules; the opponent of `experiments.seed004_tables`.
+* `GomokuBotAgent` (seed 001 section IV-E): `NegamaxAgent`'s evaluation (``f(own) - f(opp)``),
   only the ``top_n`` candidate moves by per-cell pattern value searched at each node,
   a Zobrist-hash transposition table, and the "killer" module (take an immediate win;
   else block the opponent's immediate win); by default also a threat-space search at
   the root (`ThreatSettings`: own VCF / VCT, defence against the opponent's, quiet
   moves that prepare a double threat) and a bonus for broken shapes.
 
-Every search node also applies the two forced-move rules: a player who can win at
-once does (the node is scored as that win without searching), and a player facing an
-immediate win of the opponent only considers the blocking cells.
+Every node of `NegamaxAgent`'s and `GomokuBotAgent`'s searches applies the two
+forced-move rules: a player who can win at once does (the node is scored as that win
+without searching), and a player facing an immediate win of the opponent only considers
+the blocking cells.
 
 Speed: the board is a flat Python list; each of the ``2N + 2(2N-1)`` board lines
 carries a base-3 code updated on make / unmake, and everything the search needs about
@@ -81,7 +85,9 @@ _BOT_DEPTH = 6  # GomokuBotAgent's default search depth
 # GomokuBotAgent's extra evaluation from the gap-aware threat facts (per winning cell,
 # open-four cell present, per four-making cell, per three-making cell).
 _BOT_SHAPE_BONUS = (500.0, 1500.0, 150.0, 40.0)
-_WEIGHT_KEYS = ("five",) + tactics.SHAPES
+# "open_one" (a lone stone with both ends open along a line, for k >= 5) is a weight of
+# the searches here alone, 0 by default (`tactics.pattern_score` does not count it).
+_WEIGHT_KEYS = ("five",) + tactics.SHAPES + ("open_one",)
 _EXACT, _LOWER, _UPPER = 0, 1, 2
 # Time-limited search: read the clock every _CHECK_EVERY nodes; stop this much before
 # the deadline: _MARGIN_FRACTION of the time left, clipped to [_MARGIN_MIN, _MARGIN_MAX].
@@ -152,7 +158,8 @@ def _merge_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
         raise ValueError(
             f"unknown pattern weights {sorted(unknown)}; known: {', '.join(_WEIGHT_KEYS)}"
         )
-    return {key: float(v) for key, v in {**tactics.DEFAULT_PATTERN_WEIGHTS, **weights}.items()}
+    return {key: float(v) for key, v in {**tactics.DEFAULT_PATTERN_WEIGHTS, "open_one": 0.0,
+                                            **weights}.items()}
 
 
 class _LinePatterns:
@@ -323,6 +330,9 @@ class _LinePatterns:
                 if n == k - 3:
                     if open_before and open_after:
                         f[s] += w["open_two"]
+                elif n == k - 4:
+                    if open_before and open_after:
+                        f[s] += w["open_one"]
                 elif n in (k - 2, k - 1):
                     name = "three" if n == k - 2 else "four"
                     if open_before and open_after:
@@ -352,6 +362,8 @@ class _LinePatterns:
                     wins[s - 1][pos] = True
                 elif run == k - 3:
                     v = w["open_two"] if ends == 2 else 0.0
+                elif run == k - 4:
+                    v = w["open_one"] if ends == 2 else 0.0
                 elif run in (k - 2, k - 1):
                     name = "three" if run == k - 2 else "four"
                     v = w[f"open_{name}"] if ends == 2 else w[f"half_{name}"] if ends == 1 else 0.0
@@ -1302,8 +1314,9 @@ class _HeuristicSearch(PythonAgent):
 
 
 class NegamaxAgent(_HeuristicSearch):
-    """Heuristic alpha-beta (seed 004 section 4.3): negamax to ``depth`` plies with
-    the pattern evaluation ``f(mover) - f(opponent)`` at the leaves.
+    """Heuristic alpha-beta after seed 004 section 4.3 (`Seed004AlphaBetaAgent` is the
+    report's as written): negamax to ``depth`` plies with the pattern evaluation
+    ``f(mover) - f(opponent)`` (seed 001's weights) at the leaves.
 
     Candidates are the empty cells within ``window`` cells (Chebyshev) of a stone,
     searched all, ordered by attack + defence pattern value then adjacent stones.
@@ -1324,6 +1337,121 @@ class NegamaxAgent(_HeuristicSearch):
         super().__init__(
             env, depth, window, None, use_table, weights, name or f"alphabeta-{depth}", clock
         )
+
+
+# Seed 004's pattern weights (section 4.3.1, Algorithm 13): a win 10^9, an open four
+# 10^8, a closed four 5 x 10^6, an open three 10^6; "open 2s and isolated stones ...
+# 10 to 5,000": an open two 5,000 and a lone stone open on both sides of a line 10
+# (per line). Patterns it does not name (closed threes, blocks) weigh nothing.
+SEED004_PATTERN_WEIGHTS: dict[str, float] = {
+    "five": 1e9, "open_four": 1e8, "half_four": 5e6, "open_three": 1e6, "half_three": 0.0,
+    "open_two": 5e3, "open_one": 10.0, "blocked_three": 0.0, "blocked_four": 0.0,
+}
+_SEED004_MARGIN = 2  # the play range: the stones' bounding box and 2 cells around it
+_SEED004_DEPTH = 6  # "a fixed depth (default 6)"
+
+
+class Seed004AlphaBetaAgent(PythonAgent):
+    """Seed 004's heuristic alpha-beta (section 4.3) as its pseudo code writes it.
+
+    * Negamax with alpha-beta to ``depth`` plies (Algorithm 15): a finished game scores
+      ``-(10^9 + depth left)`` for the player to move when the other has won (so a
+      quicker win scores higher), 0 for a draw; at depth 0, the pattern evaluation
+      ``f(mover) - f(opponent)`` (Algorithm 13) with `SEED004_PATTERN_WEIGHTS` over the
+      maximal runs of each line (`tactics`' run shapes, plus the lone stone).
+    * Candidates (Algorithm 14): the empty cells inside the stones' bounding box
+      widened by 2 cells (the "PlayRange"; the centre on an empty board), ordered by
+      their number of neighbouring stones, most first (ties in board order).
+    * At the root, the first move of the highest value in that order.
+
+    Unlike `NegamaxAgent` it has no forced-move rules (a win at once, a block) beyond
+    what the search finds, no move ordering by pattern value, and reads no deadline: it
+    searches its ``depth`` whatever the time. Deterministic: ``rng`` is not used.
+    """
+
+    def __init__(self, env: Gomoku, depth: int = _SEED004_DEPTH,
+                 weights: Mapping[str, float] | None = None, name: str | None = None):
+        depth = check_int(type(self).__name__, "depth", depth)
+        self.env, self.depth = env, int(depth)
+        self.name = name or f"alphabeta004-{self.depth}"
+        self._geom = _Geometry(env.size, None)
+        self._patterns = _LinePatterns(env.k, env.rule,
+                                       {**SEED004_PATTERN_WEIGHTS, **dict(weights or {})},
+                                       threat_facts=False)
+        self.nodes = 0
+
+    def evaluate(self, state: State) -> float:
+        """Algorithm 13's ``f(player to move) - f(opponent)``."""
+        board, me, _ = _state_board(state)
+        v = _SearchBoard(self._geom, self._patterns, board).value
+        return v if me == 0 else -v
+
+    def _ordered(self, b: _SearchBoard) -> list[int]:
+        """The empty cells of the play range, most neighbouring stones first."""
+        n, cells = self._geom.size, b.cells
+        if b.stones == 0:
+            return list(self._geom.central[:1])
+        stones = [c for c in range(self._geom.nn) if cells[c]]
+        rows = [c // n for c in stones]
+        cols = [c % n for c in stones]
+        r0, r1 = max(0, min(rows) - _SEED004_MARGIN), min(n - 1, max(rows) + _SEED004_MARGIN)
+        c0, c1 = max(0, min(cols) - _SEED004_MARGIN), min(n - 1, max(cols) + _SEED004_MARGIN)
+        moves = [r * n + c for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)
+                 if not cells[r * n + c]]
+        adj = b.adj
+        moves.sort(key=lambda c: -adj[c])  # stable: board order among ties
+        return moves
+
+    def _negamax(self, b: _SearchBoard, stone: int, depth: int, alpha: float,
+                 beta: float, lost: bool) -> float:
+        """The value for ``stone``, to move; ``lost``: the other player's last move won."""
+        self.nodes += 1
+        if lost:
+            return -(BIG + depth)
+        if b.stones == self._geom.nn:
+            return 0.0
+        if depth == 0:
+            return b.value if stone == 1 else -b.value
+        best = -_INF
+        for cell in self._ordered(b):
+            wins = b.move_info(cell)[stone]
+            b.play(cell, stone)
+            v = -self._negamax(b, 3 - stone, depth - 1, -beta, -alpha, wins)
+            b.undo(cell)
+            best = max(best, v)
+            alpha = max(alpha, v)
+            if alpha >= beta:
+                break
+        return best
+
+    def root_values(self, state: State) -> dict[int, float]:
+        """Negamax value of each root candidate (full window): for analysis."""
+        board, me, over = _state_board(state)
+        if over:
+            return {}
+        b, stone = _SearchBoard(self._geom, self._patterns, board), me + 1
+        out = {}
+        for cell in self._ordered(b):
+            wins = b.move_info(cell)[stone]
+            b.play(cell, stone)
+            out[cell] = -self._negamax(b, 3 - stone, self.depth - 1, -_INF, _INF, wins)
+            b.undo(cell)
+        return out
+
+    def select(self, state: State, rng: np.random.Generator) -> int:
+        board, me, over = _state_board(state)
+        if over:
+            return _first_empty(board)
+        b, stone = _SearchBoard(self._geom, self._patterns, board), me + 1
+        alpha, best = -_INF, -1
+        for cell in self._ordered(b):
+            wins = b.move_info(cell)[stone]
+            b.play(cell, stone)
+            v = -self._negamax(b, 3 - stone, self.depth - 1, -_INF, -alpha, wins)
+            b.undo(cell)
+            if v > alpha or best < 0:
+                alpha, best = max(alpha, v), cell
+        return best
 
 
 class GomokuBotAgent(_HeuristicSearch):
@@ -1362,7 +1490,8 @@ class GomokuBotAgent(_HeuristicSearch):
 
 
 # ----------------------------------------------------------------------- names
-_NAME = re.compile(r"^(minimax|alphabeta|negamax|gomokubot)(?:-(\d+))?$", re.ASCII)
+_NAME = re.compile(r"^(minimax|alphabeta004|alphabeta|negamax|gomokubot)(?:-(\d+))?$",
+                   re.ASCII)
 
 
 class UnknownSearchName(ValueError):
@@ -1377,12 +1506,13 @@ MINIMAX_MAX_SIZE = 4
 def by_name(name: str, env: Gomoku) -> PythonAgent:
     """An agent from a short name: ``"minimax"`` (exact solver), ``"alphabeta"`` /
     ``"alphabeta-D"`` / ``"negamax-D"`` (`NegamaxAgent` of depth D, default 2),
+    ``"alphabeta004"`` / ``"alphabeta004-D"`` (`Seed004AlphaBetaAgent`, default 6),
     ``"gomokubot"`` / ``"gomokubot-D"`` (`GomokuBotAgent` of depth D, default 6)."""
     m = _NAME.match(name.strip().lower()) if isinstance(name, str) else None
     if m is None:
         raise UnknownSearchName(
             f"unknown search agent {name!r}: expected minimax, alphabeta[-D], "
-            "negamax[-D] or gomokubot[-D]"
+            "alphabeta004[-D], negamax[-D] or gomokubot[-D]"
         )
     kind, depth = m.group(1), m.group(2)
     if kind == "minimax":
@@ -1401,5 +1531,8 @@ def by_name(name: str, env: Gomoku) -> PythonAgent:
     if kind in ("alphabeta", "negamax"):
         d = 2 if depth is None else depth
         return NegamaxAgent(env, d, name=f"{kind}-{d}")
+    if kind == "alphabeta004":
+        d = _SEED004_DEPTH if depth is None else depth
+        return Seed004AlphaBetaAgent(env, d, name=f"alphabeta004-{d}")
     d = _BOT_DEPTH if depth is None else depth
     return GomokuBotAgent(env, d, name=f"gomokubot-{d}")

@@ -6,12 +6,13 @@ Command (about 30 seconds on a 2-core CPU: 28 s on an AMD EPYC)::
 
 * 3x3 tic-tac-toe, 100 games each (colours alternating) against the perfect player
   (`minimax`, exact alpha-beta): the tabular value learner (3,000 self-play games), linear TD
-  (3,000 games), pure MCTS with 1,000 simulations, depth-9 alpha-beta ("Heuristic depth
-  10" in the report: a full-depth search on 3x3) and random as a control.
-* 5x5, k = 4, 10 games against alpha-beta depth 4: linear TD (1,000 games) and pure MCTS
+  (3,000 games), pure MCTS with 1,000 simulations, the report's heuristic alpha-beta
+  at depth 9 ("Heuristic depth 10" in the report: a full-depth search on 3x3) and random
+  as a control.
+* 5x5, k = 4, 10 games against the report's heuristic alpha-beta (section 4.3,
+  `alphabeta004-D`) at depth 4: linear TD (1,000 games) and pure MCTS 1,000.
+* 10x10, k = 5, 10 games against it at depth 3: linear TD (1,000 games) and pure MCTS
   1,000.
-* 10x10, k = 5, 10 games against alpha-beta depth 3: linear TD (1,000 games) and pure
-  MCTS 1,000.
 
 Reported per row: win / loss / draw rates, the score (a draw counts half) with its 95%
 Wilson interval, seconds a move, training seconds. Seed 004's
@@ -66,7 +67,7 @@ def run(games_3x3: int = 100, games_big: int = 10, seed: int = 0) -> dict:
     td, td_s = _td(env, 3000, seed)
     entries = [(tabular.agent("tabular-value"), tab_s), (td, td_s),
                (agents.make("pure-mcts-1000", env), None),
-               (agents.make("alphabeta-9", env), None), (agents.make("random", env), None)]
+               (agents.make("alphabeta004-9", env), None), (agents.make("random", env), None)]
     tables["3x3 vs perfect alpha-beta"] = [
         _row(arena.play_match(env, agent, perfect, games_3x3, seed=seed), agent.name, t)
         for agent, t in entries]
@@ -74,7 +75,7 @@ def run(games_3x3: int = 100, games_big: int = 10, seed: int = 0) -> dict:
 
     for (size, k, depth) in ((5, 4, 4), (10, 5, 3)):
         env = Gomoku(size, k)
-        opponent = agents.make(f"alphabeta-{depth}", env)
+        opponent = agents.make(f"alphabeta004-{depth}", env)
         td, td_s = _td(env, 1000, seed)
         rows = []
         for agent, t in ((td, td_s), (agents.make("pure-mcts-1000", env), None)):

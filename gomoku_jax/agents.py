@@ -461,9 +461,10 @@ AGENTS: dict[str, AgentFactory] = {}
 freely, add to it with `register_agent`."""
 
 # Names and name prefixes `make` builds itself (``alphabeta.by_name`` reads any case).
-_BUILTIN_NAMES = ("random", "heuristic", "minimax", "alphabeta", "negamax", "gomokubot")
+_BUILTIN_NAMES = ("random", "heuristic", "minimax", "alphabeta", "alphabeta004", "negamax",
+                  "gomokubot")
 _BUILTIN_PREFIXES = ("heuristic-", "pure-mcts-", "uct-", "minimax-", "alphabeta-",
-                     "negamax-", "gomokubot-")
+                     "alphabeta004-", "negamax-", "gomokubot-")
 _LOOKALIKE_DIGITS = str.maketrans("OoIl", "0011")  # what a number's typo may hold
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -559,7 +560,8 @@ def _registered(base: str) -> tuple[str, AgentFactory] | None:
 
 def _known_names() -> str:
     return ("random, heuristic, heuristic-K, heuristic[-K]@P, pure-mcts-N, uct-N, minimax, "
-            "alphabeta[-D], negamax[-D], gomokubot, gomokubot-D, an exported FILE.gjx[@N]")
+            "alphabeta[-D], alphabeta004[-D], negamax[-D], gomokubot, gomokubot-D, an "
+            "exported FILE.gjx[@N]")
 
 
 def make(spec: str, env: Gomoku) -> Agent:

@@ -530,6 +530,9 @@ def test_by_name(env9, ttt):
     assert isinstance(a, NegamaxAgent) and a.depth == 3 and a.name == "alphabeta-3"
     assert by_name("alphabeta", env9).depth == 2
     assert by_name("negamax-1", env9).depth == 1
+    s4 = by_name("alphabeta004", env9)
+    assert isinstance(s4, AB.Seed004AlphaBetaAgent) and s4.depth == 6
+    assert s4.name == "alphabeta004-6" and by_name("alphabeta004-3", env9).depth == 3
     b = by_name("gomokubot", env9)
     assert isinstance(b, GomokuBotAgent) and b.depth == 6 and b.top_n == 10
     assert by_name("GomokuBot-4", env9).depth == 4
@@ -542,6 +545,115 @@ def test_by_name(env9, ttt):
                      ("", "unknown search agent ''")):
         with pytest.raises(ValueError, match=re.escape(why)):
             by_name(bad, env9)
+
+
+# ------------------------------------------------- seed 004's heuristic alpha-beta
+def _seed004_value(board: np.ndarray, stone: int, k: int, rule: str) -> float:
+    """Seed 004's evaluation written out: over every line, each maximal run of one
+    colour scored by its length and open ends (SEED004_PATTERN_WEIGHTS), the mover's
+    sum minus the opponent's."""
+    w = AB.SEED004_PATTERN_WEIGHTS
+    n = board.shape[0]
+    lines = [board[r] for r in range(n)] + [board[:, c] for c in range(n)]
+    for a in (board, board[:, ::-1]):
+        lines += [np.diagonal(a, d) for d in range(-n + 1, n)]
+    lines = [[int(x) for x in line] for line in lines]
+    total = {1: 0.0, 2: 0.0}
+    for line in lines:
+        i = 0
+        while i < len(line):
+            s, j = line[i], i
+            while j < len(line) and line[j] == line[i]:
+                j += 1
+            run = j - i
+            if s:
+                ends = (i > 0 and line[i - 1] == 0) + (j < len(line) and line[j] == 0)
+                if run == k or (run > k and rule == "freestyle"):
+                    total[s] += w["five"]
+                elif run < k:
+                    name = {k - 1: "four", k - 2: "three", k - 3: "two", k - 4: "one"}.get(run)
+                    if name and ends == 2:
+                        total[s] += w[f"open_{name}"]
+                    elif name in ("four", "three") and ends == 1:
+                        total[s] += w[f"half_{name}"]
+            i = j
+    return total[stone] - total[3 - stone]
+
+
+def _seed004_moves(board: np.ndarray) -> list[int]:
+    """Algorithm 14 written out: the empty cells of the stones' bounding box + 2, most
+    neighbours first, then in board order."""
+    n = board.shape[0]
+    rows, cols = np.nonzero(board)
+    box = board[max(0, rows.min() - 2):rows.max() + 3, max(0, cols.min() - 2):cols.max() + 3]
+    r0, c0 = max(0, rows.min() - 2), max(0, cols.min() - 2)
+    cells = [(r0 + r) * n + c0 + c for r, c in zip(*np.nonzero(box == 0))]
+
+    def neighbours(cell):
+        r, c = divmod(cell, n)
+        return int((board[max(0, r - 1):r + 2, max(0, c - 1):c + 2] != 0).sum())
+
+    return sorted(cells, key=lambda cell: -neighbours(cell))
+
+
+def _seed004_negamax(g: NumpyGomoku, depth: int) -> float:
+    """Algorithm 15 without pruning (the same values, alpha-beta only saves work)."""
+    if g.terminated:
+        return 0.0 if g.winner < 0 else -(BIG + depth)
+    if depth == 0:
+        return _seed004_value(g.board, g.current_player + 1, g.config.k, g.config.rule)
+    best = -np.inf
+    for cell in _seed004_moves(g.board):
+        child = g.copy()
+        child.step(cell)
+        best = max(best, -_seed004_negamax(child, depth - 1))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_seed004_alphabeta_is_the_reports_search_on_random_positions(seed):
+    """The evaluation, the candidates, every root value and the chosen move equal a
+    plain (unpruned) negamax written from the report's Algorithms 13 to 15, on random
+    7x7 five-in-a-row positions."""
+    env = Gomoku(7, 5)
+    board, player = random_position(7, 5, "freestyle", seed, plies=6 + seed)
+    state = env.from_board(board, to_move=player)
+    agent = AB.Seed004AlphaBetaAgent(env, depth=2)
+    assert agent.evaluate(state) == _seed004_value(board, player + 1, 5, "freestyle")
+    assert agent._ordered(AB._SearchBoard(agent._geom, agent._patterns, board)) == (
+        _seed004_moves(board))
+    g = NumpyGomoku(7, 5, "freestyle")
+    g.board[:], g.current_player, g.move_count = board, player, int((board != 0).sum())
+    values = agent.root_values(state)
+    assert sorted(values) == sorted(_seed004_moves(board))
+    for cell, v in values.items():
+        child = g.copy()
+        child.step(cell)
+        assert v == -_seed004_negamax(child, 1), cell
+    best = max(values.values())
+    assert agent.act(state, jax.random.key(0)) == next(c for c, v in values.items() if v == best)
+
+
+def test_seed004_alphabeta_wins_quickest_and_blocks_by_search(env9):
+    """No forced-move rules: the search itself takes a win in one (scored above any
+    evaluation) and, at depth 2, blocks the opponent's four."""
+    # black's four on row 4, closed on the left by white: (4, 6) wins, and only it
+    four = empty_with(9, black=[(4, 2), (4, 3), (4, 4), (4, 5), (8, 8)],
+                      white=[(4, 1), (0, 0), (0, 8), (8, 0)])
+    state = env9.from_board(four, to_move=0)
+    for depth in (1, 2, 3):
+        agent = AB.Seed004AlphaBetaAgent(env9, depth=depth)
+        assert agent.act(state, jax.random.key(0)) == 4 * 9 + 6
+        assert max(agent.root_values(state).values()) == BIG + depth - 1
+    white = env9.from_board(four, to_move=1)
+    blocker = AB.Seed004AlphaBetaAgent(env9, depth=2)
+    assert blocker.act(white, jax.random.key(0)) == 4 * 9 + 6
+    values = blocker.root_values(white)  # every other move loses at once
+    assert all(v == -BIG for c, v in values.items() if c != 4 * 9 + 6)
+    # the centre on an empty board, and settings checked
+    assert AB.Seed004AlphaBetaAgent(env9, 2).act(env9.init(), jax.random.key(0)) == 40
+    with pytest.raises(ValueError, match="Seed004AlphaBetaAgent.depth"):
+        AB.Seed004AlphaBetaAgent(env9, depth=0)
 
 
 # ------------------------------------------------- threat-space search (VCF / VCT)
