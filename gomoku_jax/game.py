@@ -318,7 +318,9 @@ class Gomoku:
 
         ``board`` is ``[N, N]`` with 0 / 1 / 2. The player to move defaults to black when
         both sides have as many stones, white when black has one more. The position is
-        taken as not finished; the caller vouches that nobody has already won.
+        taken as not won; the caller vouches that nobody has already won. A full board is
+        a finished draw (as `step` leaves one: every action legal, the player of the last
+        move as ``current_player``).
         """
         board = np.asarray(board)
         n = self.size
@@ -344,12 +346,14 @@ class Gomoku:
         if last_action >= 0 and board.reshape(-1)[last_action] == EMPTY:
             raise ValueError(f"last_action {last_action} is the cell {divmod(int(last_action), n)}"
                              ", which is empty: the last move must be one of the board's stones")
+        full = blacks + whites == n * n
         return self.init().replace(
             board=jnp.asarray(board, jnp.int8),
-            current_player=jnp.int32(to_move),
-            legal_action_mask=jnp.asarray(board.reshape(-1) == EMPTY),
+            current_player=jnp.int32(1 - to_move if full else to_move),
+            legal_action_mask=jnp.asarray((board.reshape(-1) == EMPTY) | full),
             last_action=jnp.int32(last_action),
             move_count=jnp.int32(blacks + whites),
+            terminated=jnp.bool_(full),
         )
 
     def wins_through(self, board: jax.Array, action: jax.Array, stone: jax.Array) -> jax.Array:
@@ -381,6 +385,8 @@ class Gomoku:
                 f"for one game (vmap over a batch); got {_described(action)}"
                 + (" (use Gomoku.play(state, row, col) for coordinates)"
                    if np.shape(action) == (2,) else ""))
+        if isinstance(action, (int, np.integer, np.ndarray)) and not 0 <= int(action) < nn:
+            action = -1  # off the board, however large (int32 would wrap it onto the board)
         action = jnp.asarray(action, jnp.int32)
         acts = ~(state.terminated | state.truncated)
         player = state.current_player

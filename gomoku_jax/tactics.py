@@ -377,8 +377,11 @@ def threat_moves(board, player, k: int, rule: str = "freestyle") -> jax.Array:
     end. Channel 0 is 1 where the stone wins at once (`winning_moves`); channel 1 counts
     the directions (0 to 4) whose best shape is a four, channel 2 those whose best is a
     three. Occupied cells are 0 in every channel. A cell with two or more in channels 1
-    and 2 together makes a double threat (four-four, four-three, three-three), the shape
-    a defender that blocks one threat at a time cannot answer.
+    and 2 together is a candidate double threat (four-four, four-three, three-three),
+    the shape a defender that blocks one threat at a time cannot answer; a candidate,
+    because a "three" here is any window of k cells with k - 2 stones and no opponent
+    stone, also one that can only become a closed four (against the edge or a stone),
+    not only an open three: the planes point at where to look rather than prove a win.
 
     The shapes scale with ``k``: for ``k = 3`` (tic-tac-toe) a "three" is k - 2 = 1
     stone, the move itself, so channel 2 counts the directions whose best window holds

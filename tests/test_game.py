@@ -192,6 +192,17 @@ def test_illegal_action_under_jit_loses_for_the_mover(action):
     assert "illegal" in game.describe_result(after)
 
 
+@pytest.mark.parametrize("action", [np.int64(2**32 + 40), np.uint32(2**32 - 40), 2**40 + 40,
+                                    np.array(2**33, np.int64), np.int64(-(2**32) + 40)])
+def test_an_action_beyond_int32_is_off_the_board_not_wrapped_onto_it(action):
+    """int32 keeps the low 32 bits: 2**32 + 40 would become 40, the centre, a legal
+    move. Any integer off the board forfeits, however large."""
+    env = Gomoku(9, 5)
+    after = env.step(env.init(), action)
+    assert bool(after.terminated) and int(after.winner) == 1
+    assert int(after.move_count) == 0 and "illegal" in game.describe_result(after)
+
+
 def test_stepping_a_finished_game_changes_nothing_and_rewards_zero():
     env = Gomoku(3, 3)
     s = env.play_moves([(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)])
@@ -242,6 +253,22 @@ def test_a_state_of_another_board_size_is_named_so():
         with pytest.raises(ValueError, match=r"this is a 15x15 game; the state's board has "
                                              r"shape \(9, 9\), a state of another game"):
             call()
+
+
+def test_a_full_board_from_board_is_a_finished_draw():
+    """A full board with no winner is a draw: no live game without a legal move, where
+    any move would forfeit a drawn game."""
+    env = Gomoku(3, 3)
+    board = np.array([[1, 2, 1], [1, 2, 2], [2, 1, 1]])  # no three in a row
+    s = env.from_board(board)
+    assert bool(s.terminated) and int(s.winner) == -1
+    assert bool(s.legal_action_mask.all()) and int(s.current_player) == 0  # black moved last
+    assert "draw" in game.describe_result(s)
+    after = env.step(s, 0)
+    assert int(after.winner) == -1 and after.rewards.tolist() == [0.0, 0.0]
+    np.testing.assert_array_equal(after.board, s.board)
+    board[2, 2] = 0  # one cell left: a live game
+    assert not bool(env.from_board(board).terminated)
 
 
 def test_from_board_validates():
