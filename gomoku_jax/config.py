@@ -561,10 +561,15 @@ def _convert(tp, value, path: str):
 
 def closest(word: Any, known, cutoff: float = 0.75) -> str | None:
     """The name of ``known`` closest to a mistyped ``word`` (``difflib``'s similarity at
-    least ``cutoff``), or None: what every "did you mean" of the project suggests."""
-    known = [str(k) for k in known]
-    same = [k for k in known if k.lower() == str(word).lower()]  # "2RB" for "2rb"
-    close = same or difflib.get_close_matches(str(word), known, n=1, cutoff=cutoff)
+    least ``cutoff``), or None: what every "did you mean" of the project suggests. The
+    same name in another case comes first ("2RB" for "2rb"), then the one name that
+    begins with a word of 4 characters or more ("games_per_pair" for "games", rather
+    than the closer "game")."""
+    known, word = [str(k) for k in known], str(word)
+    same = [k for k in known if k.lower() == word.lower()]
+    begun = [k for k in known if len(word) >= 4 and k.lower().startswith(word.lower())]
+    close = same or (begun if len(begun) == 1 else
+                     difflib.get_close_matches(word, known, n=1, cutoff=cutoff))
     return close[0] if close else None
 
 

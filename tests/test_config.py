@@ -799,3 +799,15 @@ def test_no_shipped_config_sets_what_does_nothing():
                 cfglib.load_file(cls, path, variants=[variant] if variant else [])
             checked += 1
     assert checked > 30
+
+
+def test_did_you_mean_prefers_the_one_name_a_word_begins():
+    """A word that begins exactly one known name is taken as that name cut short
+    ("games" for games_per_pair, not the closer "game"); otherwise the closest name."""
+    known = ["game", "games_per_pair", "agents", "eval_every", "eval_games"]
+    assert cfglib.closest("games", known) == "games_per_pair"
+    assert cfglib.closest("Games_Per_Pair", known) == "games_per_pair"
+    assert cfglib.closest("agent", known) == "agents"
+    assert cfglib.closest("eval", known) is None  # two begin with it, neither is close
+    assert cfglib.closest("gam", known) == "game"  # too short to be a beginning
+    assert cfglib.did_you_mean("games", known) == " (did you mean 'games_per_pair'?)"
