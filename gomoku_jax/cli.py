@@ -214,12 +214,20 @@ def _tournament(args: argparse.Namespace) -> int:
     from gomoku_jax.io import check_folder, check_new_files
 
     config = _tournament_config(args)
+    where = {"agents": "--agents" if args.agents is not None
+             else f"tournament config {args.config}"}
     if args.out is not None:  # checked before any game: a long round robin is not lost
         check_folder(args.out, "--out", "give a folder for the reports")
         check_new_files([args.out / name for name in TOURNAMENT_REPORTS], args.force,
                         f"--out {args.out}")
     env = Gomoku(**config["game"])
     players = [agents.make(name, env) for name in config["agents"]]
+    built: dict[str, str] = {}  # an agent's full name -> the name it was asked for by
+    for asked, player in zip(config["agents"], players):
+        if player.name in built:
+            raise ValueError(f"{where['agents']}: {built[player.name]!r} and {asked!r} are the "
+                             f"same agent, {player.name}; each agent plays once")
+        built[player.name] = asked
     games = int(config["games_per_pair"])
     if games % 2:  # colours alternate: one agent of each pair has black once more
         print(f"gomoku-jax: warning: {games} games per pair is odd, so in each pair the "

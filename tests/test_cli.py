@@ -60,7 +60,10 @@ def test_a_tournament_refuses_bad_settings_before_any_game(tmp_path, capsys):
             (["--agents", "random"], "--agents: a round robin needs at least two agents, got "
                                      "['random']"),
             (["--agents", "random", "heuristic", "random"],
-             "--agents: each agent plays once; repeated: random")):
+             "--agents: each agent plays once; repeated: random"),
+            (["--agents", "alphabeta", "heuristic", "alphabeta-2"],
+             "--agents: 'alphabeta' and 'alphabeta-2' are the same agent, alphabeta-2; each "
+             "agent plays once")):
         assert cli.main(base + extra) == 2
         out, err = capsys.readouterr()
         assert text in err and "Win rate" not in out and "games" not in err
