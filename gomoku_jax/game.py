@@ -320,7 +320,7 @@ class Gomoku:
         both sides have as many stones, white when black has one more. The position is
         taken as not won; the caller vouches that nobody has already won. A full board is
         a finished draw (as `step` leaves one: every action legal, the player of the last
-        move as ``current_player``).
+        move as ``current_player``, whatever ``to_move`` says).
         """
         board = np.asarray(board)
         n = self.size
@@ -347,9 +347,11 @@ class Gomoku:
             raise ValueError(f"last_action {last_action} is the cell {divmod(int(last_action), n)}"
                              ", which is empty: the last move must be one of the board's stones")
         full = blacks + whites == n * n
+        if full:  # the player of the last move: black's when it has the extra stone
+            to_move = {1: BLACK, 0: WHITE}.get(blacks - whites, 1 - to_move)
         return self.init().replace(
             board=jnp.asarray(board, jnp.int8),
-            current_player=jnp.int32(1 - to_move if full else to_move),
+            current_player=jnp.int32(to_move),
             legal_action_mask=jnp.asarray((board.reshape(-1) == EMPTY) | full),
             last_action=jnp.int32(last_action),
             move_count=jnp.int32(blacks + whites),

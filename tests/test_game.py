@@ -263,6 +263,7 @@ def test_a_full_board_from_board_is_a_finished_draw():
     s = env.from_board(board)
     assert bool(s.terminated) and int(s.winner) == -1
     assert bool(s.legal_action_mask.all()) and int(s.current_player) == 0  # black moved last
+    assert int(env.from_board(board, to_move=1).current_player) == 0  # whatever to_move says
     assert "draw" in game.describe_result(s)
     after = env.step(s, 0)
     assert int(after.winner) == -1 and after.rewards.tolist() == [0.0, 0.0]
