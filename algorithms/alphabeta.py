@@ -760,7 +760,22 @@ class MinimaxAgent(PythonAgent):
 
 
 # ------------------------------------------------------------ heuristic search
-class _HeuristicSearch(PythonAgent):
+class _PatternAgent(PythonAgent):
+    """A search over a `_SearchBoard` of its ``_geom`` and ``_patterns``."""
+
+    def _position(self, state: State) -> tuple[_SearchBoard, int, bool, np.ndarray]:
+        """``(search board, stone to move (1 / 2), whether the game is over, board)``."""
+        board, me, over = _state_board(state)
+        return _SearchBoard(self._geom, self._patterns, board), me + 1, over, board
+
+    def evaluate(self, state: State) -> float:
+        """``f(player to move) - f(opponent)`` of the agent's pattern weights
+        (`tactics.pattern_score` with its default weights)."""
+        b, stone, _, _ = self._position(state)
+        return b.value if stone == 1 else -b.value
+
+
+class _HeuristicSearch(_PatternAgent):
     """Depth-limited negamax with alpha-beta over the pattern evaluation.
 
     Under a deadline (``act(..., deadline)``) the search deepens iteratively and stops
@@ -817,13 +832,6 @@ class _HeuristicSearch(PythonAgent):
         self._phase_left: float = _INF  # threat nodes left to this move (max_nodes)
         self._exhausted = False  # whether this move's max_nodes ran out
         self._tss_table: dict[int, int] = {}
-
-    # -- static evaluation
-    def evaluate(self, state: State) -> float:
-        """``f(player to move) - f(opponent)``: `tactics.pattern_score` in Python."""
-        board, me, _ = _state_board(state)
-        v = _SearchBoard(self._geom, self._patterns, board).value
-        return v if me == 0 else -v
 
     # -- search
     def _ordered(self, b: _SearchBoard, stone: int, tt_move: int) -> list[int]:
@@ -883,10 +891,9 @@ class _HeuristicSearch(PythonAgent):
 
     def root_values(self, state: State) -> dict[int, float]:
         """Negamax value of each root candidate (exact, full window): for analysis."""
-        board, me, over = _state_board(state)
+        b, stone, over, _ = self._position(state)
         if over:
             return {}
-        b, stone = _SearchBoard(self._geom, self._patterns, board), me + 1
         self._table = {}
         out = {}
         for cell in self._ordered(b, stone, -1):
@@ -899,10 +906,9 @@ class _HeuristicSearch(PythonAgent):
         return out
 
     def select(self, state: State, rng: np.random.Generator) -> int:
-        board, me, over = _state_board(state)
+        b, stone, over, board = self._position(state)
         if over:
             return _first_empty(board)
-        b, stone = _SearchBoard(self._geom, self._patterns, board), me + 1
         self.threat_result = None
         if not b.empties():
             return 0
@@ -1351,7 +1357,7 @@ _SEED004_MARGIN = 2  # the play range: the stones' bounding box and 2 cells arou
 _SEED004_DEPTH = 6  # "a fixed depth (default 6)"
 
 
-class Seed004AlphaBetaAgent(PythonAgent):
+class Seed004AlphaBetaAgent(_PatternAgent):
     """Seed 004's heuristic alpha-beta (section 4.3) as its pseudo code writes it.
 
     * Negamax with alpha-beta to ``depth`` plies (Algorithm 15): a finished game scores
@@ -1379,12 +1385,6 @@ class Seed004AlphaBetaAgent(PythonAgent):
                                        {**SEED004_PATTERN_WEIGHTS, **dict(weights or {})},
                                        threat_facts=False)
         self.nodes = 0
-
-    def evaluate(self, state: State) -> float:
-        """Algorithm 13's ``f(player to move) - f(opponent)``."""
-        board, me, _ = _state_board(state)
-        v = _SearchBoard(self._geom, self._patterns, board).value
-        return v if me == 0 else -v
 
     def _ordered(self, b: _SearchBoard) -> list[int]:
         """The empty cells of the play range, most neighbouring stones first."""
@@ -1426,10 +1426,9 @@ class Seed004AlphaBetaAgent(PythonAgent):
 
     def root_values(self, state: State) -> dict[int, float]:
         """Negamax value of each root candidate (full window): for analysis."""
-        board, me, over = _state_board(state)
+        b, stone, over, _ = self._position(state)
         if over:
             return {}
-        b, stone = _SearchBoard(self._geom, self._patterns, board), me + 1
         out = {}
         for cell in self._ordered(b):
             wins = b.move_info(cell)[stone]
@@ -1439,10 +1438,9 @@ class Seed004AlphaBetaAgent(PythonAgent):
         return out
 
     def select(self, state: State, rng: np.random.Generator) -> int:
-        board, me, over = _state_board(state)
+        b, stone, over, board = self._position(state)
         if over:
             return _first_empty(board)
-        b, stone = _SearchBoard(self._geom, self._patterns, board), me + 1
         alpha, best = -_INF, -1
         for cell in self._ordered(b):
             wins = b.move_info(cell)[stone]
