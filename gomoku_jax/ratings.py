@@ -40,10 +40,11 @@ the result.  Its information per pair, ``(400 / ln 10 / prior_sigma)**2``
 30-10 by 0.8 and 38-2 by 7.8.  For a perfect or zero record the prior alone
 sets the rating (:meth:`Ratings.unmeasured` names such players, and more
 generally :meth:`Ratings.groups` splits the players where the games do not measure
-the gaps, which the prior then sets), and when such a player is the anchor it sets every rating measured from it, with its
-interval: in the recorded 9x9 round robin, where random lost every game, the
-final agent's rating from random is 1033, 1380 or 1679 at a prior sd of 500,
-1000 or 2000 Elo, while its difference from GomokuBot is 85, 96 or 100.
+the gaps, which the prior then sets), and when such a player is the anchor it sets
+every rating measured from it, with its interval: in the recorded 9x9 round robin,
+where random lost every game, the final agent's rating from random is 1033, 1380 or
+1679 at a prior sd of 500, 1000 or 2000 Elo, while its difference from GomokuBot is
+85, 96 or 100.
 ``prior_sigma=None`` disables it, in which case results whose "scored against"
 graph is not strongly connected (someone never lost, never scored, or groups
 never met) raise :class:`ValueError` because the MLE does not exist.
