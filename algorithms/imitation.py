@@ -22,8 +22,12 @@ host during an iteration.
 draws, and an equal number is drawn from each split every time). With
 ``data.balance="splits"`` every training sample first draws one of the non-empty
 splits uniformly, then a position of that split uniformly: each split gives the same
-expected number of positions per batch, however many games it has. ``"none"`` samples
-positions uniformly (an epoch is a permutation of the training positions).
+expected number of positions per batch, however many games it has. ``"games"`` (the
+report's own reading: an equal number of *games* from each split, all their positions
+trained on) draws a split with probability proportional to its mean positions per game,
+so each split gives the positions of the same expected number of games: long drawn
+games weigh more than short wins, as they would in a buffer of whole games. ``"none"``
+samples positions uniformly (an epoch is a permutation of the training positions).
 
 **Iteration** = ``train.steps`` SGD steps of ``train.batch_size`` positions (default:
 one epoch, ``ceil(training positions / batch_size)`` steps), then the validation losses
@@ -96,7 +100,7 @@ __all__ = [
     "resolve_paths",
 ]
 
-_BALANCE = ("splits", "none")
+_BALANCE = ("splits", "games", "none")
 _SPLITS = ("black", "white", "draw")  # split ids 0, 1, 2 (a game's winner)
 
 
@@ -270,6 +274,7 @@ class Dataset:
     policy_weight: jax.Array  # [M] float32, 1 where the move is a policy target
     split_start: jax.Array  # [3] int32, first row of each split
     split_count: jax.Array  # [3] int32, rows of each split
+    split_games: jax.Array  # [3] int32, games with rows in each split
 
     @property
     def size(self) -> int:
@@ -334,10 +339,12 @@ def _to_dataset(games: list, env: Gomoku, data: DataSettings) -> tuple[Dataset, 
     order = np.argsort(split, kind="stable")
     count = np.bincount(split, minlength=3).astype(np.int32)
     start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int32)
+    game_split = np.where(winners < 0, 2, winners) if len(games) else winners
+    games_in = np.bincount(game_split[np.unique(pos.game)], minlength=3).astype(np.int32)
     dataset = Dataset(board=pos.boards[order], player=pos.player[order],
                       last_action=pos.last_action[order], action=pos.action[order],
                       value=pos.value[order], policy_weight=weight[order],
-                      split_start=start, split_count=count)
+                      split_start=start, split_count=count, split_games=games_in)
     summary = {"games": len(games), "positions": int(pos.player.shape[0]),
                **{f"positions_{name}": int(c) for name, c in zip(_SPLITS, count)},
                "policy_targets": int(weight.sum())}
@@ -508,11 +515,15 @@ class Learner(SearchPlayer, ShardedLearner):
     def _sample(self, data: Dataset, key, count: int) -> jax.Array:
         """``[count]`` row indices of ``data`` for one iteration."""
         m = data.size
-        if self.config.data.balance == "splits":
+        balance = self.config.data.balance
+        if balance in ("splits", "games"):
             k_split, k_row = jax.random.split(key)
             nonempty = data.split_count > 0
+            # "games": each split in proportion to its positions per game
+            per_game = data.split_count / jnp.maximum(data.split_games, 1)
+            weight = jnp.log(jnp.where(nonempty, per_game, 1.0)) if balance == "games" else 0.0
             split = jax.random.categorical(
-                k_split, jnp.where(nonempty, 0.0, -jnp.inf), shape=(count,))
+                k_split, jnp.where(nonempty, weight, -jnp.inf), shape=(count,))
             u = jax.random.uniform(k_row, (count,))
             offset = jnp.floor(u * data.split_count[split]).astype(jnp.int32)
             return data.split_start[split] + jnp.minimum(offset, data.split_count[split] - 1)

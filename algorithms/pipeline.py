@@ -3,8 +3,8 @@
 1. **Imitation** (``stage1_imitation/``): `algorithms.imitation` on game records
    (seed 001 IV-D: games between strong bots, split by winner and drawn equally).
 2. **Self-play** (``stage2_selfplay/``): `algorithms.alphazero` starting from stage 1's
-   final params (seed 001 V-C: "we use the best model derived from imitation learning
-   and let it practice by playing games against itself").
+   params (seed 001 V-C: "we use the best model derived from imitation learning and let
+   it practice by playing games against itself": ``handover = "best"``).
 3. **Competing with the master** (``stage3_master/``): seed 001 V-D says only that the
    third-stage model "is trained by the data collected from playing against GomokuBot".
    Our reading: ``master.rounds`` rounds; in each, the current network (searching
@@ -20,7 +20,9 @@
 
 Every stage is an ordinary training run (`gomoku_jax.training.run`: checkpoints,
 metrics, TensorBoard, evaluation, ``final.gjx``) in its own subdirectory, and starts
-from the previous stage's final params: the hand-over writes them to the new stage's
+from the previous stage's final params, or with ``handover = "best"`` from the best of
+its periodic evaluations (``best.gjx``, seed 001 V-C's "best model"; the final params
+when the stage wrote none): the hand-over writes them to the new stage's
 ``start.gjx`` and checks that the trees match (same network). The pipeline itself is
 a learner of three iterations, one per stage, driven by `training.run` in the workdir:
 its ``metrics.csv`` has one row per stage, its checkpoints say which stages are done,
@@ -67,6 +69,7 @@ __all__ = [
 ]
 
 STAGES = ("stage1_imitation", "stage2_selfplay", "stage3_master")
+HANDOVERS = ("final", "best")  # what a stage hands to the next (`Pipeline.handed_over`)
 
 
 # ----------------------------------------------------------------------------- config
@@ -140,10 +143,14 @@ class PipelineConfig:
     eval: az.EvalSettings = az.EvalSettings()
     seed: int = 0
     checkpoint_every: int = 1
+    handover: str = "final"
 
     def __post_init__(self):
         plain_fields(self)
         check_seed("config", "seed", self.seed)
+        if self.handover not in HANDOVERS:
+            raise ValueError(f"config.handover must be one of {', '.join(HANDOVERS)} (the "
+                             f"params a stage hands to the next), got {self.handover!r}")
         # the stages train with seed + 1 (self-play) and seed + 2 + r (master round r)
         top = SEED_MAX - 2 - (self.master.rounds - 1)
         if self.seed > top:
@@ -308,10 +315,18 @@ class Pipeline(SearchPlayer):
             metrics = dict(metrics, stage=stage + 1,
                            stage_seconds=time.perf_counter() - t0)
             done.write_text(json.dumps(metrics, indent=2) + "\n")
-        variables = _read_variables(directory / "final.gjx")
+        variables = _read_variables(self.handed_over(directory))
         new = PipelineState(variables=jax.device_put(variables, self._rep),
                             iteration=jax.device_put(jnp.int32(stage + 1), self._rep))
         return new, metrics
+
+    def handed_over(self, directory: Path) -> Path:
+        """The exported params a finished stage in ``directory`` hands to the next (and,
+        after the last, to the pipeline's end): its ``final.gjx``, or with ``handover =
+        "best"`` its ``best.gjx`` where its evaluations wrote one."""
+        best = directory / "best.gjx"
+        return best if self.config.handover == "best" and best.exists() else (
+            directory / "final.gjx")
 
     # ----------------------------------------------------------------- stages
     def _train(self, learner, directory: Path, start) -> dict:

@@ -401,6 +401,24 @@ def test_balanced_sampling_draws_every_split_equally(tmp_path):
     assert rows.max() < train.size
 
 
+def test_games_balance_weighs_each_split_by_its_positions_per_game(tmp_path):
+    """balance "games" (seed 001: an equal number of games from each split, all their
+    positions) gives each split its mean positions per game as weight: 9 black wins of
+    9 positions and 1 white win of 6 give white 6 / (9 + 6) of the samples, not half."""
+    path = tmp_path / "mixed.jsonl"
+    games = [_game(BLACK_WINS, 0)] * 9 + [_game(WHITE_WINS, 1, opening=2)]
+    records.write_records(path, games, ENV)
+    cfg = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+        cfglib.to_dict(_config([path])), {"data.balance": "games"}))
+    learner = im.make_learner(cfg, devices=jax.devices()[:1])
+    train, _ = learner.load_data()
+    assert list(np.asarray(train.split_count)) == [81, 6, 0]
+    assert list(np.asarray(train.split_games)) == [9, 1, 0]
+    rows = np.asarray(learner._sample(train, jax.random.PRNGKey(0), 20_000))
+    white = rows >= int(train.split_start[1])
+    assert abs(white.mean() - 6 / 15) < 0.02 and rows.max() < train.size
+
+
 def test_the_cpu_config_and_its_variants_load():
     data = json.loads(CONFIG.read_text())
     assert "gomoku-jax train --config" in data["description"] and "smoke" in data["variants"]

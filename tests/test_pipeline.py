@@ -57,9 +57,10 @@ def test_a_pipelines_evaluations_and_master_are_checked_when_it_loads(overrides,
 def test_seed001_config_is_the_reports_duelnet():
     cfg, _ = cfglib.load_file(pl.PipelineConfig, [p for p in CONFIGS if "seed001" in p.stem][0])
     assert (cfg.game.size, cfg.network.name, cfg.search.num_simulations) == (15, "duelnet", 200)
+    assert cfg.handover == "best"  # V-C: self-play from "the best model" of imitation
     stage1 = cfg.stage_config(0)
     assert stage1.train.batch_size == 512 and stage1.train.iterations == 1000
-    assert stage1.data.balance == "splits" and cfg.eval.opponents == ("uct-2000",)
+    assert stage1.data.balance == "games" and cfg.eval.opponents == ("uct-2000",)
 
 
 def test_the_smoke_variant_says_where_it_writes_its_records(tmp_path, monkeypatch, capsys):
@@ -145,6 +146,35 @@ def test_stages_hand_over_their_final_params_and_a_killed_run_resumes(tmp_path, 
     assert names == {("learner", "gomokubot-1"), ("gomokubot-1", "learner")}
     loaded = exported.load(work / "final.gjx")
     assert loaded.metadata["network"]["name"] == "duelnet"
+
+
+@pytest.mark.parametrize("handover", ["final", "best"])
+def test_a_stage_hands_over_its_best_params_with_handover_best(tmp_path, handover):
+    """With handover "best" the next stage starts from the stage's best.gjx (seed 001
+    V-C's "best model derived from imitation learning") where it wrote one, else from its
+    final.gjx; with "final", always from final.gjx."""
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"],
+                              overrides={"handover": handover})
+    learner = pl.make_learner(cfg)
+    learner.workdir = tmp_path
+    stage1 = tmp_path / pl.STAGES[0]
+    stage1.mkdir()
+    (stage1 / "done.json").write_text(json.dumps({"stage": 1}))  # a finished stage
+    state = learner.init()
+    final = jax.tree.map(lambda x: np.asarray(x) + 1.0, jax.device_get(state.variables))
+    best = jax.tree.map(lambda x: np.asarray(x) - 1.0, jax.device_get(state.variables))
+    exported.export_agent(stage1 / "final.gjx", learner, final)
+    exported.export_agent(stage1 / "best.gjx", learner, best)
+    want = best if handover == "best" else final
+    handed, _ = learner.iteration(state)
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(handed.variables),
+                                                     jax.tree.leaves(want)))
+    (stage1 / "best.gjx").unlink()  # a stage that never evaluated: its final params
+    handed, _ = learner.iteration(state)
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(handed.variables),
+                                                     jax.tree.leaves(final)))
+    with pytest.raises(ValueError, match="config.handover must be one of final, best"):
+        cfglib.load_file(pl.PipelineConfig, CPU, overrides={"handover": "last"})
 
 
 def test_a_seed_is_refused_when_a_stage_would_pass_the_largest_seed():
