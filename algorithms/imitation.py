@@ -328,8 +328,8 @@ def _generate(path: str, settings: GenerateSettings, env: Gomoku) -> None:
 def _to_dataset(games: list, env: Gomoku, data: DataSettings) -> tuple[Dataset, dict]:
     pos = records.positions(games, env, skip_opening=data.skip_opening)
     winners = np.asarray([g.winner for g in games], np.int64)
-    split = np.where(winners[pos.game] < 0, 2, winners[pos.game]) if len(games) else (
-        np.zeros((0,), np.int64))
+    game_split = np.where(winners < 0, 2, winners)  # each game's split id
+    split = game_split[pos.game]
     if data.imitate:
         names = [(g.black, g.white) for g in games]
         weight = np.asarray([names[gi][p] in data.imitate for gi, p in zip(pos.game, pos.player)],
@@ -339,7 +339,6 @@ def _to_dataset(games: list, env: Gomoku, data: DataSettings) -> tuple[Dataset, 
     order = np.argsort(split, kind="stable")
     count = np.bincount(split, minlength=3).astype(np.int32)
     start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int32)
-    game_split = np.where(winners < 0, 2, winners) if len(games) else winners
     games_in = np.bincount(game_split[np.unique(pos.game)], minlength=3).astype(np.int32)
     dataset = Dataset(board=pos.boards[order], player=pos.player[order],
                       last_action=pos.last_action[order], action=pos.action[order],
@@ -519,9 +518,10 @@ class Learner(SearchPlayer, ShardedLearner):
         if balance in ("splits", "games"):
             k_split, k_row = jax.random.split(key)
             nonempty = data.split_count > 0
-            # "games": each split in proportion to its positions per game
-            per_game = data.split_count / jnp.maximum(data.split_games, 1)
-            weight = jnp.log(jnp.where(nonempty, per_game, 1.0)) if balance == "games" else 0.0
+            weight = 0.0  # "splits": each non-empty split alike
+            if balance == "games":  # each in proportion to its positions per game
+                per_game = data.split_count / jnp.maximum(data.split_games, 1)
+                weight = jnp.log(jnp.where(nonempty, per_game, 1.0))
             split = jax.random.categorical(
                 k_split, jnp.where(nonempty, weight, -jnp.inf), shape=(count,))
             u = jax.random.uniform(k_row, (count,))

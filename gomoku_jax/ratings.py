@@ -508,11 +508,6 @@ def _components(beats: np.ndarray) -> tuple[int, ...]:
     return tuple(int(np.argmax(both[k])) for k in range(n))
 
 
-def _strongly_connected(beats: np.ndarray) -> bool:
-    """Whether every player can reach every other along 'scored against' edges."""
-    return len(set(_components(beats))) == 1
-
-
 # ---------------------------------------------------------------------------
 # fitting (natural log-odds units internally: s = r / _ELO_SCALE)
 
@@ -552,7 +547,10 @@ def _fit(
         raise ValueError(f"players with no games have no defined rating: {idle}; remove them first")
     unprior = prior_sigma is None or prior_sigma == math.inf
     prec = 0.0 if unprior else (_ELO_SCALE / float(prior_sigma)) ** 2
-    if unprior and not _strongly_connected(points > 0):
+    group_of = _components(points > 0)
+    # whether every player can reach every other along 'scored against' edges
+    connected = len(set(group_of)) == 1
+    if unprior and not connected:
         raise ValueError(
             "the maximum-likelihood ratings are infinite without a prior: some group of "
             "players never scored against (or never lost to) the rest, e.g. a perfect "
@@ -563,7 +561,7 @@ def _fit(
     except np.linalg.LinAlgError:
         s = None
     if s is None:
-        if not unprior and not _strongly_connected(points > 0):
+        if not unprior and not connected:
             raise ValueError(
                 f"prior_sigma={float(prior_sigma):g} is too weak to keep the ratings finite in "
                 "floating point: some player's rating is set by the prior alone (e.g. a "
@@ -592,7 +590,7 @@ def _fit(
         confidence=float(confidence),
         prior_sigma=None if unprior else float(prior_sigma),
         points=points.sum(axis=1),
-        group_of=_components(points > 0),
+        group_of=group_of,
     )
 
 
