@@ -1402,6 +1402,16 @@ class Seed004AlphaBetaAgent(_PatternAgent):
         moves.sort(key=lambda c: -adj[c])  # stable: board order among ties
         return moves
 
+    def _move_value(self, b: _SearchBoard, stone: int, cell: int, depth: int,
+                    alpha: float, beta: float) -> float:
+        """The value for ``stone`` of playing ``cell``, searched ``depth`` plies further
+        within the window (``alpha``, ``beta``)."""
+        wins = b.move_info(cell)[stone]
+        b.play(cell, stone)
+        v = -self._negamax(b, 3 - stone, depth, -beta, -alpha, wins)
+        b.undo(cell)
+        return v
+
     def _negamax(self, b: _SearchBoard, stone: int, depth: int, alpha: float,
                  beta: float, lost: bool) -> float:
         """The value for ``stone``, to move; ``lost``: the other player's last move won."""
@@ -1414,10 +1424,7 @@ class Seed004AlphaBetaAgent(_PatternAgent):
             return b.value if stone == 1 else -b.value
         best = -_INF
         for cell in self._ordered(b):
-            wins = b.move_info(cell)[stone]
-            b.play(cell, stone)
-            v = -self._negamax(b, 3 - stone, depth - 1, -beta, -alpha, wins)
-            b.undo(cell)
+            v = self._move_value(b, stone, cell, depth - 1, alpha, beta)
             best = max(best, v)
             alpha = max(alpha, v)
             if alpha >= beta:
@@ -1429,13 +1436,8 @@ class Seed004AlphaBetaAgent(_PatternAgent):
         b, stone, over, _ = self._position(state)
         if over:
             return {}
-        out = {}
-        for cell in self._ordered(b):
-            wins = b.move_info(cell)[stone]
-            b.play(cell, stone)
-            out[cell] = -self._negamax(b, 3 - stone, self.depth - 1, -_INF, _INF, wins)
-            b.undo(cell)
-        return out
+        return {cell: self._move_value(b, stone, cell, self.depth - 1, -_INF, _INF)
+                for cell in self._ordered(b)}
 
     def select(self, state: State, rng: np.random.Generator) -> int:
         b, stone, over, board = self._position(state)
@@ -1443,10 +1445,7 @@ class Seed004AlphaBetaAgent(_PatternAgent):
             return _first_empty(board)
         alpha, best = -_INF, -1
         for cell in self._ordered(b):
-            wins = b.move_info(cell)[stone]
-            b.play(cell, stone)
-            v = -self._negamax(b, 3 - stone, self.depth - 1, -_INF, -alpha, wins)
-            b.undo(cell)
+            v = self._move_value(b, stone, cell, self.depth - 1, alpha, _INF)
             if v > alpha or best < 0:
                 alpha, best = max(alpha, v), cell
         return best
