@@ -83,7 +83,8 @@ def _random_game(args: argparse.Namespace) -> int:
     return 0
 
 
-TOURNAMENT_KEYS = {"game", "agents", "games_per_pair", "opening_stones", "seed"}
+# "description": what the tournament is for and the command that runs it (free text)
+TOURNAMENT_KEYS = {"description", "game", "agents", "games_per_pair", "opening_stones", "seed"}
 
 
 def _tournament_config(args: argparse.Namespace) -> dict:
@@ -185,6 +186,8 @@ def _check_tournament_file(config: dict) -> None:
             config_lib.check_int("", key, config[key], minimum)
     if "seed" in config:
         config_lib.check_seed("", "seed", config["seed"])
+    if not isinstance(config.get("description", ""), str):
+        raise ValueError(f"description must be a string, got {config['description']!r}")
 
 
 def exported_game(names) -> dict:
@@ -631,9 +634,11 @@ def build_parser() -> argparse.ArgumentParser:
     game.add_argument("--svg", type=output_file, default=None, help="write an SVG picture here")
     tour = sub.add_parser("tournament", help="round robin between named agents")
     tour.add_argument("--config", type=nonempty_path, default=None,
-                      help="JSON with game, agents, games_per_pair, opening_stones, seed")
+                      help="JSON with game, agents, games_per_pair, opening_stones, seed and a "
+                           "description (free text)")
     tour.add_argument("--agents", nargs="+", default=None,
-                      help="agent names, e.g. random heuristic random+killer alphabeta-2")
+                      help="agent names, e.g. random heuristic random+killer alphabeta-2 "
+                           "(replaces a --config's list)")
     tour.add_argument("--size", type=int, default=None,
                       help="board side (config, else an exported agent's game, else 15)")
     tour.add_argument("--k", type=int, default=None,

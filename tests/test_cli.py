@@ -267,14 +267,16 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     from gomoku_jax.game import Gomoku
 
     config = tmp_path / "t.json"
-    config.write_text(json.dumps({"game": {"size": 6, "k": 4}, "agents": ["random", "heuristic"],
-                                  "games_per_pair": 4, "seed": 1}))
+    config.write_text(json.dumps({"description": "two baselines on 6x6", "game": {"size": 6, "k": 4},
+                                  "agents": ["random", "heuristic"], "games_per_pair": 4,
+                                  "seed": 1}))
     out = tmp_path / "out"
     assert cli.main(["tournament", "--config", str(config), "--out", str(out),
                      "--opening-stones", "2"]) == 0
     report = json.loads((out / "tournament.json").read_text())
     assert report["agents"] == ["random", "heuristic"]
     assert report["config"]["opening_stones"] == 2 and report["config"]["game"]["size"] == 6
+    assert report["config"]["description"] == "two baselines on 6x6"
     assert report["colours"]["games"] == 4
     assert report["device"].startswith(jax.devices()[0].platform) and report["date"]
     # every game, replayable: the moves reach the recorded winner
@@ -330,6 +332,8 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     ('{"game": {"rule": 3}, "agents": ["random", "heuristic"]}',
      "game.rule: expected a string, got 3 (from tournament config "),
     ('{"agents": "random"}', "agents must be a list of agent names, got 'random'"),
+    ('{"agents": ["random", "heuristic"], "description": ["x"]}',
+     "bad.json: description must be a string, got ['x']"),
     ('{"agents": ["random", 3]}', "agents[1] must be an agent name (a non-empty string), got 3"),
     ('{"agents": ["random", "heuristic"], "seed": "abc"}',
      "seed must be an integer from 0 to 4294967295, got 'abc'"),
