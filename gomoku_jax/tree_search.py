@@ -126,8 +126,8 @@ def search_memory_bytes(batch: int, num_simulations: int, num_actions: int,
     ``NODE_BYTES + EDGE_BYTES * num_actions + embedding_bytes = 20 + 24 * num_actions +
     embedding_bytes`` bytes; per game ``8 * num_actions`` more (root mask, Gumbel
     noise). Total: ``batch * ((num_simulations + 1) * (20 + 24 * num_actions +
-    embedding_bytes) + 8 * num_actions)``. E.g. 9x9 Gomoku (81 actions, a ~300-byte
-    game state): ~2.3 kB per game per simulation, 1.9 GB for 1024 games x 800.
+    embedding_bytes) + 8 * num_actions)``. E.g. 9x9 Gomoku (81 actions, its 188-byte
+    game state): 2,152 bytes per game per simulation, 1.77 GB for 1024 games x 800.
 
     Those figures are for float32 values and logits; ``value_bytes`` (the bytes of the
     root value's dtype: two fields per node, three per edge) and ``logit_bytes`` (the
@@ -298,7 +298,10 @@ def _embedding_bytes(embedding) -> int:
 
 
 # ---------------------------------------------------------------- tree building
-def _batch_size(root: mctx.RootFnOutput) -> tuple[int, int]:
+def _batch_size(root: mctx.RootFnOutput, invalid_actions=None) -> tuple[int, int]:
+    """``(B, num_actions)`` of ``root``; a ValueError naming the argument whose shape does
+    not agree: ``root.prior_logits [B, A]``, ``root.value [B]``, every leaf of
+    ``root.embedding`` (``[B, ...]``) and ``invalid_actions [B, A]`` (when given)."""
     if np.ndim(root.prior_logits) != 2:
         raise ValueError(
             f"root.prior_logits must be [B, num_actions], got shape {np.shape(root.prior_logits)}"
@@ -306,6 +309,13 @@ def _batch_size(root: mctx.RootFnOutput) -> tuple[int, int]:
     batch, num_actions = root.prior_logits.shape
     if np.shape(root.value) != (batch,):
         raise ValueError(f"root.value must be [{batch}], got shape {np.shape(root.value)}")
+    for path, leaf in jax.tree_util.tree_leaves_with_path(root.embedding):
+        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != batch:
+            raise ValueError(f"root.embedding{jax.tree_util.keystr(path)} must have the batch "
+                             f"{batch} as its first axis, got shape {np.shape(leaf)}")
+    if invalid_actions is not None and np.shape(invalid_actions) != (batch, num_actions):
+        raise ValueError(f"invalid_actions must be [{batch}, {num_actions}] (as "
+                         f"root.prior_logits), got shape {np.shape(invalid_actions)}")
     return batch, num_actions
 
 
@@ -502,6 +512,9 @@ def _backward(tree: Tree, leaf, write, value) -> Tree:
     root) write nothing."""
     capacity = tree.node_visits.shape[1]
     index = jnp.where(write, leaf, _ROOT)
+    # As mctx, the value backed up is the leaf's as the tree stores it (in the tree's
+    # dtype, whatever recurrent_fn's); the loop's carry keeps that dtype.
+    value = value.astype(tree.node_values.dtype)
 
     def cond(carry):
         return jnp.any(carry[2] != _ROOT)
@@ -546,8 +559,8 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     ``root_action_selection_fn(key, tree, node)`` and
     ``interior_action_selection_fn(key, tree, node, depth)`` act on one unbatched tree,
     as in mctx. ``tree``: start from this tree (e.g. from `reuse_subtree`); ``capacity``:
-    nodes per game of a new tree (default ``num_simulations + 1``; ignored with a
-    ``tree``). ``max_depth`` None means ``capacity - 1``. ``memory_limit``: bytes for
+    nodes per game of a new tree (default and least ``num_simulations + 1``; ignored
+    with a ``tree``). ``max_depth`` None means ``capacity - 1``. ``memory_limit``: bytes for
     `check_search_memory` (default: the device's free memory); ``devices``: the devices
     the batch is split over when the search runs sharded (`check_tree_memory`'s
     ``device``; default: one device holds it all).
@@ -564,13 +577,18 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     """
     num_simulations = check_int("", "num_simulations", num_simulations, 1)
     max_depth = check_int("", "max_depth", max_depth, 1, allow_none=True)
-    batch, num_actions = _batch_size(root)
+    batch, num_actions = _batch_size(root, invalid_actions)
     if invalid_actions is None:
         invalid_actions = jnp.zeros_like(root.prior_logits)
     if tree is None:
         given = capacity
         capacity = num_simulations + 1 if capacity is None else capacity
         capacity = check_int("", "capacity", capacity, 2)
+        if capacity < num_simulations + 1:
+            raise ValueError(
+                f"capacity {capacity} is below num_simulations + 1 = {num_simulations + 1}: "
+                f"each simulation adds a node to a new tree, so a smaller one would drop "
+                f"simulations")
         check_search_memory(batch, num_simulations, num_actions,
                             _embedding_bytes(root.embedding), memory_limit, devices,
                             capacity=None if given is None else capacity,
@@ -779,7 +797,7 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
     the noisy ``root.prior_logits``), ``capacity``, ``memory_limit``, ``devices`` and
     ``local_exploration`` (see `search`).
     """
-    batch, num_actions = _batch_size(root)
+    batch, num_actions = _batch_size(root, invalid_actions)
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
     probs = jax.nn.softmax(root.prior_logits)
     noise = jax.random.dirichlet(
@@ -821,6 +839,7 @@ def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,
             "gumbel_muzero_policy: tree must be None (sequential halving at a Gumbel root "
             "starts from zero visits); reuse trees with muzero_policy"
         )
+    _batch_size(root, invalid_actions)
     root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(
@@ -866,6 +885,9 @@ def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) 
     batch, capacity = tree.node_visits.shape
     num_actions = tree.num_actions
     check_int("", "max_nodes", max_nodes, 1, capacity, allow_none=True)
+    if not jnp.issubdtype(jnp.asarray(action).dtype, jnp.integer):
+        raise ValueError(f"action must be integers (the moves played), got dtype "
+                         f"{jnp.asarray(action).dtype}")
     action = jnp.asarray(action, jnp.int32)
     if action.shape != (batch,):
         raise ValueError(f"action must have shape ({batch},), got {action.shape}")

@@ -788,6 +788,9 @@ def test_reuse_of_terminal_child_is_empty(reuse):
     assert visits[~terminal.any(axis=1)].any(axis=1).all()
     with pytest.raises(ValueError, match="action must have shape"):
         ts.reuse_subtree(tree, jnp.zeros(2, jnp.int32))
+    with pytest.raises(ValueError, match=r"action must be integers \(the moves played\), "
+                                         r"got dtype float32"):
+        ts.reuse_subtree(tree, jnp.asarray(action, jnp.float32) + 0.5)
     with pytest.raises(ValueError, match="max_nodes"):
         ts.reuse_subtree(tree, jnp.asarray(action), max_nodes=0)
     params, root, recurrent_fn, _ = toy_problem(4, 4, 6)
@@ -1003,3 +1006,44 @@ def test_a_root_of_the_wrong_shape_is_refused_naming_it():
         with pytest.raises(ValueError, match=re.escape("root.value must be [2], got shape (3,)")):
             policy(params, jax.random.PRNGKey(0), root.replace(value=jnp.zeros(3)),
                    recurrent_fn, 4)
+
+
+def test_arguments_of_the_wrong_shape_are_refused_naming_them():
+    params, root, recurrent_fn, invalid = toy_problem(0, 2, 5)
+    for policy in (ts.muzero_policy, ts.gumbel_muzero_policy):
+        with pytest.raises(ValueError, match=re.escape(
+                "invalid_actions must be [2, 5] (as root.prior_logits), got shape (2, 3)")):
+            policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 4,
+                   invalid_actions=invalid[:, :3])
+        with pytest.raises(ValueError, match=re.escape(
+                "root.embedding['x'] must have the batch 2 as its first axis, got shape (3, 4)")):
+            policy(params, jax.random.PRNGKey(0),
+                   root.replace(embedding={"x": jnp.zeros((3, 4))}), recurrent_fn, 4)
+    # a new tree smaller than the simulations would drop some: refused
+    with pytest.raises(ValueError, match=re.escape(
+            "capacity 3 is below num_simulations + 1 = 9: each simulation adds a node")):
+        ts.muzero_policy(params, jax.random.PRNGKey(0), root, recurrent_fn, 8,
+                         invalid_actions=invalid, capacity=3)
+
+
+# mctx's own search warns when it scatters float32 values into a bfloat16 tree
+@pytest.mark.filterwarnings("ignore:scatter inputs have incompatible types:FutureWarning")
+@pytest.mark.parametrize("root_dtype, step_dtype", [(jnp.float32, jnp.bfloat16),
+                                                    (jnp.bfloat16, jnp.float32)])
+def test_a_recurrent_fn_of_another_dtype_than_the_root_gives_mctx_tree(root_dtype, step_dtype):
+    """The tree takes the root value's dtype; the value backed up is the leaf's as the
+    tree stores it (mctx), whatever dtype the recurrent function returns."""
+    params, root, recurrent_fn, invalid = toy_problem(3, 3, 6)
+
+    def cast(params, key, action, embedding):
+        out, nxt = recurrent_fn(params, key, action, embedding)
+        return jax.tree.map(lambda x: x.astype(step_dtype), out), nxt
+
+    root = root.replace(value=root.value.astype(root_dtype))
+    for ours, theirs in ((ts.muzero_policy, mctx.muzero_policy),
+                         (ts.gumbel_muzero_policy, mctx.gumbel_muzero_policy)):
+        run = jax.jit(lambda policy: policy(params, jax.random.PRNGKey(1), root, cast, 12,
+                                            invalid_actions=invalid), static_argnums=0)
+        got, want = run(ours), run(theirs)
+        assert got.search_tree.node_values.dtype == root_dtype
+        assert_same_output(got, want, atol=0)
