@@ -455,6 +455,9 @@ def _restore(learner, workdir):
         if step is None:
             return None, prog, []
         _check_algorithm(pathlib.Path(workdir), getattr(learner, "algorithm", "alphazero"))
+        # A config the checkpoints refuse is said as it is, before any restore: no older
+        # checkpoint nor moving the results away would let this config start there.
+        changed = ckpt.config_changes()
         target = {"state": jax.eval_shape(learner.init), "progress": prog}
         try:
             restored = ckpt.restore(target, step)
@@ -470,7 +473,6 @@ def _restore(learner, workdir):
                     f"{err}; to start afresh, move the run's results "
                     f"({', '.join(results)}) away too, as a new run would overwrite "
                     "them") from None
-        changed = ckpt.config_changes()
     return (_place(restored["state"], learner.state_sharding()), restored["progress"],
             changed)
 

@@ -432,6 +432,18 @@ def test_a_finished_run_whose_checkpoints_are_gone_is_not_overwritten(learner, u
                                          r"0.002, given 0.5"):
         training.run(az.make_learner(other, devices=jax.devices()[:1]), results, progress=False)
     assert _digests(results) == before
+    # a finished run keeping one checkpoint, given another config: refused as that, without
+    # advice to move the results away (the checkpoints would still refuse it)
+    single = tmp_path / "single"
+    shutil.copytree(straight, single)
+    for step in steps[:-1]:
+        shutil.rmtree(single / "checkpoints" / str(step))
+    kept = _digests(single)
+    with pytest.raises(gio.CheckpointError) as refused:
+        training.run(az.make_learner(other, devices=jax.devices()[:1]), single, progress=False)
+    assert "train.learning_rate: stored 0.002, given 0.5" in str(refused.value)
+    assert "start afresh" not in str(refused.value)
+    assert _digests(single) == kept
     # the same experiment interrupted before its first checkpoint starts again
     started = tmp_path / "started"
     started.mkdir()
