@@ -726,7 +726,8 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     """Seed 003's ladder: ``agent`` plays ``games`` games against pure MCTS at ``start``
     simulations, then ``+step`` at a time, until it wins fewer than ``pass_wins`` (7 or
     fewer of 10 by default) or ``max_simulations`` is passed. Reports every level and the
-    last one cleared (0 if none). ``opponent``: ``"pure-mcts"`` (with MCTS-Solver and
+    last one cleared (0 if none); each level's entry names its ``opponent`` agent (e.g.
+    ``uct-300``) beside its ``simulations`` and score. ``opponent``: ``"pure-mcts"`` (with MCTS-Solver and
     decisive expansion) or ``"uct"`` (the reports' plain pure MCTS, seed 003's own);
     ``make_opponent(simulations)`` builds another kind instead."""
     check_game(env)
@@ -746,7 +747,7 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
         check_agent(f"make_opponent({sims})", rival)
         match = _play_match(env, agent, rival, games, seed + sims, opening_stones)
         score = match.score(agent.name)
-        levels.append({"simulations": sims, **score})
+        levels.append({"simulations": sims, "opponent": rival.name, **score})
         if progress:
             print(f"ladder: {agent.name} vs {sims} simulations: {score['wins']}/{games} wins",
                   flush=True)

@@ -167,6 +167,37 @@ def _check_run_dir(run_dir: pathlib.Path, cfg, algorithm: str, run: str) -> None
                          "move that folder away to train it afresh")
 
 
+def _run_dir(workdir: pathlib.Path, i: int, key: str, value: Any, taken) -> pathlib.Path:
+    """Run ``i``'s folder, ``workdir/<i>_<key>=<value>``; when that is not there but the
+    same value's run is, at another position (values were inserted or removed since),
+    that folder (not one in ``taken``), so its run is resumed or read back, not trained
+    again."""
+    name = f"{_slug(key)}={_slug(value)}"
+    own = workdir / f"{i:02d}_{name}"
+    if own.exists() or not workdir.is_dir():
+        return own
+    for other in sorted(workdir.iterdir()):
+        position, _, rest = other.name.partition("_")
+        if rest == name and position.isdigit() and other not in taken and other.is_dir():
+            return other
+    return own
+
+
+def _check_budget(run_dir: pathlib.Path, iterations: int | None, run: str) -> None:
+    """ValueError when ``run_dir``'s run is already past ``iterations``: read back, its
+    row would not have the others' budget."""
+    try:
+        logged = _metrics_rows(run_dir / "metrics.csv")
+        done = int(float(logged[-1].get("iteration") or 0)) if logged else 0
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
+        return  # unreadable: training says so
+    if iterations is not None and done > iterations:
+        raise ValueError(f"{run_dir} ({run}) is already at iteration {done}, past the "
+                         f"sweep's iterations={iterations}: its row would not have the "
+                         f"others' budget; ask for iterations={done} or more (or None), or "
+                         "use another workdir")
+
+
 def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | None = None,
           workdir, variant: str | Sequence[str] | None = None,
           overrides: Mapping[str, Any] | Sequence[str] | None = None,
@@ -182,7 +213,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         as the Python numbers and lists they hold.
       iterations: train each run this many iterations (None: the config's own), at most
         the config's ``train.iterations``; the same for every run, so the runs get the
-        same budget unless a run stops early (``eval.stop_score`` / ``eval.patience``:
+        same budget (a run already trained past it is refused, before anything trains)
+        unless a run stops early (``eval.stop_score`` / ``eval.patience``:
         the row's ``stopped_because`` says why). A run that diverges (its loss or network
         turns NaN or infinite, `training.TrainingDiverged`) stops there; its row says
         ``"diverged: ..."`` and has no evaluation, the other values still train, and a
@@ -191,13 +223,16 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         differs, e.g. after the overrides changed) is refused before anything trains.
       workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` (a
         value of more than 40 characters is cut and tagged with a hash of the whole, so
-        a changed value never lands in a folder of another) and the rows are also
-        written to ``workdir/sweep.json``.
+        a changed value never lands in a folder of another), or in the folder of the
+        same value at another position when values were inserted since (its run resumed
+        or read back); the rows are also written to ``workdir/sweep.json``. Calling
+        again with the same workdir resumes an interrupted sweep.
       variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
         applied before ``key``'s value.
       evaluate: ``evaluate(agent, env) -> dict`` called with each run's exported agent
-        (``final.gjx``) and its game; its entries join the row (see `ladder_evaluator`:
+        (``final.gjx``) and its game, on every call (a run read back is evaluated
+        again); its entries join the row (see `ladder_evaluator`:
         call it, ``evaluate=ladder_evaluator()``).
       devices: the learner's devices (default: all).
       progress: progress bars of the training driver.
@@ -270,8 +305,9 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
             raise ValueError(f"values must give different configs (each trains its own "
                              f"run), but {key}={value!r} gives the same config as "
                              f"{key}={same[0]!r}")
-        run_dirs.append(workdir / f"{i:02d}_{_slug(key)}={_slug(value)}")
+        run_dirs.append(_run_dir(workdir, i, key, value, run_dirs))
         _check_run_dir(run_dirs[-1], cfg, algorithm, run)
+        _check_budget(run_dirs[-1], iterations, run)
         configs.append(cfg)
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -396,6 +432,16 @@ def sweep_table_markdown(rows: Sequence[Mapping[str, Any]],
     return "\n".join(lines) + "\n"
 
 
+def _ladder_opponent(rows) -> str:
+    """The kind of opponent of the rows' ladders, from their first level's agent name
+    (``uct-200`` -> ``uct``); ``pure MCTS`` for ladders that do not name it."""
+    name = rows[0]["ladder"][0].get("opponent")
+    if not isinstance(name, str):
+        return "pure MCTS"
+    kind, _, sims = name.rpartition("-")
+    return kind if kind and sims.isdigit() else name
+
+
 def ladder_table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """Seed 003's table IV: one line per pure-MCTS level, one column per run, the
     wins at that level (empty once a run's ladder has stopped)."""
@@ -406,7 +452,8 @@ def ladder_table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     key = runs[0]["key"]
     levels = sorted({level["simulations"] for row in runs for level in row["ladder"]})
     wins = [{level["simulations"]: level["wins"] for level in row["ladder"]} for row in runs]
-    lines = ["| simulations | " + " | ".join(f"{key}={_cell(r['value'])}" for r in runs) + " |",
+    lines = [f"| {_ladder_opponent(runs)} simulations | "
+             + " | ".join(f"{key}={_cell(r['value'])}" for r in runs) + " |",
              "|" + "---|" * (len(runs) + 1)]
     for sims in levels:
         lines.append(f"| {sims} | " + " | ".join(str(w.get(sims, "")) for w in wins) + " |")
@@ -451,7 +498,7 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, pat
     ax.bar(range(len(rows)), heights, color="#1f5fd6")
     ax.set_xticks(range(len(rows)), labels)
     ax.set_xlabel(key)
-    ax.set_ylabel(metric)
+    ax.set_ylabel(f"{metric} (simulations)" if metric == "ladder_cleared" else metric)
     ax.set_title(f"{metric} per {key}")
     if ladders:
         ax = axes[0, 1]
@@ -461,9 +508,10 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], metric: str | None = None, pat
                     label=f"{key}={_cell(row['value'])}")
         games = ladders[0]["ladder"][0]["games"]
         ax.set_ylim(-0.3, games + 0.3)
-        ax.set_xlabel("pure MCTS simulations")
+        opponent = _ladder_opponent(ladders)
+        ax.set_xlabel(f"{opponent} simulations")
         ax.set_ylabel(f"wins of {games}")
-        ax.set_title("ladder against pure MCTS")
+        ax.set_title(f"ladder against {opponent}")
         ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)

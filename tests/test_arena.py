@@ -270,6 +270,7 @@ def test_ladder_climbs_until_the_agent_wins_too_few():
                           max_simulations=1000, make_opponent=opponent, opening_stones=2)
     sims = [lvl["simulations"] for lvl in result["levels"]]
     assert sims == [100, 200, 300]  # stops at the first level it fails
+    assert [lvl["opponent"] for lvl in result["levels"]] == ["rand-100", "rand-200", "heur-300"]
     assert result["cleared"] == 200
     assert all(lvl["games"] == 6 for lvl in result["levels"])
     assert result["levels"][-1]["wins"] < 5 <= result["levels"][0]["wins"]

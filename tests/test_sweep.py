@@ -148,7 +148,7 @@ def test_ladder_table_and_plot_from_rows(tmp_path):
          "ladder": [level(200, 8), level(300, 7)]},
     ]
     assert sweep.ladder_table_markdown(rows).splitlines() == [
-        "| simulations | network.options.blocks=1 | network.options.blocks=2 |",
+        "| pure MCTS simulations | network.options.blocks=1 | network.options.blocks=2 |",
         "|---|---|---|",
         "| 200 | 10 | 8 |",
         "| 300 | 9 | 7 |",
@@ -157,7 +157,16 @@ def test_ladder_table_and_plot_from_rows(tmp_path):
     assert "| 1 | 300 |" in sweep.sweep_table_markdown(rows)
     fig = sweep.plot_sweep(rows, path=tmp_path / "sweep.png")
     assert (tmp_path / "sweep.png").stat().st_size > 0
-    assert [ax.get_ylabel() for ax in fig.axes] == ["ladder_cleared", "wins of 10"]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["ladder_cleared (simulations)",
+                                                     "wins of 10"]
+    assert fig.axes[1].get_title() == "ladder against pure MCTS"
+    # ladders that name their opponent (arena.ladder's levels do): named in both
+    for row in rows:
+        row["ladder"] = [{**lvl, "opponent": f"uct-{lvl['simulations']}"} for lvl in row["ladder"]]
+    assert sweep.ladder_table_markdown(rows).splitlines()[0].startswith("| uct simulations |")
+    fig = sweep.plot_sweep(rows)
+    assert fig.axes[1].get_title() == "ladder against uct"
+    assert fig.axes[1].get_xlabel() == "uct simulations"
     with pytest.raises(ValueError, match="no row has a ladder"):
         sweep.ladder_table_markdown([{"key": "k", "value": 1}])
 
@@ -378,3 +387,34 @@ def test_bad_rows_columns_metrics_and_paths_are_named(tmp_path):
                                              rf"format's suffix .*, got '.*{name}'"):
             sweep.plot_sweep(rows, path=tmp_path / name)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_value_inserted_later_leaves_the_runs_already_there_in_their_folders(
+        tmp_path, fake_training):
+    """Run folders are numbered by position; a value already trained at another position
+    (a value was inserted before it) is resumed or read back from its folder."""
+    sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.004], iterations=1,
+                workdir=tmp_path, variant="smoke")
+    rows = sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.002, 0.004], iterations=1,
+                       workdir=tmp_path, variant="smoke")
+    assert fake_training[2:] == ["00_train.learning_rate=0.001",
+                                 "01_train.learning_rate=0.002",
+                                 "01_train.learning_rate=0.004"]  # its own folder, again
+    assert [pathlib.Path(r["run"]).name for r in rows] == fake_training[2:]
+    assert not (tmp_path / "02_train.learning_rate=0.004").exists()
+
+
+def test_a_run_already_past_the_sweeps_iterations_is_refused_before_training(
+        tmp_path, fake_training):
+    run = tmp_path / "01_train.learning_rate=0.004"
+    run.mkdir()
+    (run / "metrics.csv").write_text("iteration,loss\n1,0.5\n2,0.4\n")
+    with pytest.raises(ValueError, match=r"01_train.learning_rate=0.004 \(the run "
+                                         r"train.learning_rate=0.004\) is already at iteration "
+                                         r"2, past the sweep's iterations=1: .*ask for "
+                                         r"iterations=2 or more"):
+        sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.004], iterations=1,
+                    workdir=tmp_path, variant="smoke")
+    assert fake_training == []
+    assert len(sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.004], iterations=2,
+                           workdir=tmp_path, variant="smoke")) == 2
