@@ -35,6 +35,14 @@ def test_notebook_runs(path, capsys, tmp_path, monkeypatch):
         exec(compile(source, f"{path.name}[cell {i}]", "exec"), namespace)
     assert capsys.readouterr().out  # the tour prints what it shows
     CHECKS[path.name](namespace)
+    if path.name == "ablation_sweep.ipynb":  # its sweep's cell run again: resumed, not redone
+        workdir, rows = namespace["workdir"], namespace["rows"]
+        logged = {row["run"]: Path(row["run"], "metrics.csv").read_bytes() for row in rows}
+        again = next(c for c in code_cells if "sweep.sweep(" in "".join(c["source"]))
+        exec(compile("".join(again["source"]), f"{path.name}[again]", "exec"), namespace)
+        assert namespace["workdir"] == workdir
+        assert {row["run"]: Path(row["run"], "metrics.csv").read_bytes()
+                for row in namespace["rows"]} == logged
 
 
 def _check_ablation_sweep(ns):
