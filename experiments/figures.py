@@ -261,8 +261,9 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
         games = stored.get("eval", {}).get("games") if isinstance(stored.get("eval"),
                                                                    dict) else None
         periodic = f"periodic: {games} games each; " if games else "periodic and final; "
-    ax.set_title(f"evaluation score (win 1, draw 1/2)\n{periodic}the final: {final_games}, "
-                 "95% CI")
+    last = (f"the final: {final_games}, 95% CI" if finals else
+            "no final evaluation")  # eval.final_games 0
+    ax.set_title(f"evaluation score (win 1, draw 1/2)\n{periodic}{last}")
     ax.set_xlabel("iteration")
     if scores:
         ax.legend(loc="lower right")

@@ -114,6 +114,11 @@ def test_training_curves_plot_the_metrics_and_evaluations(tmp_path, sparring):
     (interval,) = scores.collections  # the final score's 95% interval
     np.testing.assert_allclose(interval.get_segments()[0],
                                [[report["iterations"], y] for y in final["interval"]])
+    assert scores.get_title().endswith("the final: its games, 95% CI")
+    # a run without a final evaluation (eval.final_games 0) says so, not "the final"
+    (run / "report.json").write_text(json.dumps({"iterations": 12, "evaluation": {}}))
+    scores = figures.training_curves_figure(run, device="cpu").axes[3]
+    assert scores.get_title().endswith("no final evaluation") and not scores.collections
 
 
 def test_metrics_without_rows_are_refused(tmp_path):
