@@ -11,7 +11,9 @@ when an ``evaluate`` function is given, whatever it measures on the run's export
 table IV: wins per pure-MCTS level, one column per run) and `plot_sweep` present the rows.
 
 A run whose work directory already holds checkpoints resumes (and a finished one is not
-trained again), so an interrupted sweep continues where it stopped.
+trained again), so an interrupted sweep continues where it stopped; an ``evaluate`` with a
+``fingerprint`` (`ladder_evaluator`'s: its settings) keeps its result in the run's folder
+and is not played again while its settings and the run's ``final.gjx`` are unchanged.
 
 Each run builds its own learner. A learner's traced settings (``HYPERPARAMETERS`` of
 `algorithms.common.ShardedLearner`: learning rates, loss weights, the iterations of a
@@ -231,8 +233,10 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
         applied before ``key``'s value.
       evaluate: ``evaluate(agent, env) -> dict`` called with each run's exported agent
-        (``final.gjx``) and its game, on every call (a run read back is evaluated
-        again); its entries join the row (see `ladder_evaluator`:
+        (``final.gjx``) and its game, on every call (a run read back is evaluated again)
+        unless it has a ``fingerprint`` (JSON data naming its settings, as
+        `ladder_evaluator`'s): its result is then kept in the run's folder and read back
+        while the fingerprint and ``final.gjx`` are unchanged; its entries join the row (see `ladder_evaluator`:
         call it, ``evaluate=ladder_evaluator()``).
       devices: the learner's devices (default: all).
       progress: progress bars of the training driver.
@@ -245,7 +249,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       "eval_<opponent>": final score, ...}, ...]`` in ``values`` order.
     """
     import algorithms
-    from gomoku_jax import exported, training
+    from gomoku_jax import training
 
     if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
         raise ValueError(f"key must be a dotted config key like 'train.learning_rate', got {key!r}")
@@ -332,11 +336,47 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         for name, result in ({} if diverged else report.get("evaluation", {})).items():
             row[f"eval_{name}"] = result["score"]
         if evaluate is not None and not diverged:
-            loaded = exported.load(run_dir / "final.gjx", name=f"{key}={_slug(value)}")
-            row.update(evaluate(loaded.agent, loaded.env))
+            row.update(_evaluation(evaluate, run_dir, f"{key}={_slug(value)}"))
         rows.append(row)
         (workdir / "sweep.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
     return rows
+
+
+# A run's kept evaluation (see `_evaluation`).
+_EVALUATION = "sweep_evaluation.json"
+
+
+def _evaluation(evaluate, run_dir: pathlib.Path, name: str) -> dict:
+    """``evaluate(agent, env)`` of the run's ``final.gjx`` (the agent named ``name``). With
+    an ``evaluate.fingerprint`` (JSON data naming its settings) the result is kept in the
+    run's `_EVALUATION` with the fingerprint and the file's SHA-256, and read back from
+    there while both are the same: a sweep called again plays no ladder again."""
+    from gomoku_jax import exported
+
+    final, kept = run_dir / "final.gjx", run_dir / _EVALUATION
+    fingerprint = getattr(evaluate, "fingerprint", None)
+    stamp = None
+    if fingerprint is not None and final.is_file():
+        stamp = json.loads(json.dumps({"evaluator": fingerprint, "final": hashlib.sha256(
+            final.read_bytes()).hexdigest()}))  # as it reads back
+        try:
+            stored = json.loads(kept.read_text()) if kept.is_file() else None
+        except (OSError, UnicodeDecodeError, ValueError):
+            stored = None  # unreadable: evaluated again, and rewritten
+        if (isinstance(stored, dict) and isinstance(stored.get("result"), dict)
+                and {k: stored.get(k) for k in stamp} == stamp):
+            return stored["result"]
+    loaded = exported.load(final, name=name)
+    result = dict(evaluate(loaded.agent, loaded.env))
+    if stamp is not None:
+        try:
+            text = json.dumps({**stamp, "result": result}, indent=1, allow_nan=False)
+        except (TypeError, ValueError):  # not JSON data: not kept
+            return result
+        partial = kept.with_name(kept.name + ".partial")
+        partial.write_text(text + "\n")
+        partial.replace(kept)  # whole or not at all
+    return result
 
 
 def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wins: int = 8,
@@ -369,6 +409,11 @@ def ladder_evaluator(start: int = 100, step: int = 100, games: int = 10, pass_wi
 
     evaluate.check_game = lambda game, run="": arena.check_opening_stones(
         game, opening_stones, f"{run}ladder: opening_stones")  # `sweep` calls it per run
+    # what the result depends on: `sweep` keeps it per run under these settings
+    evaluate.fingerprint = {"ladder": {
+        "start": int(start), "step": int(step), "games": int(games),
+        "pass_wins": int(pass_wins), "max_simulations": int(max_simulations),
+        "seed": int(seed), "opening_stones": int(opening_stones), "opponent": opponent}}
     return evaluate
 
 

@@ -418,3 +418,38 @@ def test_a_run_already_past_the_sweeps_iterations_is_refused_before_training(
     assert fake_training == []
     assert len(sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.004], iterations=2,
                            workdir=tmp_path, variant="smoke")) == 2
+
+
+def test_an_evaluation_with_a_fingerprint_is_kept_and_not_played_again(tmp_path,
+                                                                      fake_training):
+    calls = []
+
+    def evaluate(agent, env):
+        calls.append(agent)
+        return {"level": len(calls)}
+
+    evaluate.fingerprint = {"mine": 1}
+    for i in range(2):  # the runs' exported agents
+        run = tmp_path / f"0{i}_train.learning_rate=0.00{i + 1}"
+        run.mkdir()
+        (run / "final.gjx").write_bytes(b"agent %d" % i)
+
+    def sweep_once():
+        return sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.002], iterations=1,
+                           workdir=tmp_path, variant="smoke", evaluate=evaluate)
+
+    first = sweep_once()
+    assert [row["level"] for row in first] == [1, 2] and len(calls) == 2
+    assert [row["level"] for row in sweep_once()] == [1, 2] and len(calls) == 2  # kept
+    (tmp_path / "00_train.learning_rate=0.001" / "final.gjx").write_bytes(b"retrained")
+    assert [row["level"] for row in sweep_once()] == [3, 2]  # another agent: played again
+    evaluate.fingerprint = {"mine": 2}  # other settings: both played again
+    assert [row["level"] for row in sweep_once()] == [4, 5]
+    (tmp_path / "01_train.learning_rate=0.002" / "sweep_evaluation.json").write_text("{oops")
+    assert [row["level"] for row in sweep_once()] == [4, 6]  # unreadable: played again
+    del evaluate.fingerprint  # without one: played on every call, nothing kept
+    assert [row["level"] for row in sweep_once()] == [7, 8]
+    # the ladder's settings are its fingerprint
+    assert sweep.ladder_evaluator(start=200, opponent="uct").fingerprint["ladder"] == {
+        "start": 200, "step": 100, "games": 10, "pass_wins": 8, "max_simulations": 5000,
+        "seed": 42, "opening_stones": 0, "opponent": "uct"}
