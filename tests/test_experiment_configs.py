@@ -70,3 +70,21 @@ def test_smoke_variant_takes_training_steps(path):
         assert {k for k, v in metrics.items() if not np.isfinite(np.asarray(v)).all()} == unset
     assert int(state.iteration) == cfg.train.iterations
     assert any(trained), trained
+
+
+TRAINING_CONFIGS = sorted(p for p in CONFIGS[0].parent.glob("*.json")
+                          if "algorithm" in json.loads(p.read_text())
+                          or p.stem.startswith("az_"))
+
+
+@pytest.mark.parametrize("path", TRAINING_CONFIGS, ids=lambda p: p.stem)
+def test_every_variant_loads_with_the_smoke_variant_after_it(path):
+    """``--variant V --smoke`` (smoke applied last) builds a valid config for every V."""
+    import algorithms
+
+    data = json.loads(path.read_text())
+    config_class, _ = algorithms.learner_entry(data.get("algorithm", "alphazero"))
+    for variant in data.get("variants", {}):
+        if variant != "smoke":
+            cfg, _ = cfglib.load_file(config_class, path, variants=[variant, "smoke"])
+            assert cfg.train.iterations <= 3  # the smoke variant's, whatever came before
