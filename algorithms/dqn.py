@@ -24,10 +24,12 @@ learner episodes finished so far (``curriculum.phases``; traced, so a change of 
 does not recompile; games in progress finish against the new phase's opponent), or, in a
 phase with a mixture of opponents, from each game's own draw at its start:
 ``random`` (uniform legal moves), ``heuristic`` (seed 000's rule-based player) or
-``self``: the current online network, or, in a game drawn as such at its start with
-probability ``old_opponent_probability``, a frozen earlier version from the pool (one
-pool member per iteration, drawn uniformly among the filled slots; the current network
-while the pool is empty). Network opponents play epsilon-greedy with
+``self``: the current online network (``curriculum.self_opponent = "online"``, the
+default) or the newest frozen version (``"latest"``: seed 000's "games against each
+frozen opponent"), or, in a game drawn as such at its start with probability
+``old_opponent_probability``, a frozen earlier version from the pool (one pool member
+per iteration, drawn uniformly among the filled slots, the newest left out under
+``"latest"`` while there are others; the current network while the pool is empty). Network opponents play epsilon-greedy with
 ``opponent_epsilon``. During ``self`` phases the online variables are copied into a
 ring of ``pool_size`` slots each time the episode count crosses a multiple of
 ``snapshot_every`` (checked once per iteration).
@@ -117,6 +119,7 @@ __all__ = [
     "make_learner",
     "pattern_potential",
     "pattern_reward",
+    "self_opponent_slots",
     "symmetric_transitions",
     "threat_count",
 ]
@@ -196,8 +199,15 @@ class Phase:
                 raise ValueError(f"curriculum phase opponent mixture: the weights "
                                  f"{self.opponent!r} sum to 0")
         elif self.opponent not in OPPONENTS:
+            hint = ""
+            if isinstance(self.opponent, str) and self.opponent.startswith("heuristic@"):
+                hint = (f"; for a heuristic that answers threats with probability p, give "
+                        f"\"opponent\": \"heuristic\" and \"heuristic_blocks\": p")
+            elif isinstance(self.opponent, str):
+                hint = ("; other agents (registered ones, .gjx files) can be evaluation "
+                        "opponents (eval.opponents), not curriculum ones")
             raise ValueError(f"curriculum phase opponent must be one of {known} or a "
-                             f"mixture {{name: weight}}, got {self.opponent!r}")
+                             f"mixture {{name: weight}}, got {self.opponent!r}{hint}")
         check_int("curriculum phase", "episodes", self.episodes)
         check_number("curriculum phase", "heuristic_blocks", self.heuristic_blocks, 0.0, 1.0)
         if self.heuristic_top_k is not None:
@@ -245,7 +255,10 @@ class CurriculumSettings:
     """The opponents: ``phases`` in order (the last one lasts for ever), seed 000's
     OPPONENT_EPSILON, OLD_OPPONENT_CHANCE and CHECKPOINT_INTERVAL (``snapshot_every``
     episodes) for the pool of ``pool_size`` frozen versions; the heuristic picks among
-    its ``heuristic_top_k`` most central cells."""
+    its ``heuristic_top_k`` most central cells. ``self_opponent``: whom a ``self`` game
+    that is not an old one plays: ``"online"`` (the learner's current network) or
+    ``"latest"`` (the newest frozen version, the current network until the first
+    snapshot; an old game then draws among the other filled slots)."""
 
     phases: tuple[Phase, ...] = (Phase("random", 1000), Phase("heuristic", 1000),
                                  Phase("self", 4000))
@@ -254,6 +267,7 @@ class CurriculumSettings:
     snapshot_every: int = 500
     pool_size: int = 8
     heuristic_top_k: int = 3
+    self_opponent: str = "online"
 
     def __post_init__(self):
         plain_fields(self)
@@ -266,6 +280,9 @@ class CurriculumSettings:
         check_int("curriculum", "snapshot_every", self.snapshot_every)
         check_int("curriculum", "pool_size", self.pool_size)
         check_int("curriculum", "heuristic_top_k", self.heuristic_top_k)
+        if self.self_opponent not in ("online", "latest"):
+            raise ValueError(f"curriculum.self_opponent must be 'online' or 'latest', got "
+                             f"{self.self_opponent!r}")
 
     @property
     def total_episodes(self) -> int:
@@ -377,6 +394,17 @@ class DQNConfig:
         if changed(self.eval, "simulations"):
             out.append(f"eval.simulations ({self.eval.simulations}) does nothing for DDQN: "
                        "its agent plays the legal move of highest Q, without a search")
+        heuristic = OPPONENTS.index("heuristic")
+        for i, phase in enumerate(self.curriculum.phases):
+            if phase.weights()[heuristic] == 0:
+                for name in ("heuristic_blocks", "heuristic_top_k"):
+                    if changed(phase, name):
+                        out.append(f"curriculum.phases[{i}].{name} ({getattr(phase, name)}) "
+                                   "does nothing: the phase has no heuristic games")
+        if self.curriculum.self_opponent != "online" and not any(
+                phase.weights()[OPPONENTS.index("self")] for phase in self.curriculum.phases):
+            out.append(f"curriculum.self_opponent ({self.curriculum.self_opponent!r}) does "
+                       "nothing: no phase has self-play games")
         return out
 
 
@@ -480,6 +508,24 @@ def threat_count(board, player, k: int, rule: str = "freestyle") -> jax.Array:
     cell or open three, 1 when one defending stone answers them all, 2 when none does
     (`tactics.threats_to_answer`)."""
     return tactics.threats_to_answer(jnp.asarray(board), player, k, rule)
+
+
+def self_opponent_slots(snapshots, pool_size: int, key, mode: str
+                        ) -> tuple[jax.Array, jax.Array]:
+    """The pool slots a self phase's iteration plays, after ``snapshots`` snapshots into a
+    ring of ``pool_size`` slots: ``(rival, old)``. ``rival``: the slot of the opponent of a
+    game that is not an old one, -1 for the learner's current network (``mode``
+    ``"online"``, or ``"latest"`` before the first snapshot; under ``"latest"`` the newest
+    slot). ``old``: the slot an old game's opponent comes from, drawn with ``key``
+    uniformly among the filled slots (under ``"latest"`` among those but the newest, the
+    newest while it is alone); meaningless while no slot is filled."""
+    filled = jnp.minimum(snapshots, pool_size)
+    if mode == "online":
+        return (jnp.int32(-1), jax.random.randint(key, (), 0, jnp.maximum(filled, 1)))
+    latest = (snapshots - 1) % pool_size
+    back = jax.random.randint(key, (), 1, jnp.maximum(filled, 2))
+    old = jnp.where(filled > 1, (latest - back) % pool_size, latest)
+    return jnp.where(filled > 0, latest, -1).astype(jnp.int32), old.astype(jnp.int32)
 
 
 def symmetric_transitions(tr: Transition, size: int) -> Transition:
@@ -715,7 +761,7 @@ class Learner(ShardedLearner):
             moves = jnp.where(mine, chosen, moves)
         return moves
 
-    def _env_step(self, variables, member, has_old, carry, key):
+    def _env_step(self, variables, rival, member, has_old, carry, key):
         cfg, env = self.config, self.env
         w, gamma, n = self.rewards, cfg.train.gamma, cfg.train.n_step
         games, episodes, env_steps = carry
@@ -741,7 +787,7 @@ class Learner(ShardedLearner):
             pattern = jnp.zeros(colour.shape, jnp.float32)
 
         opp_turn = ~s1.terminated & (s1.current_player != colour)
-        opp_action = self._opponent(phase, kinds, s1, games.old, k_opp, variables, member,
+        opp_action = self._opponent(phase, kinds, s1, games.old, k_opp, rival, member,
                                     has_old)
         s2 = select_games(opp_turn, jax.vmap(env.step)(s1, opp_action), s1)
 
@@ -862,9 +908,14 @@ class Learner(ShardedLearner):
         cur = cfg.curriculum
         key, k_member, k_play, k_train = jax.random.split(state.key, 4)
         filled = jnp.minimum(state.snapshots, cur.pool_size)
-        index = jax.random.randint(k_member, (), 0, jnp.maximum(filled, 1))
-        member = jax.tree.map(lambda p: p[index], state.pool)
-        step = functools.partial(self._env_step, state.variables, member, filled > 0)
+        take = lambda i: jax.tree.map(lambda p: p[i], state.pool)  # noqa: E731
+        slot, index = self_opponent_slots(state.snapshots, cur.pool_size, k_member,
+                                          cur.self_opponent)
+        rival = state.variables if cur.self_opponent == "online" else jax.tree.map(
+            lambda p, v: jnp.where(slot >= 0, p, v), take(jnp.maximum(slot, 0)),
+            state.variables)
+        member = take(index)
+        step = functools.partial(self._env_step, state.variables, rival, member, filled > 0)
         (games, episodes, env_steps), (moves, emit, stats) = jax.lax.scan(
             step, (state.games, state.episodes, state.env_steps),
             jax.random.split(k_play, cfg.acting.steps))

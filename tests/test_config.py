@@ -723,6 +723,16 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
     assert _inert(tmp_path, dqn.DQNConfig, q, ["eval.simulations=400"]) == [
         f"{where}, and the overrides: eval.simulations (400) does nothing for DDQN: its agent "
         "plays the legal move of highest Q, without a search"]
+    # a phase's heuristic settings without heuristic games; self_opponent without self-play
+    assert _inert(tmp_path, dqn.DQNConfig, q, [
+        'curriculum.phases=[{"opponent": "random", "episodes": 10, "heuristic_blocks": 0.5}, '
+        '{"opponent": {"heuristic": 1, "random": 1}, "episodes": 10, "heuristic_top_k": 9}]',
+        'curriculum.self_opponent="latest"']) == [
+        f"{where}, and the overrides: {text}" for text in (
+            "curriculum.phases[0].heuristic_blocks (0.5) does nothing: the phase has no "
+            "heuristic games",
+            "curriculum.self_opponent ('latest') does nothing: no phase has self-play games")]
+    assert _inert(tmp_path, dqn.DQNConfig, q, ['curriculum.self_opponent="latest"']) == []
 
     # a network's options: a ResNet's global-pooling settings without global pooling,
     # named once in a pipeline (whose stages share its network)

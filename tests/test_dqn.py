@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import json
 import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -770,3 +771,45 @@ def test_acting_and_updates_written_out_equal_the_loops(learner, run):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
     np.testing.assert_array_equal(jax.device_get(a_state.buffer.data.board),
                                   jax.device_get(b_state.buffer.data.board))
+
+
+def test_self_opponent_slots_online_and_latest():
+    """Whom a self phase plays: the current network or the newest snapshot, and for an
+    old game a filled slot (under "latest" another than the newest while there is one)."""
+    pool = 4
+    for snapshots in range(0, 11):
+        filled = min(snapshots, pool)
+        written = {(snapshots - 1 - j) % pool for j in range(filled)}  # the filled slots
+        draws = [dqn.self_opponent_slots(jnp.int32(snapshots), pool, jax.random.key(i), mode)
+                 for mode in ("online", "latest") for i in range(40)]
+        online, latest = draws[:40], draws[40:]
+        assert {int(r) for r, _ in online} == {-1}
+        assert {int(o) for _, o in online} == (written or {0})
+        newest = (snapshots - 1) % pool
+        assert {int(r) for r, _ in latest} == ({newest} if filled else {-1})
+        olds = {int(o) for _, o in latest}
+        assert olds == (written - {newest} if filled > 1 else {newest})
+    with pytest.raises(ValueError, match="curriculum.self_opponent must be 'online' or "
+                                         "'latest', got 'newest'"):
+        dqn.CurriculumSettings(self_opponent="newest")
+
+
+def test_a_self_phase_against_the_latest_snapshot_trains(learner):
+    cfg = learner.config
+    latest = dqn.make_learner(dataclasses.replace(cfg, curriculum=dataclasses.replace(
+        cfg.curriculum, self_opponent="latest")), devices=jax.devices()[:1])
+    state = latest.init()
+    for _ in range(4):
+        state, metrics = latest.iteration(state)
+        _check_finite(jax.device_get(metrics))
+    assert int(state.snapshots) >= 1 and int(metrics["phase"]) == 2
+
+
+@pytest.mark.parametrize("opponent, hint", [
+    ("heuristic@0.5", '"opponent": "heuristic" and "heuristic_blocks": p'),
+    ("alphabeta-2", "can be evaluation opponents (eval.opponents), not curriculum ones")])
+def test_a_curriculum_opponent_of_another_kind_is_refused_with_the_way_to_it(opponent, hint):
+    with pytest.raises(ValueError, match=re.escape(
+            f"curriculum phase opponent must be one of random, heuristic, self or a mixture "
+            f"{{name: weight}}, got {opponent!r}; ") + ".*" + re.escape(hint)):
+        dqn.Phase(opponent, 10)
