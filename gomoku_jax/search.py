@@ -431,8 +431,11 @@ def root_output(env: Gomoku, evaluate: Evaluate, params, states: State,
                 tactical: TacticalPrior | None = None) -> mctx.RootFnOutput:
     """The search root for a batch of games: masked (and optionally tactical) prior
     logits ``[B, A]``, the value ``[B]`` (0 for a finished game) and the states as the
-    embedding. ``key`` is needed only with an enabled ``tactical`` prior."""
+    embedding, read in ``env``'s observation planes (`Gomoku.with_planes`: what a
+    network built for ``env`` takes, whichever game made the states). ``key`` is needed
+    only with an enabled ``tactical`` prior."""
     _check_batched(env, states)
+    states = env.with_planes(states)
     logits, value = _evaluate(evaluate, params, states, env.num_actions)
     if _active(tactical):
         if key is None:
@@ -457,6 +460,7 @@ def make_recurrent_fn(env: Gomoku, evaluate: Evaluate,
     step = jax.vmap(env.step)
 
     def recurrent_fn(params, key, action, states: State):
+        states = env.with_planes(states)  # as `root_output`'s embedding (static: free)
         mover = states.current_player  # [B]
         nxt = step(states, action)
         reward = jnp.take_along_axis(nxt.rewards, mover[:, None], axis=1)[:, 0]  # [B]

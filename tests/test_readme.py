@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 
@@ -53,3 +55,16 @@ def test_the_python_training_example_takes_an_sgd_step_in_its_first_iteration(mo
     exec(compile(first, "README.md (Python example)", "exec"), scope)  # noqa: S102
     metrics = scope["metrics"]
     assert bool(metrics["trained"]) and math.isfinite(float(metrics["loss"]))
+
+
+def test_the_python_search_example_runs_as_written(capsys):
+    """The README's example of searching a batch from Python: both searches run and
+    print the shapes its comments say."""
+    marker = "Searching a batch of positions from Python"
+    block = README.split(marker, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(block, "README.md (search example)", "exec"), scope)  # noqa: S102
+    assert capsys.readouterr().out.strip() == "(16,) (16, 81)"
+    assert scope["out"].action.shape == (16,)
+    assert bool(scope["states"].legal_action_mask[
+        np.arange(16), np.asarray(scope["out"].action)].all())

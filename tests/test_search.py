@@ -543,3 +543,22 @@ def test_a_search_mixes_its_root_noise_over_the_legal_moves(puzzles, backend):
     expected = float(jnp.mean(jnp.sum(jnp.abs(jax.nn.softmax(jnp.where(
         legal, reference.prior_logits, -jnp.inf)) - clean), -1))) / 2
     assert abs(moved - expected) < 0.2 * expected, (moved, expected)
+
+
+def test_the_search_reads_states_in_its_games_planes_whichever_game_made_them():
+    """A network built for a game with threat planes searches states made by a plain
+    game: the root and every recurrent step see that game's planes."""
+    threats = Gomoku(7, 4, observation="stones-threats")
+    plain = Gomoku(7, 4)
+    states = jax.vmap(lambda _: plain.init())(jnp.arange(2))
+    seen = []
+
+    def evaluate(params, states):
+        seen.append(states.observation.shape[-1])
+        return jnp.zeros(states.board.shape[:1] + (49,)), jnp.zeros(states.board.shape[:1])
+
+    assert plain.observation_shape[-1] != threats.observation_shape[-1]
+    config = search.SearchConfig(num_simulations=4, backend="linear")
+    out = search.run_search(threats, evaluate, None, states, jax.random.key(0), config)
+    assert out.action.shape == (2,)
+    assert seen and set(seen) == {threats.observation_shape[-1]}
