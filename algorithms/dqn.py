@@ -201,8 +201,8 @@ class Phase:
         elif self.opponent not in OPPONENTS:
             hint = ""
             if isinstance(self.opponent, str) and self.opponent.startswith("heuristic@"):
-                hint = (f"; for a heuristic that answers threats with probability p, give "
-                        f"\"opponent\": \"heuristic\" and \"heuristic_blocks\": p")
+                hint = ("; for a heuristic that answers threats with probability p, give "
+                        "\"opponent\": \"heuristic\" and \"heuristic_blocks\": p")
             elif isinstance(self.opponent, str):
                 hint = ("; other agents (registered ones, .gjx files) can be evaluation "
                         "opponents (eval.opponents), not curriculum ones")
@@ -258,7 +258,9 @@ class CurriculumSettings:
     its ``heuristic_top_k`` most central cells. ``self_opponent``: whom a ``self`` game
     that is not an old one plays: ``"online"`` (the learner's current network) or
     ``"latest"`` (the newest frozen version, the current network until the first
-    snapshot; an old game then draws among the other filled slots)."""
+    snapshot; an old game then draws among the other filled slots). ``stop_at_end``: the
+    run stops at the end of the first iteration by which the phases' episodes are all
+    played (the last phase does not go on; ``train.iterations`` is then a cap)."""
 
     phases: tuple[Phase, ...] = (Phase("random", 1000), Phase("heuristic", 1000),
                                  Phase("self", 4000))
@@ -268,6 +270,7 @@ class CurriculumSettings:
     pool_size: int = 8
     heuristic_top_k: int = 3
     self_opponent: str = "online"
+    stop_at_end: bool = False
 
     def __post_init__(self):
         plain_fields(self)
@@ -280,6 +283,9 @@ class CurriculumSettings:
         check_int("curriculum", "snapshot_every", self.snapshot_every)
         check_int("curriculum", "pool_size", self.pool_size)
         check_int("curriculum", "heuristic_top_k", self.heuristic_top_k)
+        if not isinstance(self.stop_at_end, bool):
+            raise ValueError(f"curriculum.stop_at_end must be true or false, got "
+                             f"{self.stop_at_end!r}")
         if self.self_opponent not in ("online", "latest"):
             raise ValueError(f"curriculum.self_opponent must be 'online' or 'latest', got "
                              f"{self.self_opponent!r}")
@@ -673,6 +679,17 @@ class Learner(ShardedLearner):
         decayed = a.epsilon_start * jnp.power(jnp.float32(a.epsilon_decay),
                                               jnp.asarray(count, jnp.float32))
         return jnp.maximum(jnp.float32(a.epsilon_end), decayed)
+
+    def stop_reason(self, state: TrainState) -> str | None:
+        """Why the run ends at ``state`` before ``train.iterations`` (`training.run` asks
+        after each iteration): with ``curriculum.stop_at_end``, its phases' episodes are
+        all played; None otherwise."""
+        total = self.config.curriculum.total_episodes
+        played = int(state.episodes)
+        if self.config.curriculum.stop_at_end and played >= total:
+            return (f"curriculum.stop_at_end: the curriculum's {total} episodes are played "
+                    f"({played} by iteration {int(state.iteration)})")
+        return None
 
     # ------------------------------------------------------------------- shardings
     def untrained_reason(self) -> str:

@@ -974,6 +974,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 stopped = ((ev.stop_score is not None and score >= ev.stop_score)
                            or (ev.patience is not None and bad >= ev.patience))
                 prog = _progress_tree(best, bad, stopped, best_it)
+            if not bool(prog["stopped"]) and _learner_stop(learner, state):
+                prog = _progress_tree(float(prog["best_score"]), int(prog["bad_evals"]), True,
+                                      int(prog["best_iteration"]))
             log.log(it, metrics)
             if on_iteration is not None:
                 on_iteration(it, metrics)
@@ -1001,7 +1004,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             RunWarning, stacklevel=2)
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
-              "stopped_because": _stop_reason(ev, prog),
+              "stopped_because": (bool(prog["stopped"]) and _learner_stop(learner, state)
+                                  or _stop_reason(ev, prog)),
               "best_iteration": _best_iteration(prog),
               **_where_trained(workdir, learner, trained=int(state.iteration) > start),
               "evaluation": {}}
@@ -1137,6 +1141,13 @@ def _best_iteration(prog) -> int | None:
     """The iteration of ``best.gjx`` (None: no periodic evaluation ran, so no best; a
     forgotten best score still names it)."""
     return int(prog["best_iteration"]) if float(prog["best_score"]) > -1 else None
+
+
+def _learner_stop(learner, state) -> str | None:
+    """Why the learner itself ends its run at ``state`` (its ``stop_reason(state)``, e.g.
+    a DDQN curriculum played to its end), or None: it trains on."""
+    reason = getattr(learner, "stop_reason", None)
+    return reason(state) if reason is not None else None
 
 
 def _stop_reason(ev, prog) -> str | None:

@@ -1,6 +1,7 @@
 """The DDQN learner: double-Q targets with masking, symmetric transitions, shaped
 rewards, a scripted env step, the curriculum, tracing, sharding, the driver, configs."""
 
+import csv
 import dataclasses
 import functools
 import json
@@ -813,3 +814,26 @@ def test_a_curriculum_opponent_of_another_kind_is_refused_with_the_way_to_it(opp
             f"curriculum phase opponent must be one of random, heuristic, self or a mixture "
             f"{{name: weight}}, got {opponent!r}; ") + ".*" + re.escape(hint)):
         dqn.Phase(opponent, 10)
+
+
+def test_a_curriculum_played_to_its_end_stops_the_run(learner, tmp_path):
+    """With curriculum.stop_at_end the run ends with the iteration by which the phases'
+    episodes are played, says so, and a run started again finds it finished."""
+    import copy
+
+    cfg = learner.config
+    assert learner.stop_reason(learner.init()) is None  # stop_at_end is off
+    short = copy.copy(learner)  # the same compiled programs; the stop reads the config
+    short.config = dataclasses.replace(cfg, curriculum=dataclasses.replace(
+        cfg.curriculum, stop_at_end=True,
+        phases=(dqn.Phase("random", 1), dqn.Phase("heuristic", 1), dqn.Phase("self", 1))),
+        train=dataclasses.replace(cfg.train, iterations=cfg.train.iterations + 3))
+    report = training.run(short, tmp_path, progress=False, tensorboard=False)
+    logged = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    played = [int(float(row["episodes_total"])) for row in logged]
+    assert report["iterations"] == len(logged) < short.config.train.iterations
+    assert played[-1] >= 3 > max(played[:-1], default=0)  # the first iteration reaching 3
+    assert report["stopped_early"] and report["stopped_because"] == (
+        f"curriculum.stop_at_end: the curriculum's 3 episodes are played ({played[-1]} by "
+        f"iteration {len(logged)})")
+    assert training.run(short, tmp_path, progress=False, tensorboard=False) == report
