@@ -29,10 +29,10 @@ default) or the newest frozen version (``"latest"``: seed 000's "games against e
 frozen opponent"), or, in a game drawn as such at its start with probability
 ``old_opponent_probability``, a frozen earlier version from the pool (one pool member
 per iteration, drawn uniformly among the filled slots, the newest left out under
-``"latest"`` while there are others; the current network while the pool is empty). Network opponents play epsilon-greedy with
-``opponent_epsilon``. During ``self`` phases the online variables are copied into a
-ring of ``pool_size`` slots each time the episode count crosses a multiple of
-``snapshot_every`` (checked once per iteration).
+``"latest"`` while there are others; the current network while the pool is empty).
+Network opponents play epsilon-greedy with ``opponent_epsilon``. During ``self`` phases
+the online variables are copied into a ring of ``pool_size`` slots each time the episode
+count crosses a multiple of ``snapshot_every`` (checked once per iteration).
 
 **Reward** of a learner step (seed 000 section 3.3, tables 1-3 as `REWARD_TABLES`):
 ``step + pattern + outcome``. ``outcome`` is ``win`` / ``loss`` / ``draw`` when the game
@@ -690,6 +690,17 @@ class Learner(ShardedLearner):
             return (f"curriculum.stop_at_end: the curriculum's {total} episodes are played "
                     f"({played} by iteration {int(state.iteration)})")
         return None
+
+    def short_of(self, state: TrainState) -> str | None:
+        """What a run that ended at ``train.iterations`` (``state``) left unplayed of its
+        curriculum under ``curriculum.stop_at_end`` (`training.run` warns of it); None
+        when nothing."""
+        total, played = self.config.curriculum.total_episodes, int(state.episodes)
+        if not self.config.curriculum.stop_at_end or played >= total:
+            return None
+        return (f"train.iterations ({self.config.train.iterations}) ended the run with "
+                f"{played} of the curriculum's {total} episodes played "
+                "(curriculum.stop_at_end): raise train.iterations to play them all")
 
     # ------------------------------------------------------------------- shardings
     def untrained_reason(self) -> str:

@@ -623,6 +623,7 @@ def empty_tree(env: Gomoku, states: State, config: SearchConfig, *,
     (`tree_search.check_search_memory`)."""
     _check_reuse(config)
     _check_batched(env, states)
+    states = env.with_planes(states)  # as `root_output`'s embedding
     batch, capacity, actions = states.board.shape[0], tree_capacity(config), env.num_actions
     state_bytes = sum(int(np.prod(np.shape(x)[1:], dtype=np.int64)) * jnp.dtype(x.dtype).itemsize
                       for x in jax.tree.leaves(states))
@@ -713,6 +714,7 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
     """
     _check_reuse(config)
     _check_batched(env, states)
+    states = env.with_planes(states)  # as `root_output`: the game's own planes
     if tree is None:
         tree = empty_tree(env, states, config, devices=devices)
     tree = _clear_games(tree, ~tree_matches(tree, states))

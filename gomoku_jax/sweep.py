@@ -169,30 +169,40 @@ def _check_run_dir(run_dir: pathlib.Path, cfg, algorithm: str, run: str) -> None
                          "move that folder away to train it afresh")
 
 
-def _run_dir(workdir: pathlib.Path, i: int, key: str, value: Any, taken) -> pathlib.Path:
+def _run_dir(workdir: pathlib.Path, i: int, key: str, value: Any, taken, cfg,
+             algorithm: str) -> pathlib.Path:
     """Run ``i``'s folder, ``workdir/<i>_<key>=<value>``; when that is not there but the
-    same value's run is, at another position (values were inserted or removed since),
-    that folder (not one in ``taken``), so its run is resumed or read back, not trained
-    again."""
+    same value's run of the same config is, at another position (values were inserted
+    or removed since), that folder (not one in ``taken``), so its run is resumed or read
+    back, not trained again."""
+    from gomoku_jax import training
+
     name = f"{_slug(key)}={_slug(value)}"
     own = workdir / f"{i:02d}_{name}"
     if own.exists() or not workdir.is_dir():
         return own
     for other in sorted(workdir.iterdir()):
         position, _, rest = other.name.partition("_")
-        if rest == name and position.isdigit() and other not in taken and other.is_dir():
+        if rest != name or not position.isdigit() or other in taken or not other.is_dir():
+            continue
+        try:
+            stored = config_lib.read_json(other / "config.json")
+        except (OSError, config_lib.ConfigError):
+            continue  # no run of a config there (or an unreadable one): not taken over
+        if isinstance(stored, dict) and not training.stored_config_differences(
+                stored, cfg, algorithm):
             return other
     return own
 
 
 def _check_budget(run_dir: pathlib.Path, iterations: int | None, run: str) -> None:
-    """ValueError when ``run_dir``'s run is already past ``iterations``: read back, its
-    row would not have the others' budget."""
-    try:
-        logged = _metrics_rows(run_dir / "metrics.csv")
-        done = int(float(logged[-1].get("iteration") or 0)) if logged else 0
-    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
-        return  # unreadable: training says so
+    """ValueError when ``run_dir``'s run is already past ``iterations`` (its latest
+    checkpoint, from which it would resume): read back, its row would not have the
+    others' budget."""
+    folder = run_dir / "checkpoints"
+    steps = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if (
+        folder.is_dir()) else []
+    done = max(steps, default=0)
     if iterations is not None and done > iterations:
         raise ValueError(f"{run_dir} ({run}) is already at iteration {done}, past the "
                          f"sweep's iterations={iterations}: its row would not have the "
@@ -236,8 +246,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         (``final.gjx``) and its game, on every call (a run read back is evaluated again)
         unless it has a ``fingerprint`` (JSON data naming its settings, as
         `ladder_evaluator`'s): its result is then kept in the run's folder and read back
-        while the fingerprint and ``final.gjx`` are unchanged; its entries join the row (see `ladder_evaluator`:
-        call it, ``evaluate=ladder_evaluator()``).
+        while the fingerprint and ``final.gjx`` are unchanged; its entries join the row
+        (see `ladder_evaluator`: call it, ``evaluate=ladder_evaluator()``).
       devices: the learner's devices (default: all).
       progress: progress bars of the training driver.
       tensorboard: also write TensorBoard events per run.
@@ -309,7 +319,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
             raise ValueError(f"values must give different configs (each trains its own "
                              f"run), but {key}={value!r} gives the same config as "
                              f"{key}={same[0]!r}")
-        run_dirs.append(_run_dir(workdir, i, key, value, run_dirs))
+        run_dirs.append(_run_dir(workdir, i, key, value, run_dirs, cfg, algorithm))
         _check_run_dir(run_dirs[-1], cfg, algorithm, run)
         _check_budget(run_dirs[-1], iterations, run)
         configs.append(cfg)

@@ -844,7 +844,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     compiled.release_if_crowded()  # a notebook's earlier runs may hold many programs
     # changed: the settings of RESUMABLE_SETTINGS that differ from the stored config
     restored, prog, changed = _restore(learner, workdir)
-    # the checkpoint's run stopped by an evaluation (eval.stop_score, eval.patience)
+    # the checkpoint's run stopped early: by an evaluation (eval.stop_score,
+    # eval.patience) or by its learner (`_learner_stop`)
     was_stopped = bool(prog["stopped"])
     config_dict = to_dict(config)
     algorithm = getattr(learner, "algorithm", "alphazero")
@@ -974,7 +975,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 stopped = ((ev.stop_score is not None and score >= ev.stop_score)
                            or (ev.patience is not None and bad >= ev.patience))
                 prog = _progress_tree(best, bad, stopped, best_it)
-            if not bool(prog["stopped"]) and _learner_stop(learner, state):
+            # (at the schedule's last iteration the run ends anyway: not "stopped early")
+            if it < total and not bool(prog["stopped"]) and _learner_stop(learner, state):
                 prog = _progress_tree(float(prog["best_score"]), int(prog["bad_evals"]), True,
                                       int(prog["best_iteration"]))
             log.log(it, metrics)
@@ -1002,6 +1004,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             f"{workdir}: no training step in the {ran} iteration(s) just run (metrics.csv: "
             f"trained is False), so the network is {kept}" + (f": {reason()}" if reason else ""),
             RunWarning, stacklevel=2)
+    short_of = getattr(learner, "short_of", None)  # what ending at train.iterations left
+    note = short_of(state) if short_of is not None and int(state.iteration) >= total else None
+    if note and lead:
+        warnings.warn(f"{workdir}: {note}", RunWarning, stacklevel=2)
     export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
               "stopped_because": (bool(prog["stopped"]) and _learner_stop(learner, state)
@@ -1090,9 +1096,10 @@ def _trained_on(report: Mapping) -> str | None:
 
 def _standing(iteration: int, stop_at: int, total: int, stopped: bool) -> tuple[str, str]:
     """Where a run whose checkpoint is at ``iteration``, with nothing left to train, stands
-    (``stop_at`` the stop asked for, ``total`` its ``train.iterations``, ``stopped`` by an
-    evaluation): ``(where, more)``, ``more`` saying how to train on when the run stopped
-    where it was asked to, not at its end ("" when it is finished)."""
+    (``stop_at`` the stop asked for, ``total`` its ``train.iterations``, ``stopped`` early
+    by an evaluation or by its learner): ``(where, more)``, ``more`` saying how to train
+    on when the run stopped where it was asked to, not at its end ("" when it is
+    finished)."""
     if stopped or iteration >= total:
         return f"is finished at iteration {iteration}", ""
     where = (f"is already at iteration {iteration}, the stop asked for" if iteration == stop_at
@@ -1145,7 +1152,9 @@ def _best_iteration(prog) -> int | None:
 
 def _learner_stop(learner, state) -> str | None:
     """Why the learner itself ends its run at ``state`` (its ``stop_reason(state)``, e.g.
-    a DDQN curriculum played to its end), or None: it trains on."""
+    a DDQN curriculum played to its end), or None: it trains on. (Its ``short_of(state)``,
+    if it has one, says what a run that reached ``train.iterations`` left undone: a
+    warning.)"""
     reason = getattr(learner, "stop_reason", None)
     return reason(state) if reason is not None else None
 

@@ -7,6 +7,7 @@ import functools
 import json
 import pathlib
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -795,15 +796,37 @@ def test_self_opponent_slots_online_and_latest():
         dqn.CurriculumSettings(self_opponent="newest")
 
 
-def test_a_self_phase_against_the_latest_snapshot_trains(learner):
+def test_self_games_play_the_newest_snapshot_under_latest_and_the_learner_under_online(
+        dense_learner):
+    """In a self phase with one snapshot, a greedy opponent (opponent_epsilon 0, no old
+    games) plays the newest frozen version under "latest" and the current network under
+    "online": the snapshot prefers low cells, the current network high ones, so under
+    "latest" every cell below the opponent's highest stone is taken, and under "online"
+    not."""
+    learner = dense_learner
     cfg = learner.config
-    latest = dqn.make_learner(dataclasses.replace(cfg, curriculum=dataclasses.replace(
-        cfg.curriculum, self_opponent="latest")), devices=jax.devices()[:1])
-    state = latest.init()
-    for _ in range(4):
-        state, metrics = latest.iteration(state)
-        _check_finite(jax.device_get(metrics))
-    assert int(state.snapshots) >= 1 and int(metrics["phase"]) == 2
+    n = learner.env.num_actions
+    low, high = _constant_q(learner, -np.arange(n)), _constant_q(learner, np.arange(n))
+    first_self = sum(p.episodes for p in cfg.curriculum.phases[:-1])
+    packed = {}
+    for mode in ("latest", "online"):
+        one = dqn.make_learner(dataclasses.replace(cfg, curriculum=dataclasses.replace(
+            cfg.curriculum, self_opponent=mode, opponent_epsilon=0.0,
+            old_opponent_probability=0.0)),
+            devices=jax.devices()[:1])
+        state = one.init()
+        pool = jax.tree.map(lambda p, v: p.at[0].set(v), state.pool, low)
+        state = state.replace(variables=jax.tree.map(jnp.copy, high),  # (the iteration
+                              pool=pool, snapshots=jnp.int32(1),  # donates its input)
+                              episodes=jnp.int32(first_self))
+        state, metrics = one.iteration(state)
+        assert int(metrics["phase"]) == len(cfg.curriculum.phases) - 1  # self-play
+        boards = np.asarray(state.games.state.board).reshape(len(state.games.colour), -1)
+        opponent = 2 - np.asarray(state.games.colour)  # stone of the other colour
+        packed[mode] = [bool((board[:np.flatnonzero(board == stone).max()] != 0).all())
+                        for board, stone in zip(boards, opponent) if (board == stone).any()]
+    assert packed["latest"] and all(packed["latest"])
+    assert packed["online"] and not any(packed["online"])
 
 
 @pytest.mark.parametrize("opponent, hint", [
@@ -837,3 +860,35 @@ def test_a_curriculum_played_to_its_end_stops_the_run(learner, tmp_path):
         f"curriculum.stop_at_end: the curriculum's 3 episodes are played ({played[-1]} by "
         f"iteration {len(logged)})")
     assert training.run(short, tmp_path, progress=False, tensorboard=False) == report
+
+
+def test_a_curriculum_at_the_last_iteration_or_past_it_is_no_early_stop(learner, tmp_path):
+    """Played to its end at train.iterations: the run is not "stopped early"; not played
+    to its end by then: a warning says how much is left."""
+    import copy
+
+    cfg = learner.config
+    # 4: the smoke run has finished 2 episodes by its 3rd iteration, 8 by its 4th
+    iterations = cfg.train.iterations + 1
+    rows = []
+    for total in (3, 1000):
+        short = copy.copy(learner)
+        short.config = dataclasses.replace(
+            cfg, train=dataclasses.replace(cfg.train, iterations=iterations),
+            curriculum=dataclasses.replace(cfg.curriculum, stop_at_end=True, phases=(
+                dqn.Phase("random", 1), dqn.Phase("heuristic", 1), dqn.Phase("self", total - 2))))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = training.run(short, tmp_path / str(total), progress=False,
+                                  tensorboard=False)
+        rows.append((report, [str(w.message) for w in caught
+                              if issubclass(w.category, training.RunWarning)]))
+    (ended, quiet), (capped, said) = rows
+    played = int(float(list(csv.DictReader(
+        (tmp_path / "1000" / "metrics.csv").open()))[-1]["episodes_total"]))
+    assert ended["iterations"] == capped["iterations"] == iterations
+    assert not ended["stopped_early"] and ended["stopped_because"] is None and not quiet
+    assert not capped["stopped_early"] and said == [
+        f"{tmp_path / '1000'}: train.iterations ({iterations}) ended the run with "
+        f"{played} of the curriculum's 1000 episodes played (curriculum.stop_at_end): raise "
+        "train.iterations to play them all"]

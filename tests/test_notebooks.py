@@ -43,6 +43,12 @@ def test_notebook_runs(path, capsys, tmp_path, monkeypatch):
         assert namespace["workdir"] == workdir
         assert {row["run"]: Path(row["run"], "metrics.csv").read_bytes()
                 for row in namespace["rows"]} == logged
+        # other knobs: another folder, not the first sweep's (which would refuse them)
+        namespace["VALUES"] = [*namespace["VALUES"], 3]
+        namespace["ITERATIONS"] = 0  # refused by the sweep before anything runs
+        with pytest.raises(ValueError, match="iterations must be a positive integer"):
+            exec(compile("".join(again["source"]), f"{path.name}[again]", "exec"), namespace)
+        assert namespace["workdir"] != workdir
 
 
 def _check_ablation_sweep(ns):

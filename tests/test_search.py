@@ -562,3 +562,11 @@ def test_the_search_reads_states_in_its_games_planes_whichever_game_made_them():
     out = search.run_search(threats, evaluate, None, states, jax.random.key(0), config)
     assert out.action.shape == (2,)
     assert seen and set(seen) == {threats.observation_shape[-1]}
+    # and a search reusing its tree, from an empty tree and from the kept one
+    reuse = dataclasses.replace(config, algorithm="puct", reuse_tree=True)
+    out = search.run_search_reusing(threats, evaluate, None, states, jax.random.key(1), reuse)
+    kept = search.advance_tree(out.search_tree, out.action, reuse)
+    moved = jax.vmap(plain.step)(states, out.action)
+    out = search.run_search_reusing(threats, evaluate, None, moved, jax.random.key(2), reuse,
+                                    tree=kept)
+    assert out.action.shape == (2,) and set(seen) == {threats.observation_shape[-1]}

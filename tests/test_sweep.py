@@ -230,12 +230,14 @@ def fake_training(monkeypatch):
 
     entry = algorithms.learner_entry
     monkeypatch.setattr(algorithms, "learner_entry",
-                        lambda name: (entry(name)[0], lambda cfg, **kw: "learner"))
+                        lambda name: (entry(name)[0], lambda cfg, **kw: cfg))
     trained = []
 
-    def run(learner, workdir, **kw):
+    def run(cfg, workdir, **kw):  # the "learner" is its config; stored as training does
         trained.append(pathlib.Path(workdir).name)
         pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
+        (pathlib.Path(workdir) / "config.json").write_text(json.dumps(
+            {"algorithm": "alphazero", **cfglib.to_dict(cfg)}))
         return {"iterations": 1, "evaluation": {}}
 
     monkeypatch.setattr(training, "run", run)
@@ -402,13 +404,22 @@ def test_a_value_inserted_later_leaves_the_runs_already_there_in_their_folders(
                                  "01_train.learning_rate=0.004"]  # its own folder, again
     assert [pathlib.Path(r["run"]).name for r in rows] == fake_training[2:]
     assert not (tmp_path / "02_train.learning_rate=0.004").exists()
+    # a same-value folder of another config is not taken over: the value trains in its own
+    other = tmp_path / "other"
+    sweep.sweep(CONFIG, "train.learning_rate", [0.004], iterations=1, workdir=other,
+                variant="smoke", overrides={"train.l2": 0.5})
+    sweep.sweep(CONFIG, "train.learning_rate", [0.001, 0.004], iterations=1, workdir=other,
+                variant="smoke")
+    assert fake_training[-2:] == ["00_train.learning_rate=0.001",
+                                  "01_train.learning_rate=0.004"]
 
 
 def test_a_run_already_past_the_sweeps_iterations_is_refused_before_training(
         tmp_path, fake_training):
     run = tmp_path / "01_train.learning_rate=0.004"
-    run.mkdir()
-    (run / "metrics.csv").write_text("iteration,loss\n1,0.5\n2,0.4\n")
+    (run / "checkpoints" / "2").mkdir(parents=True)  # its latest checkpoint, iteration 2
+    (run / "checkpoints" / "3.orbax-checkpoint-tmp").mkdir()  # an unfinished one: not it
+    (run / "metrics.csv").write_text("iteration,loss\n1,0.5\n2,0.4\n3,0.3\n")
     with pytest.raises(ValueError, match=r"01_train.learning_rate=0.004 \(the run "
                                          r"train.learning_rate=0.004\) is already at iteration "
                                          r"2, past the sweep's iterations=1: .*ask for "
