@@ -284,7 +284,9 @@ def _scripted(n_step, **overrides):
     games = jax.tree.map(lambda x: x[:1], learner._fresh_games(jax.random.PRNGKey(0)))
     games = games.replace(state=jax.tree.map(lambda x: x[None], env.from_board(board)),
                           colour=jnp.zeros(1, jnp.int32), old=jnp.zeros(1, bool))
-    step = jax.jit(functools.partial(learner._env_step, variables, variables, jnp.bool_(False)))
+    # the learner's network, the self-play opponent's and the pool member's: all one here
+    step = jax.jit(functools.partial(learner._env_step, variables, variables, variables,
+                                     jnp.bool_(False)))
     carry, outs = (games, jnp.int32(0), jnp.int32(0)), []
     for i in range(3):
         carry, out = step(carry, jax.random.PRNGKey(i))
