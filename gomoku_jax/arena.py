@@ -727,9 +727,9 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     simulations, then ``+step`` at a time, until it wins fewer than ``pass_wins`` (7 or
     fewer of 10 by default) or ``max_simulations`` is passed. Reports every level and the
     last one cleared (0 if none); each level's entry names its ``opponent`` agent (e.g.
-    ``uct-300``) beside its ``simulations`` and score. ``opponent``: ``"pure-mcts"`` (with MCTS-Solver and
-    decisive expansion) or ``"uct"`` (the reports' plain pure MCTS, seed 003's own);
-    ``make_opponent(simulations)`` builds another kind instead."""
+    ``uct-300``) beside its ``simulations`` and score. ``opponent``: ``"pure-mcts"``
+    (with MCTS-Solver and decisive expansion) or ``"uct"`` (the reports' plain pure MCTS,
+    seed 003's own); ``make_opponent(simulations)`` builds another kind instead."""
     check_game(env)
     check_agent("agent", agent)
     start, step, games, pass_wins, max_simulations = check_ladder(

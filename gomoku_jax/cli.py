@@ -334,7 +334,9 @@ def _train(args: argparse.Namespace) -> int:
         with training.sigterm_as_interrupt():
             report = run(workdir, iterations=args.iterations, progress=not args.no_progress)
     except KeyboardInterrupt:
-        steps = [p for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()]
+        from gomoku_jax.io import checkpoint_steps
+
+        steps = checkpoint_steps(workdir / "checkpoints")
         kept = (f"the checkpoints in {args.workdir}/checkpoints are kept: run the same "
                 "command to resume from the last one" if steps else
                 "no checkpoint was written yet: the same command starts the run afresh")

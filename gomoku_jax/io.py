@@ -87,6 +87,7 @@ __all__ = [
     "CheckpointError",
     "Checkpointer",
     "brief",
+    "checkpoint_steps",
     "config_differences",
     "read_exported",
     "read_json_object",
@@ -181,6 +182,18 @@ def check_new_files(paths, force: bool, option: str = "--out") -> None:
         raise ValueError(f"{option}: {', '.join(existing)} already "
                          f"{'exists' if len(existing) == 1 else 'exist'}; pass --force to "
                          "replace, or choose another path")
+
+
+def checkpoint_steps(directory) -> list[int]:
+    """The steps of the checkpoint folders in ``directory`` (those named by their step;
+    their contents are not read, so a damaged one counts), ascending; none when it is not
+    there. From the names alone, without orbax: cheap, for a look at a run before it is
+    opened. ``directory``: a path, or an ``etils.epath`` path (orbax's)."""
+    if not hasattr(directory, "iterdir"):
+        directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and p.is_dir())
 
 
 class CheckpointError(ValueError):
@@ -521,9 +534,8 @@ class Checkpointer:
             # An older step that orbax was pruning when a crash or Ctrl-C cut it short
             # (its metadata or data folder gone) is never restorable either, and orbax
             # warns of it at every start; the newest step is left for restore to judge.
-            numbered = sorted((int(p.name), p) for p in self.directory.iterdir()
-                              if p.name.isdigit() and p.is_dir())
-            for _, step_dir in numbered[:-1]:
+            for step in checkpoint_steps(self.directory)[:-1]:
+                step_dir = self.directory / str(step)
                 if not ((step_dir / "_CHECKPOINT_METADATA").exists()
                         and (step_dir / _ITEM).is_dir()):
                     step_dir.rmtree()

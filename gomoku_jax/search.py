@@ -877,8 +877,7 @@ def _search_policy(env, evaluate, config, temperature, params, key, state: State
 
 def _search_batch(env, evaluate, config, temperature, params, keys, states: State):
     # The batch searched at once (run_search draws its noise from one key: the first);
-    # the agent sees positions in its own game's input planes, whoever made the states
-    states = env.with_planes(states)
+    # `root_output` reads the states in the agent's own game's planes, whoever made them
     search_key, action_key = jax.random.split(keys[0])
     output = run_search(env, evaluate, params, states, search_key, config)
     return select_action(output, action_key, temperature)
@@ -960,7 +959,9 @@ class ReusingSearchAgent(JaxAgent):
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del deadline  # a fixed number of simulations
-        state = self.env.with_planes(state)  # as `_search_batch`
+        # in the game's own planes, as `run_search_reusing` reads it: so that a kept
+        # tree's embeddings compare with it
+        state = self.env.with_planes(state)
         with self._lock:
             tree = self.tree
             if tree is not None and jax.tree.structure(tree.embeddings) != jax.tree.structure(

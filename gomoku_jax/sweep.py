@@ -199,10 +199,9 @@ def _check_budget(run_dir: pathlib.Path, iterations: int | None, run: str) -> No
     """ValueError when ``run_dir``'s run is already past ``iterations`` (its latest
     checkpoint, from which it would resume): read back, its row would not have the
     others' budget."""
-    folder = run_dir / "checkpoints"
-    steps = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if (
-        folder.is_dir()) else []
-    done = max(steps, default=0)
+    from gomoku_jax import io as gio
+
+    done = max(gio.checkpoint_steps(run_dir / "checkpoints"), default=0)
     if iterations is not None and done > iterations:
         raise ValueError(f"{run_dir} ({run}) is already at iteration {done}, past the "
                          f"sweep's iterations={iterations}: its row would not have the "

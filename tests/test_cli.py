@@ -267,7 +267,8 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     from gomoku_jax.game import Gomoku
 
     config = tmp_path / "t.json"
-    config.write_text(json.dumps({"description": "two baselines on 6x6", "game": {"size": 6, "k": 4},
+    config.write_text(json.dumps({"description": "two baselines on 6x6",
+                                  "game": {"size": 6, "k": 4},
                                   "agents": ["random", "heuristic"], "games_per_pair": 4,
                                   "seed": 1}))
     out = tmp_path / "out"

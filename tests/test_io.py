@@ -25,6 +25,7 @@ from gomoku_jax.io import (
     CheckpointError,
     Checkpointer,
     _reason,
+    checkpoint_steps,
     read_exported,
     write_exported,
 )
@@ -817,3 +818,12 @@ def test_a_leaf_without_its_hash_in_the_metadata_is_refused(tmp_path):
     path.write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match=r"leaf 'y' has no SHA-256 in its step metadata"):
         ck.restore(state)
+
+
+def test_checkpoint_steps_are_the_numbered_folders_ascending(tmp_path):
+    assert checkpoint_steps(tmp_path / "none") == []
+    for name in ("10", "2", "3.orbax-checkpoint-tmp-1", "notes"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "7").write_text("a file, not a step")
+    assert checkpoint_steps(tmp_path) == [2, 10]
+    assert checkpoint_steps(str(tmp_path)) == [2, 10]
