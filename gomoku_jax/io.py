@@ -865,6 +865,21 @@ def write_exported(path, metadata: Mapping, variables) -> None:
     write_atomic(path, EXPORT_MAGIC + _LENGTH.pack(len(header_bytes)) + header_bytes + payload)
 
 
+def _non_string_key(tree: dict) -> tuple[str, object] | None:
+    """``(where, key)`` for the first map key of ``tree`` (nested maps and lists) that is
+    not a string, ``where`` as ``a.b.0``; None when every key is a string."""
+    pending = [("", tree)]
+    while pending:
+        where, node = pending.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            if isinstance(node, dict) and not isinstance(key, str):
+                return where, key
+            if isinstance(value, (dict, list)):
+                pending.append((f"{where}.{key}" if where else str(key), value))
+    return None
+
+
 def read_exported(path) -> tuple[dict, dict]:
     """``(metadata, variables)`` from a file written by :func:`write_exported`.
 
@@ -930,6 +945,12 @@ def read_exported(path) -> tuple[dict, dict]:
         raise fail(
             f"corrupt payload: expected a map of variables, found {type(variables).__name__}"
         )
+    bad_key = _non_string_key(variables)  # before any pytree code sorts the keys
+    if bad_key is not None:
+        where, key = bad_key
+        raise fail(f"corrupt payload: {where or '<root>'} holds the key "
+                   f"{config_lib.clip(repr(key))}, not a string (the variables are maps of "
+                   "names to arrays)")
     for path, leaf in jax.tree_util.tree_leaves_with_path(variables):
         if not isinstance(leaf, np.ndarray) or not (
                 jax.dtypes.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):

@@ -827,3 +827,20 @@ def test_checkpoint_steps_are_the_numbered_folders_ascending(tmp_path):
     (tmp_path / "7").write_text("a file, not a step")
     assert checkpoint_steps(tmp_path) == [2, 10]
     assert checkpoint_steps(str(tmp_path)) == [2, 10]
+
+
+@pytest.mark.parametrize("key", [1, b"w2", 2.5])
+def test_exported_map_key_that_is_not_a_string_is_refused(tmp_path, key):
+    # msgpack maps may have keys of any type; a mix cannot even be sorted into a pytree
+    import hashlib
+
+    import msgpack
+
+    path = tmp_path / "p.gjx"
+    write_exported(path, METADATA, _variables())
+    payload = msgpack.packb({"params": {"w": 1.0, key: {"b": 2.0}}})
+    _with_header(path, payload, payload_size=len(payload),
+                 payload_sha256=hashlib.sha256(payload).hexdigest())
+    with pytest.raises(CheckpointError, match=rf"{path}: corrupt payload: params holds the key "
+                                              rf"{re.escape(repr(key))}, not a string"):
+        read_exported(path)
