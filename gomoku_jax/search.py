@@ -130,9 +130,15 @@ def _check_float(owner, name: str, low: float, high: float = float("inf"),
     object.__setattr__(owner, name, value)
 
 
-def _check_int(owner, name: str, low: int, allow_none: bool = False) -> None:
+def _check_int(owner, name: str, low: int, allow_none: bool = False,
+               high: int | None = None) -> None:
     object.__setattr__(owner, name, check_int(type(owner).__name__, name, getattr(owner, name),
-                                              low, allow_none=allow_none))
+                                              low, high, allow_none=allow_none))
+
+
+# A search tree's nodes are numbered with int32: num_simulations + 1 (or + reuse_capacity)
+# nodes at most this many.
+_MAX_NODES = int(np.iinfo(np.int32).max)
 
 
 def _from_dict(cls, data: dict):
@@ -261,7 +267,12 @@ class SearchConfig:
                 f"algorithm={self.algorithm!r}"
             )
         _check_int(self, "reuse_capacity", 1, allow_none=True)
-        _check_int(self, "num_simulations", 1)
+        _check_int(self, "num_simulations", 1, high=_MAX_NODES - 1)
+        if self.reuse_capacity is not None and (
+                self.num_simulations + self.reuse_capacity > _MAX_NODES):
+            raise ValueError(f"SearchConfig.num_simulations + reuse_capacity (the tree's "
+                             f"nodes) must be at most {_MAX_NODES}, got "
+                             f"{self.num_simulations} + {self.reuse_capacity}")
         _check_int(self, "max_num_considered_actions", 1)
         _check_int(self, "max_depth", 1, allow_none=True)
         _check_float(self, "c_puct", 0.0, low_open=True)

@@ -536,6 +536,14 @@ def test_cli_rejects_a_budget_a_q_network_cannot_take_at_launch(tmp_path, capsys
         capsys.readouterr().err)
 
 
+def test_cli_rejects_at_launch_simulations_a_search_cannot_number(exported_files, capsys):
+    # Before, the brain started, said it was ready and played a fallback move at every
+    # move (the search raised OverflowError: its tree's nodes are numbered with int32).
+    assert cli.main(["pbrain", "--agent", f"{exported_files['free7']}@3000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "num_simulations must be an integer from 1 to 2147483646, got 3000000000" in err
+
+
 # ---------------------------------------------------------------- over real pipes
 
 

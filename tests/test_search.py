@@ -95,6 +95,7 @@ def searched(request, puzzles):
     ("algorithm", "alphazero"),
     ("num_simulations", 0),
     ("num_simulations", 2.0),
+    ("num_simulations", 2**31),  # a tree's nodes are numbered with int32
     ("c_puct", 0.0),
     ("c_puct", "1"),
     ("pb_c_base", -1.0),
