@@ -669,6 +669,8 @@ def run_engine(agent_name: str, stdin: TextIO | None = None, stdout: TextIO | No
     if stdin is sys.stdin and hasattr(stdin, "reconfigure"):  # a manager's bytes in
         stdin.reconfigure(errors="replace")  # another code page must not kill the brain
     stdout = sys.stdout if stdout is None else stdout
+    if stdout is sys.stdout and hasattr(stdout, "reconfigure"):  # nor a reply quoting them
+        stdout.reconfigure(errors="replace")  # (U+FFFD) on a stdout in a legacy code page
     engine = Engine(factory, agent_name=agent_name, seed=seed)
     with contextlib.redirect_stdout(sys.stderr):
         engine.run(stdin, stdout)

@@ -1262,3 +1262,18 @@ def test_bytes_that_are_not_utf8_do_not_stop_the_brain():
     lines = done.stdout.decode().splitlines()
     assert lines[0] == "OK" and MOVE.fullmatch(lines[1]), lines
     assert b"Traceback" not in done.stderr
+
+
+def test_a_reply_its_output_encoding_cannot_write_does_not_stop_the_brain():
+    """A brain whose stdout is in a legacy code page (a Windows pipe: cp1252) echoes a
+    byte it could not read (U+FFFD, which cp1252 has no code for) in its ERROR or UNKNOWN
+    reply: the character is replaced there too, and the brain plays on."""
+    env = dict(os.environ, PYTHONIOENCODING="cp1252")
+    session = b"START 9\nFOO \x81\nSTART \x9d\nBEGIN\nEND\n"
+    done = subprocess.run(PBRAIN + ["random"], input=session, capture_output=True, env=env,
+                          timeout=PIPE_WAIT_S * 4)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    lines = done.stdout.decode("cp1252").splitlines()
+    assert lines[0] == "OK" and lines[1].startswith("UNKNOWN command 'FOO ?'"), lines
+    assert lines[2].startswith("ERROR START: expected a board size"), lines
+    assert MOVE.fullmatch(lines[3]), lines
