@@ -386,6 +386,13 @@ def _play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: i
                 a_is_black, jnp.asarray(openings, jnp.int32).reshape(games, opening_stones))
         except _NotActions:  # a policy that answers no action: its games are forfeits
             lockstep = False
+        except Exception as err:  # noqa: BLE001
+            # a policy's own code that raised while traced (not a refusal of the
+            # framework's, such as a search tree too big for the device): played game by
+            # game, where each raise is a forfeit naming the policy's line
+            if gio.raised_at(err) is None:
+                raise
+            lockstep = False
     if lockstep:
         # jax.device_get, not np.asarray: it lets Ctrl-C through while the match runs (a
         # blocking np.asarray holds it until the last game ends)

@@ -636,3 +636,26 @@ def test_a_jax_policy_that_answers_no_action_forfeits_in_a_match_of_batched_agen
     assert [r.forfeit for r in match.records] == [f"wrong {reason}"] * 4
     assert match.score("first")["wins"] == 4
     assert arena.play_match(ENV, first, agents.random_agent(), 2, seed=0).lockstep is True
+
+
+def test_a_jax_policy_that_raises_forfeits_in_a_match_of_batched_agents():
+    """A batched JAX policy that raises while the lockstep program is traced costs it its
+    games, as a raising agent's does one game at a time: the match goes on, each game a
+    forfeit naming the policy's own line, instead of the error ending the match (and a
+    whole round robin with it)."""
+    def broken(params, key, state):
+        raise IndexError("index 100 is out of bounds")  # the broken policy's line
+
+    def bad_shape(params, key, state):
+        return jnp.argmax(state.board.reshape(-1) + jnp.ones(7))  # the bad shape's line
+
+    first = agents.JaxAgent(
+        "first", lambda params, key, state: jnp.argmax(state.legal_action_mask).astype(jnp.int32))
+    for policy, marker, error in ((broken, "# the broken policy's line", "IndexError"),
+                                  (bad_shape, "# the bad shape's line", "TypeError")):
+        match = arena.play_match(ENV, agents.JaxAgent("broken", policy), first, 4, seed=0)
+        assert match.lockstep is False
+        assert match.score("first")["wins"] == 4
+        at = line_of(__file__, marker)
+        assert all(r.forfeit.startswith(f"broken raised {error} (at {at}): ")
+                   for r in match.records), [r.forfeit for r in match.records]
