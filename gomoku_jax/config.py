@@ -551,7 +551,11 @@ def _convert(tp, value, path: str):
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of more than about 308 digits
+            raise ConfigError(f"{path}: expected a number, got {_brief_repr(value)}, too "
+                              "large for a floating-point number") from None
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{path}: expected a string, got {value!r}")

@@ -362,6 +362,16 @@ def test_an_integer_too_long_to_read_is_a_json_error_at_its_place(tmp_path):
         cfglib.read_json(path)
 
 
+def test_an_integer_too_large_for_a_float_setting_is_a_config_error_naming_it():
+    # 10**400 reads as a JSON integer, but float() of it raises OverflowError, which is not
+    # a ValueError: the command line would print a traceback instead of the setting's name
+    with pytest.raises(cfglib.ConfigError, match=r"^inner\.rate: expected a number, got "
+                                                 r"1000.*, too large for a floating-point "
+                                                 r"number"):
+        cfglib.from_dict(Outer, {"inner": {"rate": 10**400}})
+    assert cfglib.from_dict(Outer, {"inner": {"rate": 10**300}}).inner.rate == 1e300
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.integers() | st.text(max_size=4),
                     lambda inner: st.lists(inner, max_size=3)
