@@ -25,6 +25,11 @@ Tree semantics. The mctx embedding is the batched game `State`:
 ``qtransform_completed_by_mix_value``). `policy_target` is what a learner trains on,
 `select_action` picks the move to play.
 
+Q terms. The Q-values a selection reads are a named qtransform (mctx's argument of that
+name): ``SearchConfig.puct_q`` for PUCT (``"minmax"``, mctx's default, or ``"raw"``),
+``SearchConfig.gumbel_q`` for Gumbel (``"completed"``). `register_qtransform` adds one of
+your own under a name, which configs, sweeps and exported agents can then give.
+
 Tree reuse (``SearchConfig.reuse_tree``, linear backend, PUCT only). `run_search_reusing`
 searches from a kept tree and `advance_tree` keeps the played child's subtree for the next
 move (`gomoku_jax.tree_search.reuse_subtree`); a game whose kept root is not its current
@@ -39,7 +44,8 @@ rewrites the prior of the root and of every node the search expands; see
 
 Static versus traced. `SearchConfig` and `TacticalPrior` are pytrees: ``algorithm``,
 ``num_simulations``, ``max_num_considered_actions``, ``max_depth``, ``backend``,
-``reuse_tree``, ``reuse_capacity`` and ``enabled`` are static (they shape the compiled
+``reuse_tree``, ``reuse_capacity``, the qtransforms' names (``puct_q``, ``gumbel_q``),
+``local_exploration`` and ``enabled`` are static (they shape the compiled
 search); every float is a leaf, so passing a config as an argument of a jitted function
 traces ``c_puct``, the noise, the Gumbel scales and the tactical probabilities, and a
 sweep over them does not recompile. Closing over a config (or passing it as a static
@@ -62,7 +68,7 @@ import mctx
 import numpy as np
 
 from gomoku_jax import ops, tactics, tree_search
-from gomoku_jax.config import check_int, plain_fields
+from gomoku_jax.config import check_int, plain_fields, same_definition
 from gomoku_jax.agents import JaxAgent, static_partial
 from gomoku_jax.game import Gomoku, State
 
@@ -70,6 +76,7 @@ __all__ = [
     "ALGORITHMS",
     "BACKENDS",
     "PUCT_Q",
+    "QTRANSFORMS",
     "Evaluate",
     "network_evaluate",
     "ReusingSearchAgent",
@@ -81,7 +88,9 @@ __all__ = [
     "make_recurrent_fn",
     "policy_target",
     "policy_value",
+    "qtransform_of",
     "qtransform_raw",
+    "register_qtransform",
     "root_output",
     "run_search",
     "run_search_reusing",
@@ -96,7 +105,7 @@ __all__ = [
 
 ALGORITHMS = ("puct", "gumbel")
 BACKENDS = ("mctx", "linear")
-PUCT_Q = ("minmax", "raw")  # SearchConfig.puct_q
+PUCT_Q = ("minmax", "raw")  # the built-in Q terms of PUCT (SearchConfig.puct_q)
 
 # (params, states [B]) -> (logits [B, A] float32, value [B] float32)
 Evaluate = Callable[[Any, State], "tuple[jax.Array, jax.Array]"]
@@ -179,7 +188,8 @@ def _register(cls, meta: tuple[str, ...]):
 @functools.partial(
     _register,
     meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth",
-          "backend", "reuse_tree", "reuse_capacity", "puct_q", "local_exploration"),
+          "backend", "reuse_tree", "reuse_capacity", "puct_q", "gumbel_q",
+          "local_exploration"),
 )
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -202,6 +212,9 @@ class SearchConfig:
       dirichlet_fraction: weight of that noise, in [0, 1]; 0 = no noise.
       max_num_considered_actions: root actions sampled by Gumbel top-k. Static.
       gumbel_scale: scale of the root Gumbel noise, >= 0 (0: deterministic).
+      gumbel_q: the Q-values of Gumbel's selections (root and interior).
+        ``"completed"`` (mctx's ``qtransform_completed_by_mix_value`` with
+        ``value_scale`` and ``maxvisit_init``); any name in `QTRANSFORMS`. Static.
       value_scale, maxvisit_init: the ``sigma(q) = (maxvisit_init + max N) *
         value_scale * q`` transform of completed Q-values (Gumbel), >= 0.
       max_depth: deepest simulation (edges from the root), None = unlimited. Static.
@@ -241,12 +254,18 @@ class SearchConfig:
     reuse_capacity: int | None = None
     puct_q: str = "minmax"
     local_exploration: float = 0.0
+    gumbel_q: str = "completed"
 
     def __post_init__(self):
         plain_fields(self)
-        if self.puct_q not in PUCT_Q:
-            raise ValueError(f"SearchConfig.puct_q must be one of {', '.join(PUCT_Q)}, got "
-                             f"{self.puct_q!r}")
+        for name in ("puct_q", "gumbel_q"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in QTRANSFORMS:
+                raise ValueError(
+                    f"SearchConfig.{name} must name a registered qtransform "
+                    f"({', '.join(QTRANSFORMS)}; search.register_qtransform adds one, and "
+                    f"gomoku-jax --plugin MODULE imports the module that does), got "
+                    f"{value!r}")
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
                 f"SearchConfig.algorithm must be one of {', '.join(ALGORITHMS)}, "
@@ -492,11 +511,78 @@ def make_recurrent_fn(env: Gomoku, evaluate: Evaluate,
     return recurrent_fn
 
 
-def _gumbel_qtransform(config: SearchConfig):
-    """Gumbel's completed Q-values with ``config``'s ``value_scale`` and ``maxvisit_init``."""
-    return functools.partial(mctx.qtransform_completed_by_mix_value,
-                             value_scale=config.value_scale,
-                             maxvisit_init=config.maxvisit_init)
+# ------------------------------------------------------------------ qtransforms
+# (config) -> qtransform(tree, node_index) -> [A]: mctx's ``qtransform`` for the config.
+QTransformFactory = Callable[["SearchConfig"], Callable[[mctx.Tree, Any], jax.Array]]
+
+QTRANSFORMS: dict[str, tuple[QTransformFactory, str]] = {}
+"""The Q terms a search can select with, name -> (factory, description): the names
+``SearchConfig.puct_q`` and ``SearchConfig.gumbel_q`` take. Read it freely; add to it
+with `register_qtransform`."""
+
+_BUILTIN_QTRANSFORMS = ("minmax", "raw", "completed")
+
+
+def register_qtransform(name: str, factory: QTransformFactory, description: str, *,
+                        replace: bool = False) -> None:
+    """Make ``factory(config) -> qtransform`` selectable by ``name`` as
+    ``SearchConfig.puct_q`` (PUCT's Q term) or ``SearchConfig.gumbel_q`` (the Q-values of
+    Gumbel's root and interior selections), so in a config's ``search`` settings, a
+    sweep over them and an exported agent (which stores the name, never code: it loads
+    where the name is registered, e.g. by ``gomoku-jax --plugin MODULE``).
+
+    ``factory`` gets the `SearchConfig` (whose floats may be traced: a sweep over
+    ``value_scale`` reaches the factory as an array) and returns mctx's
+    ``qtransform(tree, node_index) -> [num_actions]`` for one unbatched ``mctx.Tree``
+    and one node, as mctx's ``qtransform_by_parent_and_siblings``; both backends take
+    it. A name taken (built-in or registered) is refused unless ``replace=True``, or
+    unless it is taken by the same definition (`config.same_definition`: a notebook cell
+    or a reloaded plugin run again), which is replaced. Every refusal is a
+    ``ValueError``."""
+    if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+        raise ValueError(f"register_qtransform: name must be a non-empty string without "
+                         f"spaces, got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"register_qtransform: the factory of {name!r} must be callable "
+                         f"as factory(config) -> qtransform, got {factory!r}")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError(f"register_qtransform: description of {name!r} must be a "
+                         f"non-empty string, got {description!r}")
+    if not isinstance(replace, bool):
+        raise ValueError(f"register_qtransform: replace must be a bool, got {replace!r}")
+    if name in QTRANSFORMS and not replace and not same_definition(QTRANSFORMS[name][0],
+                                                                   factory):
+        raise ValueError(f"register_qtransform: {name!r} is already registered; pass "
+                         "replace=True to replace it")
+    QTRANSFORMS[name] = (factory, description)
+
+
+def qtransform_of(config: SearchConfig, name: str | None = None):
+    """The ``qtransform`` the search of ``config`` selects with: ``name``'s (default: the
+    config's algorithm's, ``puct_q`` or ``gumbel_q``) factory applied to ``config``. A
+    registered one is checked when the search is traced: what it returns must be the
+    Q-values of the node's children, ``[num_actions]``, else a ``ValueError`` names it."""
+    if name is None:
+        name = config.puct_q if config.algorithm == "puct" else config.gumbel_q
+    if name not in QTRANSFORMS:
+        raise ValueError(f"qtransform {name!r} is not registered ({', '.join(QTRANSFORMS)})")
+    qtransform = QTRANSFORMS[name][0](config)
+    if not callable(qtransform):
+        raise ValueError(f"qtransform {name!r}: its factory returned {qtransform!r}, not a "
+                         "function qtransform(tree, node_index)")
+    if name in _BUILTIN_QTRANSFORMS:
+        return qtransform
+    return functools.partial(_checked_qtransform, qtransform, name)
+
+
+def _checked_qtransform(qtransform, name: str, tree: mctx.Tree, node_index) -> jax.Array:
+    q = qtransform(tree, node_index)
+    shape = getattr(q, "shape", None)
+    if shape != (tree.num_actions,):
+        raise ValueError(f"qtransform {name!r} returned {type(q).__name__} of shape {shape}, "
+                         f"want ({tree.num_actions},): the Q-values of one node's children "
+                         "(it is called on one unbatched tree and one node)")
+    return q
 
 
 def qtransform_raw(tree: mctx.Tree, node_index) -> jax.Array:
@@ -513,10 +599,29 @@ def qtransform_raw(tree: mctx.Tree, node_index) -> jax.Array:
     return jnp.where(tree.children_prior_logits[node_index] <= _MIN_LOGIT, -jnp.inf, q)
 
 
-def _puct_qtransform(config: SearchConfig):
-    """The ``qtransform`` of PUCT's score for ``config.puct_q``."""
-    return (qtransform_raw if config.puct_q == "raw"
-            else mctx.qtransform_by_parent_and_siblings)
+def _minmax_q(config: SearchConfig):
+    return mctx.qtransform_by_parent_and_siblings
+
+
+def _raw_q(config: SearchConfig):
+    return qtransform_raw
+
+
+def _completed_q(config: SearchConfig):
+    return functools.partial(mctx.qtransform_completed_by_mix_value,
+                             value_scale=config.value_scale,
+                             maxvisit_init=config.maxvisit_init)
+
+
+register_qtransform("minmax", _minmax_q,
+                    "mctx's qtransform_by_parent_and_siblings: Q rescaled to [0, 1] by the "
+                    "node's value and its visited children's, unvisited at the least")
+register_qtransform("raw", _raw_q,
+                    "Q as it is (the mean value in [-1, 1]), unvisited 0, masked moves -inf: "
+                    "AlphaZero's PUCT as the reports run it")
+register_qtransform("completed", _completed_q,
+                    "mctx's qtransform_completed_by_mix_value with search.value_scale and "
+                    "search.maxvisit_init: Gumbel MuZero's completed Q-values")
 
 
 def selection_functions(config: SearchConfig):
@@ -527,10 +632,10 @@ def selection_functions(config: SearchConfig):
         raise ValueError(f"config must be a SearchConfig, got {config!r}")
     if config.algorithm == "puct":
         return tree_search.puct_selection(pb_c_init=config.c_puct, pb_c_base=config.pb_c_base,
-                                          qtransform=_puct_qtransform(config))
+                                          qtransform=qtransform_of(config, config.puct_q))
     return tree_search.gumbel_selection(
         config.num_simulations, max_num_considered_actions=config.max_num_considered_actions,
-        qtransform=_gumbel_qtransform(config))
+        qtransform=qtransform_of(config, config.gumbel_q))
 
 
 _NOISE = 0x6E6F  # folded into the search key for the root noise ("no")
@@ -592,7 +697,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
             dirichlet_fraction=0.0,
             pb_c_init=config.c_puct,
             pb_c_base=config.pb_c_base,
-            qtransform=_puct_qtransform(config),
+            qtransform=qtransform_of(config, config.puct_q),
             **checked,
             **({"local_exploration": config.local_exploration} if linear else {}),
         )
@@ -601,7 +706,7 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
         num_simulations=config.num_simulations,
         invalid_actions=invalid,
         max_depth=config.max_depth,
-        qtransform=_gumbel_qtransform(config),
+        qtransform=qtransform_of(config, config.gumbel_q),
         max_num_considered_actions=config.max_num_considered_actions,
         gumbel_scale=config.gumbel_scale,
         **checked,
@@ -742,7 +847,7 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
         dirichlet_fraction=0.0,
         pb_c_init=config.c_puct,
         pb_c_base=config.pb_c_base,
-        qtransform=_puct_qtransform(config),
+        qtransform=qtransform_of(config, config.puct_q),
         tree=tree,
         local_exploration=config.local_exploration,
     )

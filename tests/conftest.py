@@ -50,10 +50,12 @@ def _release_compiled_programs():
 
 @pytest.fixture
 def registries():
-    """``(networks.NETWORKS, agents.AGENTS)``, each put back after the test as it was."""
-    from gomoku_jax import agents, networks
+    """``(networks.NETWORKS, agents.AGENTS)``, each put back after the test as it was, and
+    so is ``search.QTRANSFORMS``."""
+    from gomoku_jax import agents, networks, search
 
-    saved = [(registry, dict(registry)) for registry in (networks.NETWORKS, agents.AGENTS)]
+    saved = [(registry, dict(registry))
+             for registry in (networks.NETWORKS, agents.AGENTS, search.QTRANSFORMS)]
     yield networks.NETWORKS, agents.AGENTS
     for registry, before in saved:
         registry.clear()

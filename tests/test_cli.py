@@ -785,11 +785,13 @@ def test_ctrl_c_while_compiling_exits_with_130(tmp_path, console):
     assert "gomoku-jax: interrupted; no checkpoint was written yet" in err
 
 
-_PLUGIN = '''"""A plugin: a network and an agent of its own, registered when it is imported."""
+_PLUGIN = '''"""A plugin: a network, an agent and a Q term of its own, registered when it is
+imported."""
 import flax.linen as nn
+import jax.numpy as jnp
 import numpy as np
 
-from gomoku_jax import agents, networks
+from gomoku_jax import agents, networks, search
 
 
 class OneLayerQ(nn.Module):
@@ -808,8 +810,17 @@ class FirstEmpty(agents.PythonAgent):
         return int(np.flatnonzero(np.asarray(state.legal_action_mask))[0])
 
 
+def q_at_7(tree, node_index):
+    return jnp.where(jnp.arange(tree.num_actions) == 7, 1.0, 0.0)
+
+
+def prefer_7(config):
+    return q_at_7
+
+
 networks.register_network("plugin-q", OneLayerQ, "q", "a plugin's one-layer Q network")
 agents.register_agent("plugin-first", lambda spec, env: FirstEmpty(spec))
+search.register_qtransform("plugin-prefer-7", prefer_7, "Q 1 at action 7")
 '''
 
 
@@ -854,6 +865,35 @@ def test_a_plugin_makes_its_network_and_agent_known_to_the_command_line(plugin_d
     report = json.loads((plugin_dir / "out" / "tournament.json").read_text())
     assert report["agents"] == ["q.gjx", "plugin-first+killer", "random"]
     assert report["colours"]["games"] == 6 and report["config"]["game"]["size"] == 5
+
+
+def test_a_plugin_makes_its_q_term_known_to_an_exported_agent(plugin_dir, capsys):
+    """An exported search agent names its qtransform (data, not code): refused, naming
+    the setting, without the plugin that registers it; played with it."""
+    import jax
+
+    from gomoku_jax import exported, networks, search
+
+    module = networks.make_network("cnn", board_size=5)
+    variables = networks.init_network(module, jax.random.key(0), (5, 5, 3))
+    play = search.SearchConfig("gumbel", 4, max_num_considered_actions=4).to_dict()
+
+    class Learner:  # what export_agent asks of a learner
+        def export_metadata(self):
+            return {"agent": "search", "network": {"name": "cnn", "options": {}},
+                    "game": {"size": 5, "k": 4, "rule": "freestyle",
+                             "observation": "stones-colour"},
+                    "search": {**play, "gumbel_q": "plugin-prefer-7"}}
+
+    exported.export_agent(plugin_dir / "q7.gjx", Learner(), variables)
+    assert cli.main(["tournament", "--agents", "q7.gjx", "random"]) == 2
+    err = capsys.readouterr().err
+    assert "gumbel_q must name a registered qtransform" in err and "'plugin-prefer-7'" in err
+    argv = ["--plugin", "gjx_test_plugin", "tournament", "--agents", "q7.gjx", "random",
+            "--games-per-pair", "2", "--out", "out"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    report = json.loads((plugin_dir / "out" / "tournament.json").read_text())
+    assert report["colours"]["games"] == 2
 
 
 def test_a_plugin_that_cannot_be_imported_is_named_in_one_line(plugin_dir, capsys):

@@ -9,7 +9,10 @@ import mctx
 import numpy as np
 import pytest
 
-from gomoku_jax import agents, arena, search, tactics
+from algorithms import alphazero
+from gomoku_jax import agents, arena, exported, networks, search, tactics
+from gomoku_jax import config as config_lib
+from gomoku_jax import io as gio
 from gomoku_jax.agents import random_agent
 from gomoku_jax.game import Gomoku
 
@@ -571,3 +574,119 @@ def test_the_search_reads_states_in_its_games_planes_whichever_game_made_them():
     out = search.run_search_reusing(threats, evaluate, None, moved, jax.random.key(2), reuse,
                                     tree=kept)
     assert out.action.shape == (2,) and set(seen) == {threats.observation_shape[-1]}
+
+
+# ---------------------------------------------------------------- qtransforms
+def _q_at_7(tree, node_index):
+    """A qtransform: Q 1 for the child of action 7, 0 for the others."""
+    del node_index
+    return jnp.where(jnp.arange(tree.num_actions) == 7, 1.0, 0.0)
+
+
+def _prefer_7(config):
+    del config
+    return _q_at_7
+
+
+def _first_three(config):
+    """A broken qtransform: three Q-values, not one per action."""
+    return lambda tree, node_index: tree.children_values[node_index][:3]
+
+
+@pytest.fixture
+def prefer_7(registries):
+    search.register_qtransform("prefer-7", _prefer_7, "Q 1 at action 7, 0 elsewhere")
+    return "prefer-7"
+
+
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_a_registered_qtransform_steers_the_search_in_both_backends(prefer_7, algorithm):
+    """A qtransform of one's own, named in the config, is what both backends select with:
+    with Q 1 at action 7 (and a flat prior, no noise) the search plays 7 and gives it the
+    most weight, in every game, and the backends agree; the built-in Q term does not."""
+    states = _stack(*[SMALL.init()] * 4)
+    name = "puct_q" if algorithm == "puct" else "gumbel_q"
+    base = search.SearchConfig(algorithm, num_simulations=32, c_puct=0.1,
+                               dirichlet_fraction=0.0, gumbel_scale=0.0,
+                               max_num_considered_actions=25)
+    outputs = {}
+    for backend in ("linear", "mctx"):
+        config = base.replace(backend=backend, **{name: prefer_7})
+        assert search.qtransform_of(config).func.__name__ == "_checked_qtransform"
+        outputs[backend] = jax.jit(lambda s, k, c=config: search.run_search(
+            SMALL, UNIFORM, None, s, k, c))(states, jax.random.key(0))
+        np.testing.assert_array_equal(outputs[backend].action, 7)
+        np.testing.assert_array_equal(np.argmax(outputs[backend].action_weights, -1), 7)
+    np.testing.assert_allclose(outputs["linear"].action_weights,
+                               outputs["mctx"].action_weights, atol=1e-6)
+    plain = search.run_search(SMALL, UNIFORM, None, states, jax.random.key(0),
+                              base.replace(backend="linear"))
+    assert (np.asarray(plain.action) != 7).all()
+
+
+def test_qtransform_names_are_checked_in_configs_and_when_traced(registries):
+    for name in ("puct_q", "gumbel_q"):
+        with pytest.raises(ValueError, match=rf"SearchConfig.{name} must name a registered "
+                                             r"qtransform \(minmax, raw, completed; "
+                                             r"search.register_qtransform.*--plugin.*'mean'"):
+            search.SearchConfig(**{name: "mean"})
+    with pytest.raises(ValueError, match=r"search: SearchConfig.gumbel_q must name a registered"):
+        config_lib.load_file(alphazero.AlphaZeroConfig,
+                             "experiments/configs/az_9x9_cpu.json", ["search.gumbel_q=mean"])
+    search.register_qtransform("first-three", _first_three, "three values")
+    config = search.SearchConfig("gumbel", 8, gumbel_q="first-three", backend="linear")
+    with pytest.raises(ValueError, match=r"qtransform 'first-three' returned .* of shape "
+                                         r"\(3,\), want \(25,\)"):
+        search.run_search(SMALL, UNIFORM, None, _stack(SMALL.init()), jax.random.key(0),
+                          config)
+
+
+def test_register_qtransform_refuses_what_does_not_fit(prefer_7):
+    for bad, match in [(("", _prefer_7, "d"), "non-empty string without spaces"),
+                       (("a b", _prefer_7, "d"), "without spaces"),
+                       (("x", 3, "d"), "must be callable"),
+                       (("x", _prefer_7, " "), "description of 'x'"),
+                       (("minmax", _prefer_7, "d"), "'minmax' is already registered"),
+                       (("prefer-7", _first_three, "d"), "'prefer-7' is already registered")]:
+        with pytest.raises(ValueError, match=match):
+            search.register_qtransform(*bad)
+        assert "x" not in search.QTRANSFORMS
+    with pytest.raises(ValueError, match="replace must be a bool"):
+        search.register_qtransform("x", _prefer_7, "d", replace=1)
+    # the same definition again (a notebook cell run twice) replaces it quietly
+    search.register_qtransform("prefer-7", _prefer_7, "again")
+    assert search.QTRANSFORMS["prefer-7"] == (_prefer_7, "again")
+    search.register_qtransform("prefer-7", _first_three, "replaced", replace=True)
+    assert search.QTRANSFORMS["prefer-7"][0] is _first_three
+    # the built-ins are the config's defaults, as they were
+    assert search.qtransform_of(search.SearchConfig("puct")) is (
+        mctx.qtransform_by_parent_and_siblings)
+    completed = search.qtransform_of(search.SearchConfig("gumbel", value_scale=0.2))
+    assert completed.func is mctx.qtransform_completed_by_mix_value
+    assert completed.keywords == {"value_scale": 0.2, "maxvisit_init": 50.0}
+
+
+def test_an_exported_agent_keeps_its_qtransform_by_name(prefer_7, tmp_path):
+    """An exported agent stores its qtransform's name, not its code: it plays it where
+    the name is registered and is refused, naming it, where it is not."""
+    env = Gomoku(5, 4)
+    module = networks.make_network("cnn", board_size=5)
+    variables = networks.init_network(module, jax.random.key(0), env.observation_shape)
+    play = search.SearchConfig("gumbel", 8, max_num_considered_actions=25, gumbel_scale=0.0,
+                               gumbel_q=prefer_7)
+
+    class Learner:  # what export_agent asks of a learner
+        def export_metadata(self):
+            return {"agent": "search", "game": {"size": 5, "k": 4, "rule": "freestyle",
+                                                "observation": "stones-colour"},
+                    "network": {"name": "cnn", "options": {}}, "search": play.to_dict()}
+
+    path = tmp_path / "prefer.gjx"
+    exported.export_agent(path, Learner(), variables)
+    loaded = exported.load(path)
+    assert loaded.metadata["search"]["gumbel_q"] == prefer_7
+    assert loaded.agent.act(env.init(), jax.random.key(1)) == 7
+    search.QTRANSFORMS.pop(prefer_7)  # another process, where nothing registered it
+    with pytest.raises(gio.CheckpointError, match=r"play-time search .*gumbel_q must name a "
+                                                  r"registered qtransform.*'prefer-7'"):
+        exported.load_agent(path)

@@ -291,7 +291,8 @@ def test_raw_puct_q_is_the_mean_value_and_both_backends_play_it(env7):
     run = jax.jit(lambda s, k: [search_lib.run_search(env7, _varied, None, s, k, c)
                                 for c in configs])
     assert_same_output(*run(states, jax.random.PRNGKey(3)))
-    with pytest.raises(ValueError, match="puct_q must be one of minmax, raw, got 'mean'"):
+    with pytest.raises(ValueError, match=r"puct_q must name a registered qtransform "
+                                         r"\(minmax, raw, completed;.*got 'mean'"):
         search_lib.SearchConfig(puct_q="mean")
 
 
