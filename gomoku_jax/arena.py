@@ -14,18 +14,26 @@ the lockstep loop inside the search loop runs many times slower than one game at
 game at a time).
 
 An agent that returns an illegal action (or raises) loses that game; the record keeps the
-reason.
+reason. An odd number of games gives one agent black once more: `play_match` and
+`round_robin` warn of it (`ArenaWarning`).
+
+A round robin given a ``checkpoint`` file keeps each finished match in it (JSON lines: the
+settings, then one match a line), so one interrupted (Ctrl-C, a crash, a batch system's
+time limit) and run again with the same settings plays only the matches it had not
+finished.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import platform
 import time
+import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -62,6 +70,8 @@ def device_description() -> str:
 
 
 __all__ = [
+    "ArenaWarning",
+    "CheckpointMismatch",
     "GameRecord",
     "MatchResult",
     "Tournament",
@@ -72,6 +82,16 @@ __all__ = [
     "play_match",
     "round_robin",
 ]
+
+
+class ArenaWarning(UserWarning):
+    """A match or round robin whose colours do not balance (an odd number of games); the
+    command line prints it as one line."""
+
+
+class CheckpointMismatch(ValueError):
+    """A round robin's ``checkpoint`` file holds matches of other settings (other agents,
+    games, seed, board or openings): it is refused, not overwritten."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -350,7 +370,13 @@ def check_match_seed(seed, name: str = "seed") -> int:
 def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: int = 0,
                opening_stones: int = 0, progress: bool = False) -> MatchResult:
     """Play ``games`` games between two agents (``agent_a`` black in even games). An agent
-    built for another game (`agents.check_env`) is refused."""
+    built for another game (`agents.check_env`) is refused; an odd ``games`` is warned
+    of (`ArenaWarning`): ``agent_a`` has black once more."""
+    if isinstance(games, (int, np.integer)) and not isinstance(games, bool) and games % 2:
+        names = [getattr(a, "name", "?") for a in (agent_a, agent_b)]
+        warnings.warn(f"{games} games is odd, so {names[0]} plays black {games // 2 + 1} "
+                      f"times and {names[1]} {games // 2}; an even number balances the "
+                      "colours", ArenaWarning, stacklevel=2)
     return _play_match(env, agent_a, agent_b, games, check_match_seed(seed), opening_stones,
                        progress)
 
@@ -451,10 +477,12 @@ def _colour_split(records: Sequence[GameRecord]) -> dict:
 
 @dataclasses.dataclass
 class Tournament:
-    """A round robin: every pair of agents played one match."""
+    """A round robin: every pair of agents played one match (``kept`` of them read back
+    from a checkpoint rather than played, see `round_robin`)."""
 
     names: list[str]
     matches: list[MatchResult]
+    kept: int = 0
 
     @property
     def records(self) -> list[GameRecord]:
@@ -602,8 +630,20 @@ def check_entrants(names: Sequence[str]) -> None:
 
 
 def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed: int = 0,
-                opening_stones: int = 0, progress: bool = False) -> Tournament:
-    """Every pair of ``agents`` plays a match of ``games_per_pair`` games."""
+                opening_stones: int = 0, progress: bool = False, checkpoint=None,
+                identity: Mapping[str, str] | None = None) -> Tournament:
+    """Every pair of ``agents`` plays a match of ``games_per_pair`` games (an odd number
+    is warned of, `ArenaWarning`: the first agent of each pair has black once more).
+
+    ``checkpoint``: a file that keeps every finished match (JSON lines, written after each
+    match), so that a round robin interrupted and run again with the same settings plays
+    only the matches it had not finished; the file stays when the round robin ends (remove
+    it once the reports are kept). A match cut off while it was being written is played
+    again. A checkpoint of other settings (agents, ``games_per_pair``, ``seed``, the board,
+    ``opening_stones``, ``identity``) raises `CheckpointMismatch` naming what differs, and
+    a damaged one a ``ValueError`` naming its line; neither is overwritten.
+    ``identity``: per agent name, what else makes it the same agent (the command line
+    gives an exported file's SHA-256), checked with the settings."""
     check_game(env)
     if isinstance(agents, (str, Agent)):
         raise TypeError(f"agents must be a list of Agents, got {_described(agents)}")
@@ -620,16 +660,127 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     for agent in agents:  # before any game, not at its first pairing
         check_env(agent, env)
     opening_stones = check_opening_stones(env, opening_stones)
+    if games_per_pair % 2:
+        warnings.warn(f"{games_per_pair} games per pair is odd, so in each pair the first "
+                      f"agent plays black {games_per_pair // 2 + 1} times and the other "
+                      f"{games_per_pair // 2}; an even number balances the colours",
+                      ArenaWarning, stacklevel=2)
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
+    done: dict[tuple[int, int], MatchResult] = {}
+    if checkpoint is not None:
+        settings = {"game": env.id, "agents": names, "games_per_pair": int(games_per_pair),
+                    "seed": seed, "opening_stones": opening_stones,
+                    "identity": {n: str(v) for n, v in sorted(dict(identity or {}).items())}}
+        done = _read_round_robin_checkpoint(checkpoint, settings)
     iterator = pairs
     if progress:
         from tqdm import tqdm
 
         iterator = tqdm(pairs, desc="round robin")
-    matches = [_play_match(env, agents[i], agents[j], games_per_pair,
-                           seed=seed + 1_000 * (i * len(agents) + j), opening_stones=opening_stones)
-               for i, j in iterator]
-    return Tournament(names, matches)
+    matches = []
+    for i, j in iterator:
+        if (i, j) in done:
+            matches.append(done[(i, j)])
+            continue
+        match = _play_match(env, agents[i], agents[j], games_per_pair,
+                            seed=seed + 1_000 * (i * len(agents) + j),
+                            opening_stones=opening_stones)
+        if checkpoint is not None:
+            _append_line(checkpoint, {"pair": [i, j], **_match_state(match)})
+        matches.append(match)
+    return Tournament(names, matches, kept=len(done))
+
+
+_CHECKPOINT_FORMAT = "gomoku-jax round robin"
+
+
+def _match_state(match: MatchResult) -> dict:
+    """What a checkpoint keeps of a match: all of it, as JSON."""
+    return {"names": list(match.names), "records": [r.to_dict() for r in match.records],
+            "seconds": match.seconds, "decisions": match.decisions,
+            "lockstep": match.lockstep}
+
+
+def _append_line(path, data: dict) -> None:
+    """One JSON line appended to ``path`` and flushed to the disk."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(data) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _match_from_state(data, pair: tuple[str, str]) -> MatchResult:
+    """A checkpoint line's match (`_match_state`); ValueError when it is not one of
+    ``pair``."""
+    if not isinstance(data, dict) or data.get("names") != list(pair):
+        raise ValueError(f"not a match of {pair[0]} and {pair[1]}")
+    records = []
+    for r in data["records"]:
+        record = GameRecord(black=r["black"], white=r["white"], moves=tuple(r["moves"]),
+                            opening=r["opening"], winner=r["winner"], forfeit=r["forfeit"])
+        if ({record.black, record.white} != set(pair) or record.winner not in (-1, 0, 1)
+                or not all(isinstance(m, int) and not isinstance(m, bool)
+                           for m in record.moves)
+                or not (isinstance(record.opening, int) and 0 <= record.opening
+                        <= len(record.moves))
+                or not isinstance(record.forfeit, (str, type(None)))):
+            raise ValueError(f"a game record that is not one: {gio.brief(json.dumps(r), 80)}")
+        records.append(record)
+    seconds, decisions = data["seconds"], data["decisions"]
+    if set(seconds) != set(pair) or set(decisions) != set(pair):
+        raise ValueError("seconds and decisions must name the two agents")
+    return MatchResult(tuple(pair), records, {n: float(seconds[n]) for n in pair},
+                       {n: int(decisions[n]) for n in pair}, bool(data["lockstep"]))
+
+
+def _read_round_robin_checkpoint(path, settings: dict) -> dict[tuple[int, int], MatchResult]:
+    """The finished matches kept in ``path`` for a round robin of ``settings``, by pair;
+    a new (or empty) file gets the settings' header line. A last line cut short (an
+    interrupt while it was written) is dropped from the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"checkpoint {path} is a folder; give a file")
+    if not path.exists() or path.stat().st_size == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        gio.write_atomic(path, json.dumps({"format": _CHECKPOINT_FORMAT,
+                                           "settings": settings}) + "\n")
+        return {}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    cut = lines[-1] != ""  # the last line has no end: written when interrupted
+    lines = lines[:-1]
+    try:
+        header = json.loads(lines[0]) if lines else None
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != _CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}:1: not a round robin checkpoint (its first line is not "
+                         f"the header {_CHECKPOINT_FORMAT!r}); remove it or give another "
+                         "file")
+    stored = header.get("settings")
+    if stored != settings:
+        differ = sorted(k for k in set(settings) | set(stored or {})
+                        if (stored or {}).get(k) != settings.get(k))
+        shown = "; ".join(f"{k}: kept {json.dumps((stored or {}).get(k))}, now "
+                          f"{json.dumps(settings.get(k))}" for k in differ)
+        raise CheckpointMismatch(f"checkpoint {path} holds matches of another round robin "
+                                 f"({gio.brief(shown, 400)}); remove it or give another "
+                                 "file to play this one")
+    names = settings["agents"]
+    done: dict[tuple[int, int], MatchResult] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            data = json.loads(line)
+            i, j = data["pair"]
+            if not (isinstance(i, int) and isinstance(j, int) and 0 <= i < j < len(names)):
+                raise ValueError(f"pair {data['pair']!r} is not one of the round robin's")
+            done[(i, j)] = _match_from_state(data, (names[i], names[j]))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}:{number}: a damaged match ({gio.brief(err, 200)}); "
+                             "remove the file to play the round robin again") from None
+    if cut:  # rewritten without it, so that the next match starts a line of its own
+        gio.write_atomic(path, "\n".join(lines) + "\n")
+    return done
 
 
 def heatmap(report: dict, path, title: str | None = None):

@@ -207,6 +207,8 @@ def exported_game(names) -> dict:
 
 # The files `tournament --out DIR` writes into DIR.
 TOURNAMENT_REPORTS = ("tournament.json", "tournament.md", "heatmap.png")
+# Where `tournament --out DIR` keeps each finished match until the reports are written.
+TOURNAMENT_CHECKPOINT = "tournament.partial.jsonl"
 
 
 def _tournament(args: argparse.Namespace) -> int:
@@ -214,7 +216,7 @@ def _tournament(args: argparse.Namespace) -> int:
 
     from gomoku_jax import agents, arena
     from gomoku_jax.game import Gomoku
-    from gomoku_jax.io import check_folder, check_new_files
+    from gomoku_jax.io import check_folder, check_new_files, file_sha256
 
     config = _tournament_config(args)
     where = {"agents": "--agents" if args.agents is not None
@@ -232,14 +234,42 @@ def _tournament(args: argparse.Namespace) -> int:
                              f"same agent, {player.name}; each agent plays once")
         built[player.name] = asked
     games = int(config["games_per_pair"])
-    if games % 2:  # colours alternate: one agent of each pair has black once more
-        print(f"gomoku-jax: warning: {games} games per pair is odd, so in each pair the "
-              f"first agent plays black {games // 2 + 1} times and the other "
-              f"{games // 2}; an even number balances the colours", file=sys.stderr)
-    result = arena.round_robin(
-        env, players, games, seed=int(config["seed"]),
-        opening_stones=int(config["opening_stones"]), progress=not args.no_progress,
-    )
+    checkpoint, identity = None, {}
+    if args.out is not None:  # finished matches are kept there until the reports are
+        checkpoint = args.out / TOURNAMENT_CHECKPOINT
+        for asked, player in zip(config["agents"], players):
+            path = agents.exported_path(asked)
+            if path is not None:  # the same file name may hold other params by now
+                identity[player.name] = f"sha256:{file_sha256(path)}"
+
+    def play():
+        return arena.round_robin(
+            env, players, games, seed=int(config["seed"]),
+            opening_stones=int(config["opening_stones"]), progress=not args.no_progress,
+            checkpoint=checkpoint, identity=identity)
+
+    try:
+        try:
+            result = play()
+        except arena.CheckpointMismatch as err:
+            if not args.force:
+                raise ValueError(f"--out {args.out}: {err} (--force plays this one from the "
+                                 "start, replacing it)") from None
+            checkpoint.unlink()
+            print(f"gomoku-jax: --force: {checkpoint} held another round robin; playing "
+                  "this one from the start", file=sys.stderr)
+            result = play()
+    except KeyboardInterrupt:
+        if checkpoint is None or not checkpoint.exists():
+            raise
+        kept = max(0, checkpoint.read_text(encoding="utf-8", errors="replace").count("\n") - 1)
+        print(f"\ngomoku-jax: interrupted; {kept} finished match{'' if kept == 1 else 'es'} "
+              f"kept in {checkpoint}: the same command plays the others", file=sys.stderr)
+        return 130
+    if result.kept:
+        print(f"gomoku-jax: {result.kept} of {len(result.matches)} matches were kept from an "
+              f"interrupted run of this round robin ({checkpoint}), not played again",
+              file=sys.stderr)
     report = result.report()
     report["config"] = config
     markdown = result.to_markdown(report)
@@ -253,6 +283,7 @@ def _tournament(args: argparse.Namespace) -> int:
         report_md.write_text(markdown + "\n")
         arena.heatmap(report, heatmap,
                       title=f"{env.id}: {report['colours']['games']} games")
+        checkpoint.unlink(missing_ok=True)  # its matches are in the reports now
         print(f"report written to {args.out}/tournament.json, tournament.md and heatmap.png")
     return 0
 
@@ -864,12 +895,13 @@ def _one_line_warnings(show):
     record, a damaged file a finished run writes again, a setting that does nothing) as
     one line each, without Python's source line, and passes the others (JAX's,
     orbax's...) to ``show``."""
+    from gomoku_jax.arena import ArenaWarning
     from gomoku_jax.config import ConfigWarning
     from gomoku_jax.records import RecordWarning
     from gomoku_jax.training import RunWarning
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
-        if not issubclass(category, (ConfigWarning, RecordWarning, RunWarning)):
+        if not issubclass(category, (ArenaWarning, ConfigWarning, RecordWarning, RunWarning)):
             return show(message, category, filename, lineno, file, line)
         text = " ".join(str(message).split())
         print(f"gomoku-jax: warning: {text}", file=sys.stderr if file is None else file)

@@ -659,3 +659,111 @@ def test_a_jax_policy_that_raises_forfeits_in_a_match_of_batched_agents():
         at = line_of(__file__, marker)
         assert all(r.forfeit.startswith(f"broken raised {error} (at {at}): ")
                    for r in match.records), [r.forfeit for r in match.records]
+
+
+# ------------------------------------------------------------ resumable round robins
+def _field():
+    return [agents.random_agent(), agents.heuristic_agent(ENV), _PyRandom()]
+
+
+def _interrupted_after(monkeypatch, matches: int):
+    """``arena._play_match`` that raises KeyboardInterrupt once ``matches`` were played;
+    returns the list of pairs it was asked to play."""
+    real, asked = arena._play_match, []
+
+    def play(env, a, b, *args, **kwargs):
+        if len(asked) == matches:
+            raise KeyboardInterrupt
+        asked.append((a.name, b.name))
+        return real(env, a, b, *args, **kwargs)
+
+    monkeypatch.setattr(arena, "_play_match", play)
+    return asked
+
+
+def test_an_interrupted_round_robin_plays_only_its_unfinished_matches(tmp_path, monkeypatch):
+    whole = arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2)
+    path = tmp_path / "rr.jsonl"
+    first = _interrupted_after(monkeypatch, 1)
+    with pytest.raises(KeyboardInterrupt):
+        arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2, checkpoint=path)
+    assert first == [("random", "heuristic")]
+    assert len(path.read_text().splitlines()) == 2  # the settings and one match
+    monkeypatch.undo()
+    rest = _interrupted_after(monkeypatch, 10)
+    again = arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2, checkpoint=path)
+    assert rest == [("random", "py-random"), ("heuristic", "py-random")]
+    assert again.kept == 1 and whole.kept == 0
+    # the same games, results and report as the round robin played at once
+    assert [m.records for m in again.matches] == [m.records for m in whole.matches]
+    assert again.report()["games"] == whole.report()["games"]
+    kept = again.matches[0]
+    assert kept.lockstep == whole.matches[0].lockstep and kept.decisions == (
+        whole.matches[0].decisions)
+    # run again: everything is kept, nothing is played
+    monkeypatch.undo()
+    none = _interrupted_after(monkeypatch, 0)
+    assert arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2,
+                             checkpoint=path).kept == 3
+    assert none == []
+
+
+def _untimed(text: str) -> list:
+    """A checkpoint's lines as JSON, the matches' thinking times left out."""
+    import json
+
+    lines = [json.loads(line) for line in text.splitlines()]
+    return [{k: v for k, v in line.items() if k != "seconds"} for line in lines]
+
+
+def test_a_round_robin_checkpoint_of_other_settings_or_damaged_is_refused(tmp_path):
+    path = tmp_path / "rr.jsonl"
+    field = _field()[:2]
+    arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
+    before = path.read_text()
+    for changes, match in [({"seed": 2}, r"seed: kept 1, now 2"),
+                           ({"games_per_pair": 4}, r"games_per_pair: kept 2, now 4"),
+                           ({"identity": {"random": "v2"}},
+                            r'identity: kept \{"random": "v1"\}, now \{"random": "v2"\}'),
+                           ({"env": Gomoku(7, 5)}, r'game: kept "gomoku-7x7-k4-freestyle", now '
+                                                   r'"gomoku-7x7-k5-freestyle"')]:
+        kwargs = {"seed": 1, "games_per_pair": 2, "identity": {"random": "v1"}, **changes}
+        env = kwargs.pop("env", ENV)
+        with pytest.raises(arena.CheckpointMismatch, match=rf"checkpoint {path} holds matches "
+                                                           rf"of another round robin \(.*{match}"):
+            arena.round_robin(env, [agents.random_agent(), agents.heuristic_agent(env)],
+                              kwargs.pop("games_per_pair"), checkpoint=path, **kwargs)
+        assert path.read_text() == before  # refused, not overwritten
+    with pytest.raises(arena.CheckpointMismatch, match=r"agents: kept \[\"random\", "
+                                                       r"\"heuristic\"\], now"):
+        arena.round_robin(ENV, field[::-1], 2, seed=1, checkpoint=path,
+                          identity={"random": "v1"})
+    # a match line cut short (interrupted while written) is played again, the file mended
+    lines = before.splitlines()
+    path.write_text(lines[0] + "\n" + lines[1][:40])
+    again = arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
+    assert again.kept == 0 and _untimed(path.read_text()) == _untimed(before)
+    # a damaged line in the middle, or a file that is not a checkpoint: refused
+    path.write_text(lines[0] + "\n" + lines[1].replace('"winner": ', '"winner": 7 + ') + "\n")
+    with pytest.raises(ValueError, match=rf"{path}:2: a damaged match"):
+        arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
+    path.write_text('{"games": []}\n')
+    with pytest.raises(ValueError, match=rf"{path}:1: not a round robin checkpoint"):
+        arena.round_robin(ENV, field, 2, seed=1, checkpoint=path)
+    with pytest.raises(ValueError, match="is a folder"):
+        arena.round_robin(ENV, field, 2, checkpoint=tmp_path)
+
+
+def test_odd_numbers_of_games_are_warned_of():
+    random, heuristic = agents.random_agent(), agents.heuristic_agent(ENV)
+    with pytest.warns(arena.ArenaWarning, match="3 games is odd, so random plays black 2 "
+                                                "times and heuristic 1"):
+        arena.play_match(ENV, random, heuristic, 3)
+    with pytest.warns(arena.ArenaWarning, match="1 games per pair is odd, so in each pair the "
+                                                "first agent plays black 1 times and the "
+                                                "other 0"):
+        arena.round_robin(ENV, [random, heuristic], 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", arena.ArenaWarning)
+        arena.play_match(ENV, random, heuristic, 2)
+        arena.round_robin(ENV, [random, heuristic], 2)

@@ -399,13 +399,54 @@ def test_tournament_refuses_a_games_per_pair_below_one(capsys):
 
 
 def test_tournament_warns_that_an_odd_number_of_games_leaves_colours_unbalanced(capsys):
+    import warnings
+
+    from gomoku_jax.arena import ArenaWarning
+
     argv = ["tournament", "--agents", "random", "heuristic", "--size", "5", "--k", "4"]
-    assert cli.main(argv + ["--games-per-pair", "3"]) == 0
+    with pytest.warns(ArenaWarning, match=r"^3 games per pair is odd, so in each pair the "
+                                          r"first agent plays black 2 times and the other 1; "
+                                          r"an even number balances the colours$"):
+        assert cli.main(argv + ["--games-per-pair", "3"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArenaWarning)
+        assert cli.main(argv + ["--games-per-pair", "2"]) == 0
+
+
+def test_an_interrupted_tournament_plays_only_its_unfinished_matches(tmp_path, capsys,
+                                                                    monkeypatch):
+    from gomoku_jax import arena
+
+    argv = ["tournament", "--agents", "random", "heuristic", "heuristic-2", "--size", "5",
+            "--k", "4", "--games-per-pair", "2", "--no-progress", "--out", str(tmp_path)]
+    real, played = arena._play_match, []
+
+    def play(env, a, b, *args, **kwargs):
+        if len(played) == 1:  # Ctrl-C during the second match
+            raise KeyboardInterrupt
+        played.append((a.name, b.name))
+        return real(env, a, b, *args, **kwargs)
+
+    monkeypatch.setattr(arena, "_play_match", play)
+    kept = tmp_path / cli.TOURNAMENT_CHECKPOINT
+    assert cli.main(argv) == 130
+    assert (f"gomoku-jax: interrupted; 1 finished match kept in {kept}: the same command "
+            "plays the others") in capsys.readouterr().err
+    assert not (tmp_path / "tournament.json").exists()
+    monkeypatch.setattr(arena, "_play_match", real)
+    # other settings are refused, naming them, and the kept match stays; --force starts over
+    assert cli.main(argv + ["--seed", "3"]) == 2
     err = capsys.readouterr().err
-    assert ("warning: 3 games per pair is odd, so in each pair the first agent plays black 2 "
-            "times and the other 1; an even number balances the colours") in err
-    assert cli.main(argv + ["--games-per-pair", "2"]) == 0
-    assert "warning" not in capsys.readouterr().err
+    assert f"--out {tmp_path}: checkpoint {kept} holds matches of another round robin" in err
+    assert "seed: kept 0, now 3" in err and "--force plays this one from the start" in err
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert (f"1 of 3 matches were kept from an interrupted run of this round robin ({kept}), "
+            "not played again") in err
+    report = json.loads((tmp_path / "tournament.json").read_text())
+    assert report["colours"]["games"] == 6 and not kept.exists()
+    assert [(g["black"], g["white"]) for g in report["games"]][:2] == [
+        ("random", "heuristic"), ("heuristic", "random")]
 
 
 COUNT_OPTIONS = [  # (command line, the error after "error: ")
@@ -1026,6 +1067,7 @@ def test_distributed_training_initialises_before_plugins_are_imported(plugin_dir
 def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
     import warnings
 
+    from gomoku_jax.arena import ArenaWarning
     from gomoku_jax.config import ConfigWarning
     from gomoku_jax.records import RecordWarning
     from gomoku_jax.training import RunWarning
@@ -1035,6 +1077,7 @@ def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
         warnings.warn("a library's own", DeprecationWarning)
         warnings.warn("runs/x/report.json cannot be read back", RunWarning)
         warnings.warn("c.json: train.momentum (0.5) does nothing", ConfigWarning)
+        warnings.warn("3 games per pair is odd", ArenaWarning)
         return 0
 
     monkeypatch.setattr(cli, "main", main)
@@ -1049,7 +1092,8 @@ def test_the_command_prints_its_warnings_as_one_line(monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "gomoku-jax: warning: skipped a malformed game record: line 3\n"
         "gomoku-jax: warning: runs/x/report.json cannot be read back\n"
-        "gomoku-jax: warning: c.json: train.momentum (0.5) does nothing\n")
+        "gomoku-jax: warning: c.json: train.momentum (0.5) does nothing\n"
+        "gomoku-jax: warning: 3 games per pair is odd\n")
     assert passed_on == [("a library's own", DeprecationWarning)]  # left as it was
 
 
