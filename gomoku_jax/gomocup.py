@@ -610,7 +610,10 @@ class Engine:
         return []
 
     def _cmd_about(self, rest: str, start: float) -> list[str]:
-        agent = f', agent="{self._agent_name}"' if self._agent_name else ""
+        # a field's value may not hold its quotes (a path such as my "best".gjx would end
+        # the field early)
+        name = _one_line(self._agent_name or "").replace('"', "'")
+        agent = f', agent="{name}"' if name else ""
         return [f'name="gomoku-jax", version="{__version__}", '
                 f'author="gomoku-jax developers", country="Unknown"{agent}']
 

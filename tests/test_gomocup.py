@@ -78,6 +78,10 @@ def test_scripted_session_replies():
                         r', agent="random"', about)
     # a byte-order mark (some managers' first bytes) is not part of the command
     assert one(engine, "\ufeffABOUT\r\n") == about
+    # an agent's name (a file's path) cannot end its field early
+    quoted = gomocup.Engine(functools.partial(_cached_agent, "random"),
+                            agent_name='runs/my "best".gjx')
+    assert one(quoted, "ABOUT").endswith(', agent="runs/my \'best\'.gjx"')
     assert one(engine, "START 15") == "OK"
     x, y = xy(one(engine, "BEGIN"))
     board = engine.board
