@@ -72,6 +72,7 @@ def device_description() -> str:
 __all__ = [
     "ArenaWarning",
     "CheckpointMismatch",
+    "CheckpointRefused",
     "GameRecord",
     "MatchResult",
     "Tournament",
@@ -89,7 +90,12 @@ class ArenaWarning(UserWarning):
     command line prints it as one line."""
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointRefused(ValueError):
+    """A round robin's ``checkpoint`` file it cannot use: damaged, not a checkpoint, or
+    of other settings (`CheckpointMismatch`). It is refused, not overwritten."""
+
+
+class CheckpointMismatch(CheckpointRefused):
     """A round robin's ``checkpoint`` file holds matches of other settings (other agents,
     games, seed, board or openings): it is refused, not overwritten."""
 
@@ -372,7 +378,8 @@ def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: in
     """Play ``games`` games between two agents (``agent_a`` black in even games). An agent
     built for another game (`agents.check_env`) is refused; an odd ``games`` is warned
     of (`ArenaWarning`): ``agent_a`` has black once more."""
-    if isinstance(games, (int, np.integer)) and not isinstance(games, bool) and games % 2:
+    check_count("games", games)
+    if games % 2:
         names = [getattr(a, "name", "?") for a in (agent_a, agent_b)]
         warnings.warn(f"{games} games is odd, so {names[0]} plays black {games // 2 + 1} "
                       f"times and {names[1]} {games // 2}; an even number balances the "
@@ -477,12 +484,13 @@ def _colour_split(records: Sequence[GameRecord]) -> dict:
 
 @dataclasses.dataclass
 class Tournament:
-    """A round robin: every pair of agents played one match (``kept`` of them read back
-    from a checkpoint rather than played, see `round_robin`)."""
+    """A round robin: every pair of agents played one match. ``kept``: the matches read
+    back from a checkpoint rather than played (see `round_robin`), each as ``{"agents":
+    [a, b], "device": ..., "date": ...}``, where and when it was played."""
 
     names: list[str]
     matches: list[MatchResult]
-    kept: int = 0
+    kept: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def records(self) -> list[GameRecord]:
@@ -561,6 +569,7 @@ class Tournament:
             "ratings": elo.to_dict(),
             "ratings_table": elo.table(),
             **extra,
+            "kept_matches": self.kept,  # played by an earlier, interrupted run
             "games": [r.to_dict() for r in records],  # to check the report game by game
         }
 
@@ -575,6 +584,11 @@ class Tournament:
                        f"{config['games_per_pair']} games per pairing, "
                        f"{config['opening_stones']} random opening stone(s), "
                        f"seed {config['seed']}.", ""]
+        kept = report.get("kept_matches") or []
+        if kept:
+            heading += [f"{len(kept)} of {len(report['pairings'])} matches were played by an "
+                        "earlier run of this round robin, stopped before its end (on "
+                        f"{', '.join(sorted({k['device'] for k in kept}))}).", ""]
         lines = heading + forfeit_lines(report["forfeits"]) + [
                  "### Win rate (row agent's wins against the column agent)", "",
                  "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -680,18 +694,27 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     matches = []
     for i, j in iterator:
         if (i, j) in done:
-            matches.append(done[(i, j)])
+            matches.append(done[(i, j)][0])
             continue
         match = _play_match(env, agents[i], agents[j], games_per_pair,
                             seed=seed + 1_000 * (i * len(agents) + j),
                             opening_stones=opening_stones)
         if checkpoint is not None:
-            _append_line(checkpoint, {"pair": [i, j], **_match_state(match)})
+            _append_line(checkpoint, {"pair": [i, j], **_match_state(match),
+                                      "device": device_description(), "date": _now()})
         matches.append(match)
-    return Tournament(names, matches, kept=len(done))
+    kept = [{"agents": list(m.names), "device": where[0], "date": where[1]}
+            for m, where in done.values()]
+    return Tournament(names, matches, kept=kept)
 
 
 _CHECKPOINT_FORMAT = "gomoku-jax round robin"
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _match_state(match: MatchResult) -> dict:
@@ -733,10 +756,12 @@ def _match_from_state(data, pair: tuple[str, str]) -> MatchResult:
                        {n: int(decisions[n]) for n in pair}, bool(data["lockstep"]))
 
 
-def _read_round_robin_checkpoint(path, settings: dict) -> dict[tuple[int, int], MatchResult]:
-    """The finished matches kept in ``path`` for a round robin of ``settings``, by pair;
-    a new (or empty) file gets the settings' header line. A last line cut short (an
-    interrupt while it was written) is dropped from the file."""
+def _read_round_robin_checkpoint(path, settings: dict
+                                 ) -> dict[tuple[int, int], tuple[MatchResult, tuple]]:
+    """The finished matches kept in ``path`` for a round robin of ``settings``, by pair,
+    each with ``(device, date)`` where it was played; a new (or empty) file gets the
+    settings' header line. A last line cut short (an interrupt while it was written) is
+    dropped from the file."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"checkpoint {path} is a folder; give a file")
@@ -754,9 +779,9 @@ def _read_round_robin_checkpoint(path, settings: dict) -> dict[tuple[int, int], 
     except json.JSONDecodeError:
         header = None
     if not isinstance(header, dict) or header.get("format") != _CHECKPOINT_FORMAT:
-        raise ValueError(f"{path}:1: not a round robin checkpoint (its first line is not "
-                         f"the header {_CHECKPOINT_FORMAT!r}); remove it or give another "
-                         "file")
+        raise CheckpointRefused(f"{path}:1: not a round robin checkpoint (its first line is "
+                                f"not the header {_CHECKPOINT_FORMAT!r}); remove it or give "
+                                "another file")
     stored = header.get("settings")
     if stored != settings:
         differ = sorted(k for k in set(settings) | set(stored or {})
@@ -774,10 +799,12 @@ def _read_round_robin_checkpoint(path, settings: dict) -> dict[tuple[int, int], 
             i, j = data["pair"]
             if not (isinstance(i, int) and isinstance(j, int) and 0 <= i < j < len(names)):
                 raise ValueError(f"pair {data['pair']!r} is not one of the round robin's")
-            done[(i, j)] = _match_from_state(data, (names[i], names[j]))
+            where = (str(data.get("device", "unknown device")), str(data.get("date", "")))
+            done[(i, j)] = _match_from_state(data, (names[i], names[j])), where
         except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{path}:{number}: a damaged match ({gio.brief(err, 200)}); "
-                             "remove the file to play the round robin again") from None
+            raise CheckpointRefused(f"{path}:{number}: a damaged match ({gio.brief(err, 200)}"
+                                    "); remove the file to play the round robin again"
+                                    ) from None
     if cut:  # rewritten without it, so that the next match starts a line of its own
         gio.write_atomic(path, "\n".join(lines) + "\n")
     return done

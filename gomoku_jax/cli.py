@@ -251,13 +251,13 @@ def _tournament(args: argparse.Namespace) -> int:
     try:
         try:
             result = play()
-        except arena.CheckpointMismatch as err:
+        except arena.CheckpointRefused as err:
             if not args.force:
                 raise ValueError(f"--out {args.out}: {err} (--force plays this one from the "
                                  "start, replacing it)") from None
             checkpoint.unlink()
-            print(f"gomoku-jax: --force: {checkpoint} held another round robin; playing "
-                  "this one from the start", file=sys.stderr)
+            print(f"gomoku-jax: --force: {checkpoint} could not be resumed; playing this "
+                  "round robin from the start", file=sys.stderr)
             result = play()
     except KeyboardInterrupt:
         if checkpoint is None or not checkpoint.exists():
@@ -267,8 +267,8 @@ def _tournament(args: argparse.Namespace) -> int:
               f"kept in {checkpoint}: the same command plays the others", file=sys.stderr)
         return 130
     if result.kept:
-        print(f"gomoku-jax: {result.kept} of {len(result.matches)} matches were kept from an "
-              f"interrupted run of this round robin ({checkpoint}), not played again",
+        print(f"gomoku-jax: {len(result.kept)} of {len(result.matches)} matches were kept "
+              f"from an interrupted run of this round robin ({checkpoint}), not played again",
               file=sys.stderr)
     report = result.report()
     report["config"] = config
@@ -687,7 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder for the reports: tournament.json, tournament.md and "
                            "heatmap.png (the score of each pairing)")
     tour.add_argument("--force", action="store_true",
-                      help="replace the reports already in --out (refused without it)")
+                      help="replace the reports already in --out (refused without it), and "
+                           "play from the start where its kept matches cannot be resumed")
     tour.add_argument("--no-progress", action="store_true", help="no progress bar")
     play = sub.add_parser("play", help="play against an agent in the browser (a local page)")
     play.add_argument("--agent", default="heuristic",

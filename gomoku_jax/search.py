@@ -162,12 +162,14 @@ def _from_dict(cls, data: dict):
     return cls(**data)
 
 
-def _register(cls, meta: tuple[str, ...]):
+def _register(cls, meta: tuple[str, ...], hidden: tuple[str, ...] = ()):
     """Register a frozen config dataclass as a pytree: ``meta`` fields static, the
-    others leaves. Unflattening bypasses ``__init__`` (as ``flax.struct`` does), so
-    validation runs only when a user builds a config, never on JAX's tracers."""
+    others leaves; ``hidden``: attributes besides the fields, static too. Unflattening
+    bypasses ``__init__`` (as ``flax.struct`` does), so validation runs only when a user
+    builds a config, never on JAX's tracers."""
     names = tuple(f.name for f in dataclasses.fields(cls))
     data = tuple(n for n in names if n not in meta)
+    meta = tuple(meta) + tuple(hidden)
 
     def flatten(x):
         children = tuple((jax.tree_util.GetAttrKey(n), getattr(x, n)) for n in data)
@@ -190,6 +192,7 @@ def _register(cls, meta: tuple[str, ...]):
     meta=("algorithm", "num_simulations", "max_num_considered_actions", "max_depth",
           "backend", "reuse_tree", "reuse_capacity", "puct_q", "gumbel_q",
           "local_exploration"),
+    hidden=("_qtransforms",),
 )
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -310,6 +313,25 @@ class SearchConfig:
                 "SearchConfig.local_exploration needs backend='linear' and algorithm='puct' "
                 f"(mctx's search has no local simulations), got backend={self.backend!r}, "
                 f"algorithm={self.algorithm!r}")
+
+        # The Q terms' factories, resolved from their names now: part of the config's
+        # identity (equality, hash, a jitted function's static key), so a name registered
+        # again with another definition reaches the configs made after, and a program
+        # compiled for one never serves the other.
+        object.__setattr__(self, "_qtransforms", (QTRANSFORMS[self.puct_q][0],
+                                                  QTRANSFORMS[self.gumbel_q][0]))
+
+    def _identity(self) -> tuple:
+        return (tuple(getattr(self, f.name) for f in dataclasses.fields(self)),
+                self._qtransforms)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self):
+        return hash(self._identity())
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -520,8 +542,6 @@ QTRANSFORMS: dict[str, tuple[QTransformFactory, str]] = {}
 ``SearchConfig.puct_q`` and ``SearchConfig.gumbel_q`` take. Read it freely; add to it
 with `register_qtransform`."""
 
-_BUILTIN_QTRANSFORMS = ("minmax", "raw", "completed")
-
 
 def register_qtransform(name: str, factory: QTransformFactory, description: str, *,
                         replace: bool = False) -> None:
@@ -561,16 +581,22 @@ def qtransform_of(config: SearchConfig, name: str | None = None):
     """The ``qtransform`` the search of ``config`` selects with: ``name``'s (default: the
     config's algorithm's, ``puct_q`` or ``gumbel_q``) factory applied to ``config``. A
     registered one is checked when the search is traced: what it returns must be the
-    Q-values of the node's children, ``[num_actions]``, else a ``ValueError`` names it."""
+    Q-values of the node's children, ``[num_actions]``, else a ``ValueError`` names it.
+    The config's own names take the factories registered when the config was made."""
     if name is None:
         name = config.puct_q if config.algorithm == "puct" else config.gumbel_q
-    if name not in QTRANSFORMS:
-        raise ValueError(f"qtransform {name!r} is not registered ({', '.join(QTRANSFORMS)})")
-    qtransform = QTRANSFORMS[name][0](config)
+    # the config's own (resolved when it was made), else the registry's
+    factory = dict(zip((config.puct_q, config.gumbel_q), config._qtransforms)).get(name)
+    if factory is None:
+        if name not in QTRANSFORMS:
+            raise ValueError(f"qtransform {name!r} is not registered "
+                             f"({', '.join(QTRANSFORMS)})")
+        factory = QTRANSFORMS[name][0]
+    qtransform = factory(config)
     if not callable(qtransform):
         raise ValueError(f"qtransform {name!r}: its factory returned {qtransform!r}, not a "
                          "function qtransform(tree, node_index)")
-    if name in _BUILTIN_QTRANSFORMS:
+    if factory in _BUILTIN_FACTORIES:
         return qtransform
     return functools.partial(_checked_qtransform, qtransform, name)
 
@@ -612,6 +638,8 @@ def _completed_q(config: SearchConfig):
                              value_scale=config.value_scale,
                              maxvisit_init=config.maxvisit_init)
 
+
+_BUILTIN_FACTORIES = (_minmax_q, _raw_q, _completed_q)  # checked once, by their tests
 
 register_qtransform("minmax", _minmax_q,
                     "mctx's qtransform_by_parent_and_siblings: Q rescaled to [0, 1] by the "

@@ -693,18 +693,23 @@ def test_an_interrupted_round_robin_plays_only_its_unfinished_matches(tmp_path, 
     rest = _interrupted_after(monkeypatch, 10)
     again = arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2, checkpoint=path)
     assert rest == [("random", "py-random"), ("heuristic", "py-random")]
-    assert again.kept == 1 and whole.kept == 0
+    assert [k["agents"] for k in again.kept] == [["random", "heuristic"]] and whole.kept == []
+    assert again.kept[0]["device"] == arena.device_description()
+    report = again.report()
+    assert report["kept_matches"] == again.kept and whole.report()["kept_matches"] == []
+    assert ("1 of 3 matches were played by an earlier run of this round robin, stopped "
+            "before its end") in again.to_markdown(report)
     # the same games, results and report as the round robin played at once
     assert [m.records for m in again.matches] == [m.records for m in whole.matches]
-    assert again.report()["games"] == whole.report()["games"]
+    assert report["games"] == whole.report()["games"]
     kept = again.matches[0]
     assert kept.lockstep == whole.matches[0].lockstep and kept.decisions == (
         whole.matches[0].decisions)
     # run again: everything is kept, nothing is played
     monkeypatch.undo()
     none = _interrupted_after(monkeypatch, 0)
-    assert arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2,
-                             checkpoint=path).kept == 3
+    assert len(arena.round_robin(ENV, _field(), 2, seed=5, opening_stones=2,
+                                 checkpoint=path).kept) == 3
     assert none == []
 
 
@@ -742,13 +747,14 @@ def test_a_round_robin_checkpoint_of_other_settings_or_damaged_is_refused(tmp_pa
     lines = before.splitlines()
     path.write_text(lines[0] + "\n" + lines[1][:40])
     again = arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
-    assert again.kept == 0 and _untimed(path.read_text()) == _untimed(before)
+    assert again.kept == [] and _untimed(path.read_text()) == _untimed(before)
     # a damaged line in the middle, or a file that is not a checkpoint: refused
     path.write_text(lines[0] + "\n" + lines[1].replace('"winner": ', '"winner": 7 + ') + "\n")
-    with pytest.raises(ValueError, match=rf"{path}:2: a damaged match"):
+    with pytest.raises(arena.CheckpointRefused, match=rf"{path}:2: a damaged match"):
         arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
     path.write_text('{"games": []}\n')
-    with pytest.raises(ValueError, match=rf"{path}:1: not a round robin checkpoint"):
+    with pytest.raises(arena.CheckpointRefused, match=rf"{path}:1: not a round robin "
+                                                     r"checkpoint"):
         arena.round_robin(ENV, field, 2, seed=1, checkpoint=path)
     with pytest.raises(ValueError, match="is a folder"):
         arena.round_robin(ENV, field, 2, checkpoint=tmp_path)
@@ -756,6 +762,10 @@ def test_a_round_robin_checkpoint_of_other_settings_or_damaged_is_refused(tmp_pa
 
 def test_odd_numbers_of_games_are_warned_of():
     random, heuristic = agents.random_agent(), agents.heuristic_agent(ENV)
+    with warnings.catch_warnings():  # a count refused is not warned of as odd first
+        warnings.simplefilter("error", arena.ArenaWarning)
+        with pytest.raises(ValueError, match="games"):
+            arena.play_match(ENV, random, heuristic, -1)
     with pytest.warns(arena.ArenaWarning, match="3 games is odd, so random plays black 2 "
                                                 "times and heuristic 1"):
         arena.play_match(ENV, random, heuristic, 3)

@@ -445,6 +445,18 @@ def test_an_interrupted_tournament_plays_only_its_unfinished_matches(tmp_path, c
             "not played again") in err
     report = json.loads((tmp_path / "tournament.json").read_text())
     assert report["colours"]["games"] == 6 and not kept.exists()
+    assert [k["agents"] for k in report["kept_matches"]] == [["random", "heuristic"]]
+    assert "1 of 3 matches were played by an earlier run" in (
+        tmp_path / "tournament.md").read_text()
+    # a damaged checkpoint is refused; --force plays from the start
+    for name in cli.TOURNAMENT_REPORTS:
+        (tmp_path / name).unlink()
+    kept.write_text("not a checkpoint\n")
+    assert cli.main(argv) == 2
+    assert "not a round robin checkpoint" in capsys.readouterr().err
+    assert cli.main(argv + ["--force"]) == 0
+    assert f"--force: {kept} could not be resumed" in capsys.readouterr().err
+    assert json.loads((tmp_path / "tournament.json").read_text())["kept_matches"] == []
     assert [(g["black"], g["white"]) for g in report["games"]][:2] == [
         ("random", "heuristic"), ("heuristic", "random")]
 

@@ -690,3 +690,37 @@ def test_an_exported_agent_keeps_its_qtransform_by_name(prefer_7, tmp_path):
     with pytest.raises(gio.CheckpointError, match=r"play-time search .*gumbel_q must name a "
                                                   r"registered qtransform.*'prefer-7'"):
         exported.load_agent(path)
+
+
+def _q_at_3(config):
+    del config
+    return lambda tree, node_index: jnp.where(jnp.arange(tree.num_actions) == 3, 1.0, 0.0)
+
+
+def test_a_config_keeps_the_q_term_registered_when_it_was_made(prefer_7):
+    """A name registered again with another definition reaches the configs made after;
+    a config made before keeps its own, and a jitted search (config static or traced)
+    compiles once for each, never serving one with the other's program."""
+    states = _stack(*[SMALL.init()] * 2)
+    before = search.SearchConfig("gumbel", 16, gumbel_scale=0.0, max_num_considered_actions=25,
+                                 gumbel_q=prefer_7, backend="linear")
+    traced = jax.jit(lambda s, k, c: search.run_search(SMALL, UNIFORM, None, s, k, c))
+    static = jax.jit(lambda s, k, c: search.run_search(SMALL, UNIFORM, None, s, k, c),
+                     static_argnums=2)
+    for run in (traced, static):
+        np.testing.assert_array_equal(run(states, jax.random.key(0), before).action, 7)
+    search.register_qtransform(prefer_7, _q_at_3, "Q 1 at action 3", replace=True)
+    after = before.replace()
+    assert after != before and after.to_dict() == before.to_dict()
+    for run in (traced, static):
+        np.testing.assert_array_equal(run(states, jax.random.key(0), after).action, 3)
+        np.testing.assert_array_equal(run(states, jax.random.key(0), before).action, 7)
+    leaves, treedef = jax.tree.flatten(after)
+    assert jax.tree.unflatten(treedef, leaves) == after
+
+
+def test_a_built_in_name_given_another_definition_is_checked_as_ones_own(registries):
+    search.register_qtransform("completed", _first_three, "three values", replace=True)
+    with pytest.raises(ValueError, match=r"qtransform 'completed' returned .* of shape \(3,\)"):
+        search.run_search(SMALL, UNIFORM, None, _stack(SMALL.init()), jax.random.key(0),
+                          search.SearchConfig("gumbel", 8, backend="linear"))
