@@ -49,8 +49,8 @@ from flax import struct
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from algorithms.common import (SearchPlayer, ShardedLearner, fingerprint, make_optimizer,
-                               per_game, play_search, select_games, sgd_step, switched_on,
-                               unused_optimizer_settings)
+                               per_game, play_search, search_objects, select_games,
+                               sgd_step, switched_on, unused_optimizer_settings)
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import features, networks, ops, replay, symmetry, training
 from gomoku_jax import search as search_lib
@@ -524,8 +524,8 @@ class Learner(SearchPlayer, ShardedLearner):
 
     def _program_objects(self) -> tuple:
         agents = (self._opponent, self._opponent_final)
-        return (self.module, *((a.batch_policy(), fingerprint(a.params))
-                               for a in agents if a is not None))
+        return (self.module, *search_objects(self.config),
+                *((a.batch_policy(), fingerprint(a.params)) for a in agents if a is not None))
 
     def _opponent_turn(self, games: State) -> jax.Array:
         """``[B]`` bool: the games where ``selfplay.opponent`` is to move."""

@@ -25,7 +25,8 @@ from gomoku_jax.config import ConfigError, changed
 
 __all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "fingerprint", "keep_if",
            "per_game",
-           "make_optimizer", "play_search", "select_games", "sgd_step", "switched_on",
+           "make_optimizer", "play_search", "search_objects", "select_games", "sgd_step",
+           "switched_on",
            "unused_optimizer_settings"]
 
 
@@ -49,6 +50,13 @@ def unused_optimizer_settings(train, prefix: str = "") -> list[str]:
             f"{prefix}train.optimizer {train.optimizer!r}: only {user} uses it"
             for name, user in (("momentum", "sgd"), ("weight_decay", "adamw"))
             if hasattr(train, name) and train.optimizer != user and changed(train, name)]
+
+
+def search_objects(config) -> tuple:
+    """The Q terms' factories ``config.search`` resolved from their names when it was made
+    (`gomoku_jax.search.SearchConfig`), for a program's key; none without a search."""
+    search = getattr(config, "search", None)
+    return tuple(getattr(search, "_qtransforms", ()))
 
 
 def play_search(search: search_lib.SearchConfig, eval_simulations: int,
@@ -308,8 +316,9 @@ class ShardedLearner:
         """What the programs bake in besides the config, for their key: objects that
         were resolved from names when the learner was built (the network's module,
         whose class a registry may have replaced; compiled opponents and the digest of
-        their parameters). Equal tuples mean the same program."""
-        return (self.module,)
+        their parameters; the search's Q terms, resolved when its config was made).
+        Equal tuples mean the same program."""
+        return (self.module, *search_objects(self.config))
 
     def _setup_programs(self, replicated_inputs: int = 0) -> None:
         """The learner's traced settings (`hyperparameters`, read once: the config is

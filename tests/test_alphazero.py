@@ -279,6 +279,15 @@ def test_a_program_is_not_shared_across_what_its_names_resolved_to(smoke_config,
     second = az.make_learner(smoke_config, devices=jax.devices()[:1])
     assert type(second.module) is Replacement
     assert second._init is not first._init and second._iteration is not first._iteration
+    # the search's Q term, resolved when its config was made, likewise
+    completed = search_lib.QTRANSFORMS["completed"][0]
+    search_lib.register_qtransform("completed", lambda config: completed(config),
+                                   "the same, another definition", replace=True)
+    config = dataclasses.replace(smoke_config, search=smoke_config.search.replace())
+    assert config.search.gumbel_q == "completed" and config != smoke_config
+    third = az.make_learner(config, devices=jax.devices()[:1])
+    assert third._init is not second._init and third._iteration is not second._iteration
+    assert az.make_learner(smoke_config, devices=jax.devices()[:1])._init is second._init
 
 
 def test_parameters_baked_into_a_program_key_it_by_their_values():
