@@ -655,7 +655,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     it once the reports are kept). A match cut off while it was being written is played
     again. A checkpoint of other settings (agents, ``games_per_pair``, ``seed``, the board,
     ``opening_stones``, ``identity``) raises `CheckpointMismatch` naming what differs, and
-    a damaged one a ``ValueError`` naming its line; neither is overwritten.
+    a damaged one `CheckpointRefused` naming its line; neither is overwritten.
     ``identity``: per agent name, what else makes it the same agent (the command line
     gives an exported file's SHA-256), checked with the settings."""
     check_game(env)
@@ -680,7 +680,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
                       f"{games_per_pair // 2}; an even number balances the colours",
                       ArenaWarning, stacklevel=2)
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
-    done: dict[tuple[int, int], MatchResult] = {}
+    done: dict[tuple[int, int], tuple[MatchResult, tuple[str, str]]] = {}
     if checkpoint is not None:
         settings = {"game": env.id, "agents": names, "games_per_pair": int(games_per_pair),
                     "seed": seed, "opening_stones": opening_stones,
@@ -757,7 +757,7 @@ def _match_from_state(data, pair: tuple[str, str]) -> MatchResult:
 
 
 def _read_round_robin_checkpoint(path, settings: dict
-                                 ) -> dict[tuple[int, int], tuple[MatchResult, tuple]]:
+                                 ) -> dict[tuple[int, int], tuple[MatchResult, tuple[str, str]]]:
     """The finished matches kept in ``path`` for a round robin of ``settings``, by pair,
     each with ``(device, date)`` where it was played; a new (or empty) file gets the
     settings' header line. A last line cut short (an interrupt while it was written) is
@@ -792,7 +792,7 @@ def _read_round_robin_checkpoint(path, settings: dict
                                  f"({gio.brief(shown, 400)}); remove it or give another "
                                  "file to play this one")
     names = settings["agents"]
-    done: dict[tuple[int, int], MatchResult] = {}
+    done: dict[tuple[int, int], tuple[MatchResult, tuple[str, str]]] = {}
     for number, line in enumerate(lines[1:], start=2):
         try:
             data = json.loads(line)

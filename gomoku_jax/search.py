@@ -323,7 +323,7 @@ class SearchConfig:
 
     def _identity(self) -> tuple:
         return (tuple(getattr(self, f.name) for f in dataclasses.fields(self)),
-                self._qtransforms)
+                getattr(self, "_qtransforms", None))
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -586,7 +586,8 @@ def qtransform_of(config: SearchConfig, name: str | None = None):
     if name is None:
         name = config.puct_q if config.algorithm == "puct" else config.gumbel_q
     # the config's own (resolved when it was made), else the registry's
-    factory = dict(zip((config.puct_q, config.gumbel_q), config._qtransforms)).get(name)
+    factory = dict(zip((config.puct_q, config.gumbel_q),
+                       getattr(config, "_qtransforms", ()))).get(name)
     if factory is None:
         if name not in QTRANSFORMS:
             raise ValueError(f"qtransform {name!r} is not registered "
