@@ -213,10 +213,11 @@ TOURNAMENT_CHECKPOINT = "tournament.partial.jsonl"
 
 def _tournament(args: argparse.Namespace) -> int:
     import datetime
+    import io
 
     from gomoku_jax import agents, arena
     from gomoku_jax.game import Gomoku
-    from gomoku_jax.io import check_folder, check_new_files, file_sha256
+    from gomoku_jax.io import check_folder, check_new_files, file_sha256, write_atomic
 
     config = _tournament_config(args)
     where = {"agents": "--agents" if args.agents is not None
@@ -279,10 +280,13 @@ def _tournament(args: argparse.Namespace) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         report_json, report_md, heatmap = (args.out / name for name in TOURNAMENT_REPORTS)
-        report_json.write_text(json.dumps(report, indent=2))
-        report_md.write_text(markdown + "\n")
-        arena.heatmap(report, heatmap,
-                      title=f"{env.id}: {report['colours']['games']} games")
+        picture = io.BytesIO()
+        arena.heatmap(report, picture, title=f"{env.id}: {report['colours']['games']} games")
+        # each file whole or not at all (an interrupt while they are written leaves the
+        # older report or the newer, and the kept matches to write them again)
+        write_atomic(report_json, json.dumps(report, indent=2))
+        write_atomic(report_md, markdown + "\n")
+        write_atomic(heatmap, picture.getvalue())
         checkpoint.unlink(missing_ok=True)  # its matches are in the reports now
         print(f"report written to {args.out}/tournament.json, tournament.md and heatmap.png")
     return 0

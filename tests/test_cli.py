@@ -445,6 +445,8 @@ def test_an_interrupted_tournament_plays_only_its_unfinished_matches(tmp_path, c
             "not played again") in err
     report = json.loads((tmp_path / "tournament.json").read_text())
     assert report["colours"]["games"] == 6 and not kept.exists()
+    assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(cli.TOURNAMENT_REPORTS)
     assert [k["agents"] for k in report["kept_matches"]] == [["random", "heuristic"]]
     assert "1 of 3 matches were played by an earlier run" in (
         tmp_path / "tournament.md").read_text()
