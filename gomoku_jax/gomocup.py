@@ -80,6 +80,7 @@ import jax
 import numpy as np
 
 from gomoku_jax import __version__, arena
+from gomoku_jax import io as gio
 from gomoku_jax.agents import Agent, PythonAgent, check_env, plain_action
 from gomoku_jax.config import clip
 from gomoku_jax.game import DIRECTIONS, RULES, Gomoku, State
@@ -239,7 +240,9 @@ class Engine:
       agent_name: the agent named in the ``ABOUT`` reply.
       seed: seeds the agents' random keys.
       warmup: play two throw-away moves when a game is set up (``START``, or a rule
-        change), so that JAX compiles then and not during the first timed move.
+        change), so that JAX compiles then and not during the first timed move; an agent
+        that raises then cannot play that game (``START`` answers ``ERROR`` with its
+        reason, e.g. a search too large for the memory).
       log: where diagnostics go (stderr by default); never the protocol channel.
     """
 
@@ -353,15 +356,30 @@ class Engine:
             raise
         if self._warmup:
             tic = time.perf_counter()
-            game = _Game(size)
-            self._decide(env, agent, game, time.perf_counter() + 0.5, timed=False)
-            centre = (size // 2) * size + size // 2
-            game.cells.reshape(-1)[centre] = _OPP
-            game.last = centre
-            self._decide(env, agent, game, time.perf_counter() + 0.5, timed=False)
+            try:
+                self._warm_up(env, agent)
+            except Exception as err:  # noqa: BLE001 - it cannot play: START says so
+                # (a search that does not fit the memory, an agent's own bug): refused
+                # here rather than answered with a fallback move at every turn
+                self._unfit[(size, rule)] = (f"{agent.name} "
+                                             f"{gio.brief(arena.raised_reason(err))}")
+                raise ValueError(self._unfit[(size, rule)]) from None
             self._note(f"{agent.name} on {env.id} ready in {time.perf_counter() - tic:.2f} s")
         self._agents[(size, rule)] = (env, agent)
         return env, agent
+
+    def _warm_up(self, env: Gomoku, agent: Agent) -> None:
+        """Two throw-away moves (compiling what the agent compiles): on the empty board
+        and after a centre stone. What the agent raises is raised."""
+        game = _Game(env.size)
+        for move in range(2):
+            key = jax.random.fold_in(self._key, self._decisions)
+            self._decisions += 1
+            agent.act(game.state(env), key, time.perf_counter() + 0.5)
+            if move == 0:
+                centre = (env.size // 2) * env.size + env.size // 2
+                game.cells.reshape(-1)[centre] = _OPP
+                game.last = centre
 
     def deadline(self, start: float) -> float | None:
         """The agent's deadline for a move asked for at ``start`` (perf_counter time)."""

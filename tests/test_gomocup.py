@@ -187,6 +187,25 @@ def test_an_agent_that_raises_is_noted_with_its_own_line_and_a_fallback_plays():
             "fallback move") in log.getvalue()
 
 
+def test_an_agent_that_cannot_move_at_all_is_refused_at_start():
+    """An agent that raises in its warm-up (a search too large for the memory, its own
+    bug) cannot play the game: START answers ERROR with the reason, not OK and then a
+    fallback move at every turn."""
+    class Raising(Recorder):
+        def act(self, state, key, deadline=None):
+            raise MemoryError("a tree of 190 GB does not fit")  # _WARM_UP_RAISES
+
+    log = io.StringIO()
+    engine = gomocup.Engine(lambda e: Raising(e), warmup=True, log=log)
+    reply = one(engine, "START 9")
+    assert reply.startswith("ERROR cannot play 9x9 five in a row: recorder raised "
+                            "MemoryError (at "
+                            f"{line_of(__file__, '# _WARM_UP_RAISES')}): a tree of 190 GB "
+                            "does not fit"), reply
+    assert one(engine, "BEGIN").startswith("ERROR")  # no game was set up
+    assert one(engine, "START 9").startswith("ERROR cannot play 9x9")  # remembered
+
+
 def test_errors_leave_the_state_unchanged():
     engine = make_engine()
     for line in ["TURN 1,1", "BEGIN", "RESTART", "TAKEBACK 1,1", "PLAY 1,1"]:
