@@ -699,8 +699,9 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     ``mctx.gumbel_muzero_policy`` with ``qtransform_completed_by_mix_value``. The root
     masks ``invalid_actions = ~legal_action_mask``. Jit it with ``env`` and ``evaluate``
     static; ``config`` may be static or an argument (see the module docstring).
-    ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`,
-    which refuse a tree that would not fit the device; ``devices``: the devices the
+    ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`.
+    Either backend refuses a tree that would not fit the device, before it is allocated
+    (`tree_search.check_root_memory`); ``devices``: the devices the
     batch is split over when the program runs sharded (each then holds its part; see
     `tree_search.check_tree_memory`). Always a fresh tree (``config.reuse_tree`` is for
     `run_search_reusing`).
@@ -714,7 +715,9 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
     invalid = ~states.legal_action_mask
     linear = config.backend == "linear"
     policies = tree_search if linear else mctx
-    checked = {"devices": devices} if linear else {}  # mctx checks no memory
+    checked = {"devices": devices} if linear else {}
+    if not linear:  # mctx checks no memory: its tree, of the same layout, is checked here
+        tree_search.check_root_memory(root, config.num_simulations, devices=devices)
     if config.algorithm == "puct":
         root = root_noise(root, states.legal_action_mask,
                           jax.random.fold_in(search_key, _NOISE), config)

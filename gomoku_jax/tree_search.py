@@ -77,6 +77,7 @@ __all__ = [
     "EDGE_BYTES",
     "IGNORES_KEY",
     "available_bytes",
+    "check_root_memory",
     "check_search_memory",
     "check_tree_memory",
     "considered_visits_table",
@@ -286,6 +287,21 @@ def check_search_memory(batch: int, num_simulations: int, num_actions: int,
     return check_tree_memory(need, batch, num_simulations, limit_bytes, device,
                              limit_name=limit_name, capacity=capacity,
                              capacity_name=capacity_name)
+
+
+def check_root_memory(root: mctx.RootFnOutput, num_simulations: int,
+                      memory_limit: int | None = None, devices=None, *,
+                      capacity: int | None = None) -> int:
+    """`check_search_memory` for a search of ``num_simulations`` from ``root`` (its
+    batch, actions, embedding and dtypes); ``memory_limit`` and ``capacity`` named as the
+    policies name them. mctx's own search allocates a tree of the same layout, so this
+    checks it too. Returns the tree's bytes."""
+    batch, num_actions = _batch_size(root)
+    return check_search_memory(batch, num_simulations, num_actions,
+                               _embedding_bytes(root.embedding), memory_limit, devices,
+                               capacity=capacity, limit_name="memory_limit",
+                               value_bytes=jnp.dtype(root.value.dtype).itemsize,
+                               logit_bytes=jnp.dtype(root.prior_logits.dtype).itemsize)
 
 
 def _embedding_bytes(embedding) -> int:
@@ -589,12 +605,8 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
                 f"capacity {capacity} is below num_simulations + 1 = {num_simulations + 1}: "
                 f"each simulation adds a node to a new tree, so a smaller one would drop "
                 f"simulations")
-        check_search_memory(batch, num_simulations, num_actions,
-                            _embedding_bytes(root.embedding), memory_limit, devices,
-                            capacity=None if given is None else capacity,
-                            limit_name="memory_limit",
-                            value_bytes=jnp.dtype(root.value.dtype).itemsize,
-                            logit_bytes=jnp.dtype(root.prior_logits.dtype).itemsize)
+        check_root_memory(root, num_simulations, memory_limit, devices,
+                          capacity=None if given is None else capacity)
         tree = _empty_tree(root, capacity, invalid_actions, extra_data)
     else:
         _check_tree(tree, root)

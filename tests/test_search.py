@@ -724,3 +724,27 @@ def test_a_built_in_name_given_another_definition_is_checked_as_ones_own(registr
     with pytest.raises(ValueError, match=r"qtransform 'completed' returned .* of shape \(3,\)"):
         search.run_search(SMALL, UNIFORM, None, _stack(SMALL.init()), jax.random.key(0),
                           search.SearchConfig("gumbel", 8, backend="linear"))
+
+
+@pytest.mark.parametrize("backend", ["linear", "mctx"])
+def test_either_backend_refuses_a_tree_that_would_not_fit_before_allocating(backend,
+                                                                            monkeypatch):
+    """mctx's search checks no memory; `run_search` checks its tree (the same layout as
+    the linear backend's) while tracing, so a search too large is refused with the
+    figures rather than failing, or swapping, when XLA allocates it."""
+    from gomoku_jax import tree_search
+
+    states = _stack(*[SMALL.init()] * 2)
+    config = search.SearchConfig("gumbel", 64, backend=backend)
+    need = tree_search.search_memory_bytes(2, 64, 25, tree_search._embedding_bytes(
+        search.root_output(SMALL, UNIFORM, None, states).embedding))
+    monkeypatch.setattr(tree_search, "least_available_bytes",
+                        lambda devices: (2 * need - 1, "free memory of the test"))
+    with pytest.raises(ValueError, match=r"^search of batch 2 x 64 simulations needs a tree "
+                                         r"of .*over the free memory of the test"):
+        jax.eval_shape(lambda s: search.run_search(SMALL, UNIFORM, None, s,
+                                                   jax.random.key(0), config), states)
+    monkeypatch.setattr(tree_search, "least_available_bytes",
+                        lambda devices: (2 * need, "free memory of the test"))
+    assert jax.eval_shape(lambda s: search.run_search(
+        SMALL, UNIFORM, None, s, jax.random.key(0), config), states).action.shape == (2,)
