@@ -10,8 +10,9 @@ final result from the view of the side to move (+1 won, -1 lost, 0 draw), plus
 the 8 board symmetries drawn at random per sample, the move target and the previous
 move mapped with the board.
 
-**Data.** ``data.paths`` (files or glob patterns, sorted) are read once, when the first
-iteration runs, with `gomoku_jax.records.read_records`: a malformed game is left out
+**Data.** ``data.paths`` (files or glob patterns, sorted; each must match a file) are
+read once, when the first iteration runs, with `gomoku_jax.records.read_records`: a
+malformed game is left out
 and reported with its file and line (a ``UserWarning``; all of them are kept in
 ``learner.data_errors``). Unfinished games (no result) are left out. The games are
 split into training and validation sets by game (``data.validation_fraction``, drawn
@@ -375,6 +376,12 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
         raise ValueError(f"data.paths: no records file matches {list(data.paths)} (from "
                          f"{os.getcwd()}); generate some with `gomoku-jax records generate` "
                          "or set data.generate")
+    unmatched = [p for p in data.paths if not resolve_paths([p])]
+    if unmatched:
+        raise ValueError(f"data.paths: {unmatched} match no records file (from "
+                         f"{os.getcwd()}), while the others match {len(files)}; each file or "
+                         "pattern named must match one at least (a typo, or a file gone, "
+                         "would train on less than asked)")
     games, problems = [], []
     for path in files:
         found = []

@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -131,6 +132,16 @@ def test_config_errors_name_the_setting(tmp_path):
                                  {"data.balance": "winners"})
     with pytest.raises(cfglib.ConfigError, match="data.balance must be one of"):
         cfglib.from_dict(im.ImitationConfig, bad)
+
+
+def test_a_path_or_pattern_that_matches_nothing_beside_others_is_refused(tmp_path,
+                                                                         one_move_file):
+    # a file gone, or a typo in one pattern, would train on less than asked, quietly
+    for extra in (tmp_path / "missing.jsonl.gz", tmp_path / "typo*.jsonl.gz"):
+        learner = im.make_learner(_config([one_move_file, extra]), devices=jax.devices()[:1])
+        with pytest.raises(ValueError, match=r"data.paths: " + re.escape(f"['{extra}']")
+                           + r" match no records file .*while the others match 1"):
+            learner.load_data()
 
 
 def test_augmentation_maps_the_target_with_the_board(one_move_file):
