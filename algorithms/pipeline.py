@@ -314,7 +314,7 @@ class Pipeline(SearchPlayer):
             metrics = runner(directory, start)
             metrics = dict(metrics, stage=stage + 1,
                            stage_seconds=time.perf_counter() - t0)
-            done.write_text(json.dumps(metrics, indent=2) + "\n")
+            gio.write_atomic(done, json.dumps(metrics, indent=2) + "\n")  # whole or absent
         variables = _read_variables(self.handed_over(directory))
         new = PipelineState(variables=jax.device_put(variables, self._rep),
                             iteration=jax.device_put(jnp.int32(stage + 1), self._rep))
@@ -385,11 +385,11 @@ class Pipeline(SearchPlayer):
                 metrics = json.loads((rdir / "done.json").read_text())
             else:
                 metrics = self._train(learner, rdir / "train", variables)
-                (rdir / "done.json").write_text(json.dumps(metrics, indent=2) + "\n")
+                gio.write_atomic(rdir / "done.json", json.dumps(metrics, indent=2) + "\n")
             for key in summed:
                 summed[key] += int(metrics.get(key, 0))
             variables = _read_variables(rdir / "train" / "final.gjx")
-        (directory / "final.gjx").write_bytes((rdir / "train" / "final.gjx").read_bytes())
+        gio.write_atomic(directory / "final.gjx", (rdir / "train" / "final.gjx").read_bytes())
         return dict(metrics, **summed, **totals, master_score=(totals["master_wins"] + 0.5 * totals[
             "master_draws"]) / max(totals["master_games"], 1))
 

@@ -36,7 +36,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["WorkerPool", "generate", "main", "play_game"]
+__all__ = ["WorkerDied", "WorkerPool", "generate", "main", "play_game"]
 
 _WORKER: dict = {}  # per worker process: the env and the two agents, built once
 
@@ -148,8 +148,24 @@ class WorkerPool:
             workers, initializer=_init_worker, initargs=(self.players, _plugin_modules()))
 
     def play(self, seed: int, games: int, opening_stones: int):
-        """``(index, GameRecord)`` pairs of games ``0 .. games - 1``, as they finish."""
-        return self._pool.imap_unordered(_work, [(seed, g, opening_stones) for g in range(games)])
+        """``(index, GameRecord)`` pairs of games ``0 .. games - 1``, as they finish;
+        `WorkerDied` when a worker process ends meanwhile (its game is lost: a pool
+        starts another worker but never plays the game again, and would wait for it for
+        ever)."""
+        # the workers now: none of them ends by itself while the pool is open
+        workers = [p for p in self._pool._pool if p.exitcode is None]
+        results = self._pool.imap_unordered(
+            _work, [(seed, g, opening_stones) for g in range(games)])
+        for _ in range(games):
+            while True:
+                try:
+                    item = results.next(timeout=_POLL_S)
+                    break
+                except multiprocessing.TimeoutError:
+                    dead = [p for p in workers if p.exitcode is not None]
+                    if dead:
+                        raise WorkerDied(_died(dead[0])) from None
+            yield item
 
     def close(self) -> None:
         self._pool.terminate()
@@ -160,6 +176,16 @@ class WorkerPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _died(process) -> str:
+    """What happened to a worker ``process`` that ended, in words."""
+    code = process.exitcode
+    how = (f"killed by signal {-code}" + (" (SIGKILL: the out-of-memory killer, or kill -9)"
+                                          if -code == 9 else "")
+           if code < 0 else f"exit code {code}")
+    return (f"worker process {process.pid} ended while the games were played ({how}); "
+            "its game would never come back")
 
 
 def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 100,
@@ -204,14 +230,31 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
             finally:
                 if own:
                     pool.close()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, WorkerDied) as stop:
         bar.close()
         first = 0
         while first in results:
             first += 1
-        raise Interrupted([results[g] for g in range(first)], len(results), games) from None
+        kept = [results[g] for g in range(first)]
+        if isinstance(stop, WorkerDied):
+            raise WorkerDied(str(stop), kept, len(results), games) from None
+        raise Interrupted(kept, len(results), games) from None
     bar.close()
     return [results[g] for g in range(games)]
+
+
+class WorkerDied(ChildProcessError):
+    """A worker process ended while the games were played (killed: the out-of-memory
+    killer, ``kill -9``): its game would never come back, so `generate` stops rather
+    than wait for ever. ``records``, ``finished`` and ``asked`` as `Interrupted`'s."""
+
+    def __init__(self, message: str, records: list = (), finished: int = 0, asked: int = 0):
+        super().__init__(message)
+        self.records, self.finished, self.asked = list(records), finished, asked
+
+
+# How often `WorkerPool.play` looks at its workers while it waits for a game.
+_POLL_S = 1.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -290,14 +333,17 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
         played = generate(args.size, args.k, args.rule, args.games, args.black, args.white,
                           args.opening_stones, args.workers, args.seed,
                           progress=not args.no_progress, pool=pool)
-    except Interrupted as stop:  # Ctrl-C: keep what a shorter run would have written
+    except (Interrupted, WorkerDied) as stop:  # keep what a shorter run would have written
         if stop.records:
             args.games = len(stop.records)
             _write(args, stop.records)
-        print(f"interrupted: {'wrote' if stop.records else 'no file:'} the first "
-              f"{len(stop.records)} games of the {stop.asked} asked, as --games "
-              f"{len(stop.records)} writes them ({stop.finished - len(stop.records)} more "
-              "finished out of order were dropped)", file=sys.stderr)
+        kept = (f"{'wrote' if stop.records else 'no file:'} the first {len(stop.records)} "
+                f"games of the {stop.asked} asked, as --games {len(stop.records)} writes "
+                f"them ({stop.finished - len(stop.records)} more finished out of order were "
+                "dropped)")
+        if isinstance(stop, WorkerDied):
+            raise WorkerDied(f"{stop}: {kept}") from None
+        print(f"interrupted: {kept}", file=sys.stderr)
         raise KeyboardInterrupt from None
     return _write(args, played)
 

@@ -848,3 +848,31 @@ def test_a_missing_file_or_metadata_that_is_no_object_is_a_record_error(tmp_path
     with pytest.raises(RecordError, match=r"g.jsonl:1: .*its metadata must be a JSON object, "
                                           r"got \[1\]"):
         records.read_header(plain)
+
+
+def test_a_worker_killed_while_it_plays_stops_the_run_instead_of_hanging(tmp_path):
+    """A pool whose worker is killed (the out-of-memory killer, kill -9) starts another
+    but never plays the lost game again: the run stops with an error naming the worker
+    and keeps what it finished, rather than waiting for ever."""
+    import os
+    import signal
+    import threading
+
+    out = tmp_path / "killed.jsonl"
+    argv = ["--size", "9", "--k", "5", "--games", "4", "--opening-stones", "0",
+            "--no-progress", "--out", str(out)]
+    with generate_records.WorkerPool(9, 5, "freestyle", "pure-mcts-20000", "pure-mcts-20000",
+                                     2) as pool:
+        victim = pool._pool._pool[0]
+        killer = threading.Timer(3.0, os.kill, (victim.pid, signal.SIGKILL))
+        killer.start()
+        try:
+            with pytest.raises(generate_records.WorkerDied) as died:
+                generate_records.main(argv + ["--black", "pure-mcts-20000", "--white",
+                                              "pure-mcts-20000"], pool=pool)
+        finally:
+            killer.cancel()
+    assert str(died.value).startswith(
+        f"worker process {victim.pid} ended while the games were played (killed by signal 9 "
+        "(SIGKILL: the out-of-memory killer, or kill -9)); its game would never come back: ")
+    assert died.value.records == [] or out.exists()
