@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from gomoku_jax.arena import device_description  # noqa: F401  (re-exported for the entry points)
-from gomoku_jax.cli import nonempty_path, output_file
+from gomoku_jax.cli import output_file
 from gomoku_jax.config import count_argument, seed_argument
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -49,8 +49,10 @@ def add_search_bench_arguments(parser, batches: str, simulations: str, repeats: 
 
 
 def add_json_argument(parser) -> None:
-    """``--json``: where an experiment (not a benchmark) also writes its report."""
-    parser.add_argument("--json", type=nonempty_path, default=None,
+    """``--json``: where an experiment (not a benchmark) also writes its report (a
+    directory, or a place where no file can be made, is refused as it is read, before the
+    experiment runs)."""
+    parser.add_argument("--json", type=output_file, default=None,
                         help="also write the report here as JSON (default: only print it)")
 
 

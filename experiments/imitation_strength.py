@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from experiments.common import device_description, publish, run_script
-from gomoku_jax.cli import ArgumentParser, nonempty_path
+from gomoku_jax.cli import ArgumentParser, nonempty_path, output_file
 from gomoku_jax.config import count_argument, seed_argument
 
 __all__ = ["main", "run"]
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opening-stones", type=count_argument(0), default=1,
                    help="random opening stones")
     p.add_argument("--seed", type=seed_argument, default=0, help="match seed")
-    p.add_argument("--json", type=nonempty_path, default=None, help="write the report here")
+    p.add_argument("--json", type=output_file, default=None, help="write the report here")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 

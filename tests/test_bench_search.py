@@ -195,3 +195,23 @@ def test_gomokubot_strength_refuses_no_timing_games_before_the_matches(games, mo
     assert exit_info.value.code == 2
     assert (f"argument --timing-games: must be an integer >= 1, got {games!r}"
             in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("module,required", [
+    ("seed004_tables", []), ("gomokubot_strength", []),
+    ("missed_wins", ["--agent", "heuristic"]), ("imitation_strength", [])])
+@pytest.mark.parametrize("where", ["directory", "under a file"])
+def test_a_json_report_that_cannot_be_written_is_refused_before_the_experiment(
+        module, required, where, tmp_path, monkeypatch, capsys):
+    import importlib
+
+    script = importlib.import_module(f"experiments.{module}")
+    monkeypatch.setattr(script, "run", lambda *a, **kw: pytest.fail("the work was started"))
+    (tmp_path / "afile").write_text("")
+    out = tmp_path if where == "directory" else tmp_path / "afile" / "report.json"
+    with pytest.raises(SystemExit) as exit_info:
+        script.main([*required, "--json", str(out)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --json:" in err
+    assert ("is a directory" if where == "directory" else "exists and is not a folder") in err
