@@ -432,7 +432,7 @@ def main(argv=None) -> dict:
     fill_unset(args, QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
                                                "simulations": DEFAULT_SIMULATIONS})
     sizes, batches, simulations = tuple(args.sizes), tuple(args.batches), tuple(args.simulations)
-    if args.max_tree_gb <= 0:
+    if not args.max_tree_gb > 0:  # (nan too, which would skip nothing)
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
     for n in sizes:
         game_env(n)  # a clear error before any timing

@@ -452,8 +452,10 @@ def main(argv=None) -> dict:
     batches = tuple(args.batches or preset["batches"])
     simulations = tuple(args.simulations or preset["simulations"])
     mctx_simulations = tuple(args.mctx_simulations or preset["mctx_simulations"])
-    if not args.min_seconds >= 0:  # (nan too)
-        parser.error(f"--min-seconds must be >= 0, got {args.min_seconds}")
+    if not 0 <= args.min_seconds < float("inf"):  # (nan too; inf would time for ever)
+        parser.error(f"--min-seconds must be a finite number >= 0, got {args.min_seconds}")
+    if not args.mctx_budget_s >= 0:  # (nan would skip nothing)
+        parser.error(f"--mctx-budget-s must be >= 0, got {args.mctx_budget_s}")
     result = run_bench(args.size, batches, simulations, mctx_simulations, args.algorithms,
                        preset["network"], args.repeats, args.opening_stones, args.mctx_budget_s,
                        args.seed, args.warmup, args.min_seconds,

@@ -215,3 +215,21 @@ def test_a_json_report_that_cannot_be_written_is_refused_before_the_experiment(
     err = capsys.readouterr().err
     assert "argument --json:" in err
     assert ("is a directory" if where == "directory" else "exists and is not a folder") in err
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("bench_search", ["--min-seconds", "inf"]), ("bench_search", ["--min-seconds", "nan"]),
+    ("bench_search", ["--mctx-budget-s", "nan"]), ("bench_search", ["--mctx-budget-s", "-1"]),
+    ("bench_alphazero", ["--max-tree-gb", "nan"]), ("bench_alphazero", ["--max-tree-gb", "0"])])
+def test_a_number_that_cannot_bound_the_run_is_refused_before_any_timing(module, argv,
+                                                                        monkeypatch, capsys):
+    import importlib
+
+    script = importlib.import_module(f"experiments.{module}")
+    for name in ("run", "run_bench"):
+        if hasattr(script, name):
+            monkeypatch.setattr(script, name, lambda *a, **kw: pytest.fail("timing started"))
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(argv)
+    assert exit_info.value.code == 2
+    assert f"{argv[0]} must be" in capsys.readouterr().err.split("error:", 1)[1]
