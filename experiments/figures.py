@@ -44,8 +44,11 @@ __all__ = ["CURVE_COLUMNS", "OPPONENTS", "RUN", "check_curve_columns", "evaluati
 
 def _read_metrics(path: Path) -> dict[str, list[float]]:
     """metrics.csv as columns of floats (NaN where a row has no value)."""
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as error:  # named, not a bare codec message
+        raise ValueError(f"{path} is unreadable ({gio.brief(error)}); {_REWRITE}") from None
     if not rows:
         raise ValueError(f"{path} holds no rows")
     columns: dict[str, list[float]] = {}

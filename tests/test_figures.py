@@ -231,3 +231,10 @@ def test_a_run_of_another_algorithm_is_refused_before_anything_is_drawn(
         out, err = capsys.readouterr()
         assert err == f"figures: error: {expected}\n" and out == ""
     assert not (run / "training_curves.png").exists()
+
+
+def test_a_damaged_metrics_file_is_refused_naming_it(tmp_path):
+    run = _run(tmp_path, sparring=False)
+    (run / "metrics.csv").write_bytes(b"\x00\xff\xfe not text")
+    with pytest.raises(ValueError, match=re.escape(f"{run / 'metrics.csv'} is unreadable")):
+        figures.training_curves(run)
