@@ -94,16 +94,18 @@ def run(args) -> dict:
         raise ValueError(
             f"--depth {args.depth}: the shipped dataset ({DATA}) holds games of "
             f"gomokubot-{DATA_DEPTH} only; give another --records folder for other games")
+    pattern = os.path.join(os.path.relpath(records_dir), "*.jsonl.gz")  # as data.paths reads it
+    overrides = [f"data.paths={[pattern]}".replace("'", '"'),
+                 f"eval.simulations={args.simulations}", "eval.final_games=0",
+                 *(args.set or [])]
+    # the config, its overrides and the opponent: refused before the games and training
+    cfg, _ = cfglib.load_file(imitation.ImitationConfig, args.config, overrides=overrides)
+    opponent = agents.make(args.opponent, cfg.game.env())
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
                     args.workers) if args.games else {}
     if args.generate_only:
         print(f"{records_dir}: {data.get('games_available', 0)} games")
         return data
-    pattern = os.path.join(os.path.relpath(records_dir), "*.jsonl.gz")  # as data.paths reads it
-    overrides = [f"data.paths={[pattern]}".replace("'", '"'),
-                 f"eval.simulations={args.simulations}", "eval.final_games=0",
-                 *(args.set or [])]
-    cfg, _ = cfglib.load_file(imitation.ImitationConfig, args.config, overrides=overrides)
     learner = imitation.make_learner(cfg)
     workdir = Path(args.workdir).resolve()  # orbax wants absolute checkpoint paths
     t0 = time.perf_counter()
@@ -117,7 +119,6 @@ def run(args) -> dict:
     env = learner.env
     agent = exported.load_agent(workdir / "final.gjx", simulations=args.simulations,
                                 name=f"imitation@{args.simulations}")
-    opponent = agents.make(args.opponent, env)
     t0 = time.perf_counter()
     match = arena.play_match(env, agent, opponent, args.match_games, seed=args.seed,
                              opening_stones=args.opening_stones, progress=not args.no_progress)

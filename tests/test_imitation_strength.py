@@ -40,3 +40,18 @@ def test_the_shipped_dataset_takes_only_its_own_bot(tmp_path):
         imitation_strength.main(["--depth", "3", "--generate-only", "--no-progress",
                                  "--workdir", str(tmp_path / "never")])
     assert imitation_strength.DATA.is_dir() and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["--opponent", "bogus"], "unknown agent 'bogus'"),
+    (["--set", "train.nope=1"], "nope"),
+])
+def test_a_bad_opponent_or_override_is_refused_before_the_games_and_training(
+        argv, why, tmp_path, monkeypatch):
+    monkeypatch.setattr(imitation_strength, "generate",
+                        lambda *a, **kw: pytest.fail("the games were started"))
+    with pytest.raises(ValueError, match=why):
+        imitation_strength.main(["--records", str(tmp_path / "records"), "--games", "4",
+                                 "--no-progress", "--workdir", str(tmp_path / "never"),
+                                 *argv])
+    assert not (tmp_path / "never").exists()
