@@ -40,8 +40,8 @@ def _positions(env: Gomoku, count: int, seed: int) -> list:
     """The empty board and openings of 2 to 6 random stones near the centre."""
     rng = np.random.default_rng(seed)
     out = [[]]
-    centre = [r * env.size + c for r in range(env.size // 2 - 2, env.size // 2 + 3)
-              for c in range(env.size // 2 - 2, env.size // 2 + 3)]
+    near = range(max(env.size // 2 - 2, 0), min(env.size // 2 + 3, env.size))  # on the board
+    centre = [r * env.size + c for r in near for c in near]
     while len(out) < count:
         out.append([int(a) for a in rng.choice(centre, size=2 * len(out) % 6 + 2, replace=False)])
     return out
