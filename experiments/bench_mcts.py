@@ -37,13 +37,15 @@ from gomoku_jax.reference import NumpyGomoku, NumpyPureMCTS
 
 
 def _positions(env: Gomoku, count: int, seed: int) -> list:
-    """The empty board and openings of 2 to 6 random stones near the centre."""
+    """The empty board and openings of 2 to 6 random stones near the centre (at most
+    2 (k - 1), so that no opening is already won)."""
     rng = np.random.default_rng(seed)
     out = [[]]
     near = range(max(env.size // 2 - 2, 0), min(env.size // 2 + 3, env.size))  # on the board
     centre = [r * env.size + c for r in near for c in near]
     while len(out) < count:
-        out.append([int(a) for a in rng.choice(centre, size=2 * len(out) % 6 + 2, replace=False)])
+        stones = min(2 * len(out) % 6 + 2, 2 * (env.k - 1))
+        out.append([int(a) for a in rng.choice(centre, size=stones, replace=False)])
     return out
 
 

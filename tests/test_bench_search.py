@@ -235,14 +235,16 @@ def test_a_number_that_cannot_bound_the_run_is_refused_before_any_timing(module,
     assert f"{argv[0]} must be" in capsys.readouterr().err.split("error:", 1)[1]
 
 
-@pytest.mark.parametrize("size, k", [(3, 3), (4, 3), (5, 4), (9, 5)])
-def test_bench_mcts_openings_stay_on_small_boards(size, k):
+@pytest.mark.parametrize("size, k", [(3, 3), (4, 3), (5, 3), (5, 4), (9, 5)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bench_mcts_openings_stay_on_small_boards(size, k, seed):
     from experiments import bench_mcts
     from gomoku_jax.game import Gomoku
 
     env = Gomoku(size, k)
-    openings = bench_mcts._positions(env, 4, seed=0)
+    openings = bench_mcts._positions(env, 4, seed)
     assert openings[0] == [] and len(openings) == 4
     for moves in openings[1:]:
         assert len(set(moves)) == len(moves) and all(0 <= a < size * size for a in moves)
-        bench_mcts._state(env, moves)  # legal: no stone off the board or on another
+        state = bench_mcts._state(env, moves)  # legal: no stone off the board or on another
+        assert not bool(state.terminated)  # something to search
