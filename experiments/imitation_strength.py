@@ -89,7 +89,11 @@ def run(args) -> dict:
     from gomoku_jax import config as cfglib
     from gomoku_jax.ratings import score_interval
 
+    from gomoku_jax import io as gio
+
     records_dir = Path(args.records)
+    if args.games:  # the games are written there: a folder, or one that can be made
+        gio.check_folder(records_dir, "--records", "give the folder of the records files")
     if args.games and records_dir.resolve() == DATA.resolve() and args.depth != DATA_DEPTH:
         raise ValueError(
             f"--depth {args.depth}: the shipped dataset ({DATA}) holds games of "

@@ -55,3 +55,10 @@ def test_a_bad_opponent_or_override_is_refused_before_the_games_and_training(
                                  "--no-progress", "--workdir", str(tmp_path / "never"),
                                  *argv])
     assert not (tmp_path / "never").exists()
+
+
+def test_records_that_name_a_file_are_refused_naming_the_option(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ValueError, match="--records .*afile exists and is not a folder"):
+        imitation_strength.main(["--records", str(tmp_path / "afile"), "--games", "4",
+                                 "--generate-only", "--no-progress"])
