@@ -454,9 +454,22 @@ def main(argv=None) -> dict:
     report = run(net_name, net_options, sizes, batches, simulations, tuple(args.algorithms),
                  args.repeats, args.opening_stones, args.max_tree_gb, tuple(args.set),
                  args.quick, tuple(args.parts), args.seed, progress=not args.no_progress,
-                 partial_path=args.out, sgd_reference=args.sgd_reference,
+                 partial_path=partial_report(args.out), sgd_reference=args.sgd_reference,
                  backend=args.backend)
-    return publish(report, format_report(report), args.out)
+    publish(report, format_report(report), args.out)
+    if args.out is not None:  # the whole report is in --out now
+        partial_report(args.out).unlink(missing_ok=True)
+    return report
+
+
+def partial_report(out: Path | None) -> Path | None:
+    """Where the report so far goes while the benchmark runs: beside ``out``
+    (``NAME.partial.json``), so that an interrupted run keeps what it measured without
+    replacing an earlier complete report in ``out``."""
+    if out is None:
+        return None
+    return out.with_name(f"{out.name[:-5] if out.name.endswith('.json') else out.name}"
+                         ".partial.json")
 
 
 if __name__ == "__main__":

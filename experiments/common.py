@@ -88,10 +88,13 @@ def run_script(main) -> None:
 
 
 def write_report(report: dict, json_path: Path) -> None:
-    """Write ``report`` as JSON to ``json_path``, making its folder."""
+    """Write ``report`` as JSON to ``json_path``, making its folder; through a temporary
+    file renamed over it, so an interrupt leaves the old report or the new one."""
+    from gomoku_jax.io import write_atomic
+
     json_path = Path(json_path)
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(report, indent=2))
+    write_atomic(json_path, json.dumps(report, indent=2))
 
 
 def publish(report: dict, text: str, json_path: Path | None) -> dict:

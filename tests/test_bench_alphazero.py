@@ -197,6 +197,33 @@ def test_a_run_writes_its_search_rows_as_they_come(tmp_path):
     assert [r["simulations"] for r in partial["search"]] == [2, 3]
 
 
+def test_an_interrupted_run_keeps_its_rows_beside_an_earlier_report(tmp_path, monkeypatch):
+    """The rows so far go to NAME.partial.json, not to --out: a run stopped before its
+    end leaves an earlier complete report in --out as it was; a run that ends writes
+    --out and removes the partial file."""
+    out = tmp_path / "bench.json"
+    out.write_text('{"complete": 1}')
+    argv = ["--parts", "search", "--sizes", "5", "--batches", "2", "--simulations", "2", "3",
+            "--algorithms", "gumbel", "--repeats", "1", "--opening-stones", "1",
+            "--no-progress", "--out", str(out)]
+
+    def interrupted(report):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(bench, "format_report", interrupted)  # stopped after the last row
+        with pytest.raises(KeyboardInterrupt):
+            bench.main(argv)
+    assert json.loads(out.read_text()) == {"complete": 1}
+    partial = json.loads((tmp_path / "bench.partial.json").read_text())
+    assert partial["partial"] is True
+    assert [r["simulations"] for r in partial["search"]] == [2, 3]
+    bench.main(argv)
+    assert "partial" not in json.loads(out.read_text())
+    assert not (tmp_path / "bench.partial.json").exists()
+    assert bench.partial_report(tmp_path / "x") == tmp_path / "x.partial.json"
+
+
 def test_the_learner_bench_without_the_sgd_reference(tmp_path):
     cfg = bench.learner_config(*bench.choose_network(), ["tactical=null", "train.augment=false",
                                                          "train.epochs=0.25"], quick=True)
