@@ -19,7 +19,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from gomoku_jax import networks
+from gomoku_jax import compiled, networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError, changed
 
@@ -191,15 +191,22 @@ def fingerprint(tree) -> str | None:
 
 class _Program:
     """A jitted program shared by learners (see `ShardedLearner._shared_program`);
-    ``traces`` counts how many times it was traced, by whichever learner called it."""
+    ``traces`` counts how many times it was traced, by whichever learner called it,
+    leaving out the traces that `gomoku_jax.compiled.release_if_crowded` forced by
+    dropping JAX's caches (the first trace after each release)."""
 
     def __init__(self, learner, name: str, impl: Callable, **jit_kwargs):
         self.name = name
         self.traces = 0
+        self._releases = None  # compiled.releases() at the last trace
 
         def traced(*args):
             *args, hyper = args
-            self.traces += 1  # a Python side effect: counts traces, not calls
+            # a Python side effect: counts traces, not calls
+            releases = compiled.releases()
+            if self._releases is None or releases == self._releases:
+                self.traces += 1
+            self._releases = releases
             return impl(learner._traced_view(hyper), *args)
 
         self.jitted = jax.jit(traced, **jit_kwargs)
@@ -375,7 +382,8 @@ class ShardedLearner:
     @property
     def trace_count(self) -> int:
         """How many times this learner's ``iteration`` program was traced (by any of
-        the learners that share it)."""
+        the learners that share it), the retraces forced by a release of JAX's caches
+        (`gomoku_jax.compiled.release_if_crowded`) left out."""
         return self._iteration.traces
 
     def init(self, key: jax.Array | None = None):

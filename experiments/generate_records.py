@@ -133,6 +133,20 @@ def _work(task: tuple[int, int, int]):
     return index, play_game(env, black, white, seed, index, opening_stones)
 
 
+class WorkerDied(ChildProcessError):
+    """A worker process ended while the games were played (killed: the out-of-memory
+    killer, ``kill -9``): its game would never come back, so `generate` stops rather
+    than wait for ever. ``records``, ``finished`` and ``asked`` as `Interrupted`'s."""
+
+    def __init__(self, message: str, records: list = (), finished: int = 0, asked: int = 0):
+        super().__init__(message)
+        self.records, self.finished, self.asked = list(records), finished, asked
+
+
+# How often `WorkerPool.play` looks at its workers while it waits for a game.
+_POLL_S = 1.0
+
+
 class WorkerPool:
     """``workers`` spawned processes, each holding the game and the two agents, for
     several runs of `generate` with the same players (other seeds, other counts):
@@ -146,30 +160,57 @@ class WorkerPool:
         self.players = dict(size=size, k=k, rule=rule, black=black, white=white)
         self._pool = multiprocessing.get_context("spawn").Pool(
             workers, initializer=_init_worker, initargs=(self.players, _plugin_modules()))
+        self._broken = False  # a worker died: the pool plays no more
 
     def play(self, seed: int, games: int, opening_stones: int):
         """``(index, GameRecord)`` pairs of games ``0 .. games - 1``, as they finish;
         `WorkerDied` when a worker process ends meanwhile (its game is lost: a pool
         starts another worker but never plays the game again, and would wait for it for
         ever)."""
+        if self._broken:
+            raise WorkerDied("a worker process of this pool ended before; make another pool")
         # the workers now: none of them ends by itself while the pool is open
         workers = [p for p in self._pool._pool if p.exitcode is None]
         results = self._pool.imap_unordered(
             _work, [(seed, g, opening_stones) for g in range(games)])
         for _ in range(games):
-            while True:
+            while True:  # looked at before each game and each second while waiting
+                dead = [p for p in workers if p.exitcode is not None]
+                if dead:  # stopped now: the other workers' games would be dropped anyway
+                    self._broken = True
+                    raise WorkerDied(_died(dead[0]))
                 try:
                     item = results.next(timeout=_POLL_S)
                     break
                 except multiprocessing.TimeoutError:
-                    dead = [p for p in workers if p.exitcode is not None]
-                    if dead:
-                        raise WorkerDied(_died(dead[0])) from None
+                    continue
             yield item
 
     def close(self) -> None:
+        if self._broken:
+            self._release_dead()
         self._pool.terminate()
         self._pool.join()
+
+    def _release_dead(self) -> None:
+        """After a worker died: keep the pool from starting others, end its workers, and
+        free the queue locks a worker killed inside a get or a put may have held (nothing
+        else takes them), which ``terminate`` would otherwise wait for for ever."""
+        from multiprocessing import pool as mp_pool
+
+        pool = self._pool
+        pool._worker_handler._state = mp_pool.TERMINATE
+        pool._change_notifier.put(None)
+        pool._worker_handler.join(10)
+        for process in list(pool._pool):
+            if process.exitcode is None:
+                process.kill()
+            process.join(10)
+        for lock in (pool._inqueue._rlock, pool._outqueue._wlock):  # the workers' locks
+            if lock.acquire(block=False):
+                lock.release()
+            else:  # held by a worker that no longer runs
+                lock.release()
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -241,20 +282,6 @@ def generate(size: int = 15, k: int = 5, rule: str = "freestyle", games: int = 1
         raise Interrupted(kept, len(results), games) from None
     bar.close()
     return [results[g] for g in range(games)]
-
-
-class WorkerDied(ChildProcessError):
-    """A worker process ended while the games were played (killed: the out-of-memory
-    killer, ``kill -9``): its game would never come back, so `generate` stops rather
-    than wait for ever. ``records``, ``finished`` and ``asked`` as `Interrupted`'s."""
-
-    def __init__(self, message: str, records: list = (), finished: int = 0, asked: int = 0):
-        super().__init__(message)
-        self.records, self.finished, self.asked = list(records), finished, asked
-
-
-# How often `WorkerPool.play` looks at its workers while it waits for a game.
-_POLL_S = 1.0
 
 
 class Interrupted(KeyboardInterrupt):

@@ -27,7 +27,15 @@ import warnings
 
 import jax
 
-__all__ = ["ReleaseWarning", "map_limit", "memory_maps", "release_if_crowded"]
+__all__ = ["ReleaseWarning", "map_limit", "memory_maps", "release_if_crowded", "releases"]
+
+_RELEASES = [0]  # how many times release_if_crowded dropped the caches in this process
+
+
+def releases() -> int:
+    """How many times `release_if_crowded` has dropped JAX's caches in this process: a
+    program traced again after one is traced for the release, not for its inputs."""
+    return _RELEASES[0]
 
 
 def map_limit() -> int | None:
@@ -68,6 +76,7 @@ def release_if_crowded(limit: int | None = None, *, warn: bool = True) -> bool:
     if limit is None or count is None or count <= limit // 2:
         return False
     jax.clear_caches()
+    _RELEASES[0] += 1
     gc.collect()  # programs held only by reference cycles go now, not at some later time
     if warn:
         warnings.warn(f"this process held {count:,} memory mappings, over half of the "

@@ -695,8 +695,9 @@ def run_search(env: Gomoku, evaluate: Evaluate, params, states: State, key: jax.
                devices=None) -> mctx.PolicyOutput:
     """Search a batch of games ``states [B]``; returns mctx's ``PolicyOutput``.
 
-    PUCT: ``mctx.muzero_policy`` with Dirichlet noise on the root prior. Gumbel:
-    ``mctx.gumbel_muzero_policy`` with ``qtransform_completed_by_mix_value``. The root
+    PUCT: ``mctx.muzero_policy`` with Dirichlet noise on the root prior and the Q term
+    ``config.puct_q``. Gumbel: ``mctx.gumbel_muzero_policy`` with ``config.gumbel_q``
+    (default mctx's ``qtransform_completed_by_mix_value``). The root
     masks ``invalid_actions = ~legal_action_mask``. Jit it with ``env`` and ``evaluate``
     static; ``config`` may be static or an argument (see the module docstring).
     ``config.backend == "linear"`` runs the same policies from `gomoku_jax.tree_search`.

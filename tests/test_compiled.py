@@ -56,3 +56,27 @@ def test_matches_release_programs_in_a_crowded_process(monkeypatch, env9):
     with pytest.warns(compiled.ReleaseWarning):
         arena.play_match(env9, agents.random_agent("a"), agents.random_agent("b"), games=2)
     assert probe._cache_size() == 0
+
+
+@linux
+def test_a_learner_program_does_not_count_the_retrace_a_release_forces():
+    """A learner's ``trace_count`` says whether its program was traced again for its
+    inputs; the retrace after `release_if_crowded` dropped the caches is not one."""
+    from algorithms.common import _Program
+
+    class View:  # what a learner gives its program: its traced view
+        def _traced_view(self, hyper):
+            return hyper
+
+    traced = []  # every trace, counted or not
+    program = _Program(View(), "step", lambda view, x: traced.append(1) or x * view)
+    assert float(program(jnp.float32(2.0), jnp.float32(3.0))) == 6.0
+    program(jnp.float32(4.0), jnp.float32(3.0))
+    assert program.traces == 1
+    before = compiled.releases()
+    assert compiled.release_if_crowded(limit=2, warn=False)
+    assert compiled.releases() == before + 1
+    assert float(program(jnp.float32(2.0), jnp.float32(5.0))) == 10.0
+    assert len(traced) == 2 and program.traces == 1  # traced again, for the release
+    program(jnp.ones(3), jnp.float32(1.0))  # another shape: a trace of its own
+    assert program.traces == 2

@@ -850,29 +850,50 @@ def test_a_missing_file_or_metadata_that_is_no_object_is_a_record_error(tmp_path
         records.read_header(plain)
 
 
-def test_a_worker_killed_while_it_plays_stops_the_run_instead_of_hanging(tmp_path):
+def test_a_worker_killed_while_it_plays_stops_the_run_instead_of_hanging(tmp_path,
+                                                                        monkeypatch):
     """A pool whose worker is killed (the out-of-memory killer, kill -9) starts another
-    but never plays the lost game again: the run stops with an error naming the worker
-    and keeps what it finished, rather than waiting for ever."""
+    but never plays the lost game again: the run stops at once with an error naming the
+    worker, while the other workers' games still come in, and keeps the games finished
+    in order, rather than playing on and then waiting for ever."""
     import os
     import signal
-    import threading
 
-    out = tmp_path / "killed.jsonl"
-    argv = ["--size", "9", "--k", "5", "--games", "4", "--opening-stones", "0",
-            "--no-progress", "--out", str(out)]
-    with generate_records.WorkerPool(9, 5, "freestyle", "pure-mcts-20000", "pure-mcts-20000",
-                                     2) as pool:
-        victim = pool._pool._pool[0]
-        killer = threading.Timer(3.0, os.kill, (victim.pid, signal.SIGKILL))
-        killer.start()
-        try:
-            with pytest.raises(generate_records.WorkerDied) as died:
-                generate_records.main(argv + ["--black", "pure-mcts-20000", "--white",
-                                              "pure-mcts-20000"], pool=pool)
-        finally:
-            killer.cancel()
-    assert str(died.value).startswith(
-        f"worker process {victim.pid} ended while the games were played (killed by signal 9 "
-        "(SIGKILL: the out-of-memory killer, or kill -9)); its game would never come back: ")
-    assert died.value.records == [] or out.exists()
+    with generate_records.WorkerPool(5, 4, "freestyle", "random", "heuristic", 2) as pool:
+        victim, seen = pool._pool._pool[0], 0
+        with pytest.raises(generate_records.WorkerDied) as died:
+            for _ in pool.play(0, 100_000, 0):  # hours of games: the run must stop early
+                seen += 1
+                if seen == 20:
+                    os.kill(victim.pid, signal.SIGKILL)
+        assert seen < 10_000  # it stopped with the kill, not after the other games
+        assert str(died.value) == (
+            f"worker process {victim.pid} ended while the games were played (killed by "
+            "signal 9 (SIGKILL: the out-of-memory killer, or kill -9)); its game would never "
+            "come back")
+        with pytest.raises(generate_records.WorkerDied, match="ended before; make another"):
+            next(pool.play(0, 4, 0))  # a pool that lost a worker plays no more
+    # through the command line: the games finished in order are written, and the error
+    # says so
+    with generate_records.WorkerPool(5, 4, "freestyle", "random", "heuristic", 2) as pool:
+        play = pool.play
+
+        def killing(*args):
+            for n, item in enumerate(play(*args)):
+                if n == 10:
+                    os.kill(pool._pool._pool[0].pid, signal.SIGKILL)
+                yield item
+
+        monkeypatch.setattr(pool, "play", killing)
+        out = tmp_path / "killed.jsonl"
+        with pytest.raises(generate_records.WorkerDied, match=r"its game would never come "
+                                                              r"back: wrote the first \d+ "
+                                                              r"games of the 100000 asked"):
+            generate_records.main(ARGS[:4] + ["--games", "100000", "--black", "random",
+                                              "--white", "heuristic", "--opening-stones",
+                                              "0", "--no-progress", "--out", str(out)],
+                                  pool=pool)
+    kept = records.read_records(out, Gomoku(5, 4), on_error="raise")
+    assert 10 <= len(kept) < 10_000
+    assert [g.source for g in kept] == [f"experiments.generate_records seed=0 game={i}"
+                                        for i in range(len(kept))]
