@@ -207,10 +207,8 @@ class WorkerPool:
                 process.kill()
             process.join(10)
         for lock in (pool._inqueue._rlock, pool._outqueue._wlock):  # the workers' locks
-            if lock.acquire(block=False):
-                lock.release()
-            else:  # held by a worker that no longer runs
-                lock.release()
+            lock.acquire(block=False)  # taken now, or held by a worker that no longer runs:
+            lock.release()  # free either way
 
     def __enter__(self) -> "WorkerPool":
         return self

@@ -368,14 +368,18 @@ class Engine:
         self._agents[(size, rule)] = (env, agent)
         return env, agent
 
+    def _next_key(self) -> jax.Array:
+        """The key of the agent's next decision (one per move asked for, warm-ups too)."""
+        key = jax.random.fold_in(self._key, self._decisions)
+        self._decisions += 1
+        return key
+
     def _warm_up(self, env: Gomoku, agent: Agent) -> None:
         """Two throw-away moves (compiling what the agent compiles): on the empty board
         and after a centre stone. What the agent raises is raised."""
         game = _Game(env.size)
         for move in range(2):
-            key = jax.random.fold_in(self._key, self._decisions)
-            self._decisions += 1
-            agent.act(game.state(env), key, time.perf_counter() + 0.5)
+            agent.act(game.state(env), self._next_key(), time.perf_counter() + 0.5)
             if move == 0:
                 centre = (env.size // 2) * env.size + env.size // 2
                 game.cells.reshape(-1)[centre] = _OPP
@@ -404,8 +408,7 @@ class Engine:
         """The agent's move; a legal cell whatever the agent does. A ``timed`` move
         answered past its deadline is reported once per agent (agents of a fixed
         budget, such as a network's search of ``@N`` simulations, do not read it)."""
-        key = jax.random.fold_in(self._key, self._decisions)
-        self._decisions += 1
+        key = self._next_key()
         try:
             action = agent.act(game.state(env), key, deadline)
         except Exception as err:
