@@ -58,6 +58,8 @@ def run(games: int = 100, mcts_simulations: int = 2000, timing_games: int = 4, s
     unknown = set(opponents) - {"heuristic", "pure-mcts"}
     if unknown:
         raise ValueError(f"opponents must be among heuristic, pure-mcts; got {sorted(unknown)}")
+    if not opponents:
+        raise ValueError("opponents names no opponent: give heuristic, pure-mcts or both")
     env = Gomoku(9, 5)
     bot = agents.make("gomokubot", env)
     results = {"device": device_description(), "board": env.id, "games": games,

@@ -271,6 +271,15 @@ def _path_str(path) -> str:
     return ".".join(parts) or "<root>"
 
 
+def _brief_path(where: str, width: int = 120) -> str:
+    """A key path for an error about a file's content: whole when short, else its start
+    and end around ``...`` (a corrupt file may nest hundreds of maps)."""
+    if len(where) <= width:
+        return where
+    head = width // 3
+    return f"{where[:head]}...{where[len(where) - (width - head - 3):]}"
+
+
 def _json(value) -> str:
     return json.dumps(value, sort_keys=True)
 
@@ -948,7 +957,7 @@ def read_exported(path) -> tuple[dict, dict]:
     bad_key = _non_string_key(variables)  # before any pytree code sorts the keys
     if bad_key is not None:
         where, key = bad_key
-        raise fail(f"corrupt payload: {where or '<root>'} holds the key "
+        raise fail(f"corrupt payload: {_brief_path(where) or '<root>'} holds the key "
                    f"{config_lib.clip(repr(key))}, not a string (the variables are maps of "
                    "names to arrays)")
     for path, leaf in jax.tree_util.tree_leaves_with_path(variables):
@@ -956,9 +965,10 @@ def read_exported(path) -> tuple[dict, dict]:
                 jax.dtypes.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
             kind = (f"an array of {leaf.dtype}" if isinstance(leaf, np.ndarray)
                     else f"a {type(leaf).__name__}")
-            raise fail(f"corrupt payload: {_path_str(path)} is {kind}, not an array of numbers")
+            raise fail(f"corrupt payload: {_brief_path(_path_str(path))} is {kind}, not an "
+                       "array of numbers")
         if not _finite(leaf):
-            raise fail(f"{_path_str(path)} holds NaN or infinite values: the network is "
+            raise fail(f"{_brief_path(_path_str(path))} holds NaN or infinite values: the network is "
                        "broken (exported from a run that had diverged?)")
     variables = jax.tree_util.tree_map(np.array, variables)
     return metadata, variables

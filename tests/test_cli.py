@@ -528,6 +528,18 @@ def test_the_experiment_scripts_name_a_bad_count_option(script, argv, message, c
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("opponents", [",", " , ", ""])
+def test_gomokubot_strength_refuses_an_empty_opponent_list(opponents, monkeypatch):
+    """``--opponents ,`` names no opponent: refused before any game, not a report of
+    the 15x15 timing alone."""
+    from experiments import gomokubot_strength
+
+    monkeypatch.setattr(gomokubot_strength.arena, "play_match",
+                        lambda *a, **k: pytest.fail("a match was played"))
+    with pytest.raises(ValueError, match="opponents names no opponent"):
+        gomokubot_strength.main(["--opponents", opponents])
+
+
 def test_a_script_run_directly_ends_a_bad_setting_with_one_line(capsys, monkeypatch):
     """`run_script`, every experiment script's ``__main__``: a ValueError or OSError is
     one line and status 2 (as `gomoku-jax` itself), Ctrl-C status 130; a script's

@@ -626,6 +626,26 @@ def test_exported_leaf_that_is_not_numbers_is_refused(tmp_path, leaf, where, kin
         read_exported(path)
 
 
+@pytest.mark.parametrize("leaf, kind", [("x", "is a str, not an array of numbers"),
+                                        ({1: 2}, "holds the key 1, not a string"),
+                                        (np.array([np.nan]), "holds NaN or infinite values")])
+def test_a_deeply_nested_payload_is_named_by_a_short_path(tmp_path, leaf, kind):
+    """A corrupt file nesting 900 maps is named by the start and end of the path, not
+    900 names."""
+    path = tmp_path / "p.gjx"
+    write_exported(path, METADATA, _variables())
+    tree = leaf
+    for depth in reversed(range(900)):
+        tree = {f"k{depth}": tree}
+    _with_payload(path, tree)
+    with pytest.raises(CheckpointError) as error:
+        read_exported(path)
+    message = str(error.value)
+    assert kind in message and ": k0.k1.k2." in message and "k898.k899 " in message, message
+    assert "k450" not in message, message
+    assert len(message) < len(str(path)) + 250, message
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_network_with_nan_or_inf_is_neither_written_nor_read(tmp_path, bad):
     path = tmp_path / "p.gjx"
