@@ -701,7 +701,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
                             opening_stones=opening_stones)
         if checkpoint is not None:
             _append_line(checkpoint, {"pair": [i, j], **_match_state(match),
-                                      "device": device_description(), "date": _now()})
+                                      "device": device_description(), "date": utc_now()})
         matches.append(match)
     kept = [{"agents": list(m.names), "device": where[0], "date": where[1]}
             for m, where in done.values()]
@@ -711,10 +711,18 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
 _CHECKPOINT_FORMAT = "gomoku-jax round robin"
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """The time now, UTC, to the second, as ISO 8601: a report's or kept match's date."""
     import datetime
 
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def kept_match_count(checkpoint) -> int:
+    """How many finished matches a round robin's ``checkpoint`` file holds (its whole
+    lines after the header), without checking them: what an interrupted run reports."""
+    text = Path(checkpoint).read_text(encoding="utf-8", errors="replace")
+    return max(0, text.count("\n") - 1)
 
 
 def _match_state(match: MatchResult) -> dict:

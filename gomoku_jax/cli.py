@@ -212,7 +212,6 @@ TOURNAMENT_CHECKPOINT = "tournament.partial.jsonl"
 
 
 def _tournament(args: argparse.Namespace) -> int:
-    import datetime
     import io
 
     from gomoku_jax import agents, arena
@@ -263,7 +262,7 @@ def _tournament(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if checkpoint is None or not checkpoint.exists():
             raise
-        kept = max(0, checkpoint.read_text(encoding="utf-8", errors="replace").count("\n") - 1)
+        kept = arena.kept_match_count(checkpoint)
         print(f"\ngomoku-jax: interrupted; {kept} finished match{'' if kept == 1 else 'es'} "
               f"kept in {checkpoint}: the same command plays the others", file=sys.stderr)
         return 130
@@ -275,7 +274,7 @@ def _tournament(args: argparse.Namespace) -> int:
     report["config"] = config
     markdown = result.to_markdown(report)
     report["device"] = arena.device_description()  # where and when it was played
-    report["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    report["date"] = arena.utc_now()
     print(markdown)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
