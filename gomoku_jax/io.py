@@ -63,6 +63,7 @@ version (it reads version 1 only), the sizes and the hash before decoding the pa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -89,6 +90,7 @@ __all__ = [
     "brief",
     "checkpoint_steps",
     "config_differences",
+    "naming",
     "read_exported",
     "read_json_object",
     "write_atomic",
@@ -122,14 +124,28 @@ def _reason(error) -> str:
     return brief(str(error).split(_TS_DETAILS)[0].rstrip(" ."))
 
 
+@contextlib.contextmanager
+def naming(path):
+    """An OSError raised inside it that names no file (a write or flush that failed,
+    e.g. ``[Errno 28] No space left on device``) is raised again naming ``path``, so the
+    command line's one-line error says which file (or folder) could not be written."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None and error.errno:
+            raise OSError(error.errno, error.strerror or str(error),
+                          os.fspath(path)) from error
+        raise
+
+
 def write_atomic(path, data: bytes | str) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` through a temporary file renamed over
     it: a reader (another process of a run, a crash half-way) sees the old file or the
-    new one, never a part."""
+    new one, never a part. An OSError names ``path`` (see `naming`)."""
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "wb") as f:
+        with naming(path), open(tmp, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     finally:

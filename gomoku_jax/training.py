@@ -199,17 +199,19 @@ class RunLog:
         if any(k not in self.fields for k in row):
             self._rewrite()  # a new column (e.g. the first evaluation): rewrite the header
         elif self.write:
-            with self.path.open("a", newline="") as f:
+            with gio.naming(self.path), self.path.open("a", newline="") as f:
                 csv.DictWriter(f, fieldnames=self.fields).writerow(row)
         if self.writer is not None:
-            for k, v in row.items():
-                if k != "iteration" and isinstance(v, (int, float)) and math.isfinite(v):
-                    self.writer.add_scalar(k, v, iteration)
-            self.writer.flush()
+            with gio.naming(self.writer.logdir):
+                for k, v in row.items():
+                    if k != "iteration" and isinstance(v, (int, float)) and math.isfinite(v):
+                        self.writer.add_scalar(k, v, iteration)
+                self.writer.flush()
 
     def close(self):
         if self.writer is not None:
-            self.writer.close()
+            with gio.naming(self.writer.logdir):
+                self.writer.close()
 
 
 def _line_of(error: UnicodeDecodeError) -> int:
@@ -991,10 +993,18 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                 new_best = False
             bar.update(it - bar.n)
             bar.set_postfix_str(_summary(metrics))
-    finally:
-        bar.close()
-        log.close()
-        ckpt.close()  # orbax's threads now, not at the interpreter's exit
+    except BaseException:
+        # the error that stopped the run is the one said: closing the log or the
+        # checkpoints may fail too (a full disk fails every write), which must not hide it
+        for close in (bar.close, log.close, ckpt.close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001, S110
+                pass
+        raise
+    bar.close()
+    log.close()
+    ckpt.close()  # orbax's threads now, not at the interpreter's exit
 
     ran = int(state.iteration) - start
     if ran and not stepped and lead:

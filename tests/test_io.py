@@ -325,6 +325,32 @@ def test_a_full_disk_during_a_save_says_so_and_what_is_kept(tmp_path, monkeypatc
         ck.save(2, _state(2))
 
 
+def test_a_file_write_that_fails_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
+    # A write or flush that fails (ENOSPC) raises an OSError naming no file, which the
+    # command line printed as a bare "[Errno 28] No space left on device".
+    import builtins
+    import errno
+
+    from gomoku_jax import io as gio
+
+    def full(path, mode="r", *args, **kwargs):  # every file is /dev/full: writes fail
+        return builtins.open("/dev/full" if "w" in mode or "a" in mode else path, mode,
+                             *args, **kwargs)
+
+    target = tmp_path / "metrics.csv"
+    monkeypatch.setattr(gio, "open", full, raising=False)
+    with pytest.raises(OSError) as err:
+        gio.write_atomic(target, "iteration\n" * 100_000)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert str(target) in str(err.value) and not target.exists()
+    with pytest.raises(OSError) as err, gio.naming(target):
+        raise OSError(errno.EIO, "Input/output error")
+    assert err.value.filename == str(target)
+    with pytest.raises(FileNotFoundError) as err, gio.naming(target):  # one that names its own
+        open(tmp_path / "nowhere" / "x")
+    assert err.value.filename == str(tmp_path / "nowhere" / "x")
+
+
 @pytest.mark.parametrize("damage", ["truncate", "remove"])
 def test_truncated_data_file_gives_one_clean_error(tmp_path, capfd, damage):
     # A data file cut short (e.g. a disk that filled up) used to fail inside orbax's

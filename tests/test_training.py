@@ -862,6 +862,38 @@ def test_a_stop_the_run_cannot_make_is_refused_before_anything_is_written(
     assert _digests(tmp_path / "again") == before
 
 
+def test_a_full_disk_while_logging_is_said_naming_the_file(learner, tmp_path, monkeypatch):
+    # Once the disk is full, closing the TensorBoard writer fails too; that error, which
+    # names no file, used to replace the one that stopped the run, so the command line
+    # said only "[Errno 28] No space left on device".
+    import builtins
+    import errno
+
+    import tensorboardX
+
+    def disk_fills(iteration, metrics):
+        if iteration == 1:
+            def full(path, mode="r", *args, **kwargs):  # (iteration 1's checkpoint is
+                # saved after this hook; its config.json is written through here too)
+                writes = ("w" in mode or "a" in mode) and "checkpoints" not in str(path)
+                return builtins.open("/dev/full" if writes else path, mode, *args, **kwargs)
+
+            def close(self):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            monkeypatch.setattr(gio, "open", full, raising=False)
+            monkeypatch.setattr(tensorboardX.SummaryWriter, "close", close)
+
+    with pytest.raises(OSError) as err:
+        training.run(learner, tmp_path, progress=False, on_iteration=disk_fills)
+    assert err.value.errno == errno.ENOSPC
+    # the first write that failed: iteration 2's evaluation, logged before its row
+    assert err.value.filename == str(tmp_path / "eval" / "iter_000002.json"), err.value
+    monkeypatch.undo()
+    assert gio.Checkpointer(tmp_path / "checkpoints", config=cfglib.to_dict(
+        learner.config)).latest_step() == 1  # kept: the run resumes from it
+
+
 def test_sigterm_stops_a_training_command_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
     # kill or timeout ended it with status 143 and no word; Ctrl-C says what was kept
     import signal
