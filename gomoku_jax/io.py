@@ -71,6 +71,7 @@ import logging
 import math
 import os
 import struct
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -481,19 +482,46 @@ def _like_target(x, target):
 # ------------------------------------------------------------------------ checkpoints
 
 
-class _UnparsableMetadataNote(logging.Filter):
-    """Drops orbax's log line for a step's metadata file it cannot parse.
+class _OrbaxNoise(logging.Filter):
+    """Drops orbax's log lines that only bury the one error a `Checkpointer` raises.
 
-    orbax logs it (on the ``absl`` logger, several times, from its own threads too) and
-    goes on; `Checkpointer.restore` turns the same damage into one `CheckpointError`
-    that names the step and what to do, so the lines only buried that error.
+    * A step's metadata file it cannot parse ("Failed to json parse"): orbax logs it on
+      the ``absl`` logger, several times, from its own threads too, and goes on;
+      `Checkpointer.restore` turns the same damage into one `CheckpointError` that names
+      the step and what to do.
+    * A save thread that failed ("_SignalingThread.run() raised an exception", with its
+      traceback, once per thread): `Checkpointer.save` waits for the save, so the same
+      error reaches it and is raised there (a full disk as one `CheckpointError`).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Failed to json parse")
+        message = str(record.msg)
+        return not (message.startswith("Failed to json parse")
+                    or "_SignalingThread.run() raised an exception" in message)
 
 
-_UNPARSABLE_METADATA_NOTE = _UnparsableMetadataNote()
+_ORBAX_NOISE = _OrbaxNoise()
+
+
+@contextlib.contextmanager
+def _abandoned_writes_quiet():
+    """While a save runs, and after it if it failed: a write orbax abandons when its save
+    fails may finish later and call back into the event loop the save had closed, which
+    Python reports as an unraisable ``RuntimeError: Event loop is closed`` with its
+    traceback (a dozen after a full disk, some after the run's own error). Those are
+    dropped; any other unraisable error is reported as before. A save that succeeded
+    puts the previous hook back."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        error = unraisable.exc_value
+        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    yield
+    if sys.unraisablehook is hook:  # (an exception leaves it: late writes may follow)
+        sys.unraisablehook = previous
 
 
 class Checkpointer:
@@ -531,7 +559,7 @@ class Checkpointer:
         import orbax.checkpoint as ocp
         from etils import epath
 
-        logging.getLogger("absl").addFilter(_UNPARSABLE_METADATA_NOTE)  # added once
+        logging.getLogger("absl").addFilter(_ORBAX_NOISE)  # added once
 
         if not isinstance(config, Mapping):
             raise ValueError(f"config must be a mapping, got {type(config).__name__}: {config!r}")
@@ -663,12 +691,13 @@ class Checkpointer:
         if stored is None or not steps:
             self._write_config()
         try:
-            saved = self._manager.save(
-                step,
-                args=self._ocp.args.StandardSave(savable),
-                custom_metadata={_METADATA_KEY: {"sha256": hashes}},
-            )
-            self._manager.wait_until_finished()
+            with _abandoned_writes_quiet():
+                saved = self._manager.save(
+                    step,
+                    args=self._ocp.args.StandardSave(savable),
+                    custom_metadata={_METADATA_KEY: {"sha256": hashes}},
+                )
+                self._manager.wait_until_finished()
         except Exception as e:  # noqa: BLE001 - orbax / tensorstore raise many kinds
             text = f"{type(e).__name__}: {e}"
             if getattr(e, "errno", None) == errno.ENOSPC or any(

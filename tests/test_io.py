@@ -325,6 +325,62 @@ def test_a_full_disk_during_a_save_says_so_and_what_is_kept(tmp_path, monkeypatc
         ck.save(2, _state(2))
 
 
+def test_a_failed_save_is_one_error_not_orbax_s_thread_noise(tmp_path, monkeypatch, caplog):
+    # A full disk made orbax log each save thread's failure with its traceback, and the
+    # writes it abandoned report "Event loop is closed" as unraisable errors, a dozen
+    # tracebacks around the one line that said what happened.
+    import errno
+    import sys
+
+    from absl import logging as absl_logging
+
+    class LateWrite:  # an abandoned write calling back into a closed event loop
+        def __del__(self):
+            raise RuntimeError("Event loop is closed")
+
+    class OtherError:
+        def __del__(self):
+            raise ValueError("not orbax's")
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+    ck = _ckpt(tmp_path)
+    ck.save(1, _state(1))
+    assert sys.unraisablehook is not None and not reported
+    saved_hook = sys.unraisablehook
+
+    def full(*args, **kwargs):
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as error:
+            absl_logging.exception("[process=%d][thread=%s][operation_id=%s] "
+                                   "_SignalingThread.run() raised an exception: %s",
+                                   0, "np_type_handler", 1, error)
+            LateWrite()
+            raise
+
+    monkeypatch.setattr(ck._manager, "save", full)
+    with caplog.at_level("INFO"), pytest.raises(CheckpointError, match="no space left"):
+        ck.save(2, _state(2))
+    LateWrite()  # after the error too
+    OtherError()
+    assert [type(e).__name__ for e in reported] == ["ValueError"]  # only the other one
+    assert not [r for r in caplog.records if "_SignalingThread" in str(r.msg)]
+    absl_logging.error("a save of something else: %s", "kept")  # other lines stay
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["a save of something else: kept"]
+    assert saved_hook is not sys.unraisablehook  # the quiet hook stays after a failure
+
+
+def test_a_save_that_succeeds_leaves_the_unraisable_hook_as_it_was(tmp_path, monkeypatch):
+    import sys
+
+    mine = lambda u: None  # noqa: E731
+    monkeypatch.setattr(sys, "unraisablehook", mine)
+    _ckpt(tmp_path).save(1, _state(1))
+    assert sys.unraisablehook is mine
+
+
 def test_a_file_write_that_fails_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
     # A write or flush that fails (ENOSPC) raises an OSError naming no file, which the
     # command line printed as a bare "[Errno 28] No space left on device".
