@@ -65,6 +65,13 @@ DIVERGED = "diverged.json"  # {"iteration": N, "reason": "..."} of a run that di
 # "agents", those of the exported agents it plays against and is judged by (the same
 # entries, the agent's name as its path); kept to refuse resuming on other files.
 DATA = "data.json"
+# Where each start of a run that trained ran: one JSON line per start, {"from": the
+# iteration it started from, "device", "devices", "processes"}; a start resumed from an
+# earlier checkpoint replaces the lines of the starts it undid. The report names every
+# placement when there was more than one (a resume on other devices matches an
+# uninterrupted run only up to rounding).
+STARTS = "starts.jsonl"
+_PLACEMENT = ("device", "devices", "processes")
 
 
 @jax.jit
@@ -920,6 +927,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         notice(f"resuming {workdir} from its checkpoint of iteration {start}, training to "
                f"iteration {stop_at}" + ("" if stop_at == total else
                                          f" (of train.iterations={total})"))
+    if start < stop_at and not was_stopped:  # this start trains: where is kept
+        _record_start(workdir, start, _placement(learner), write, notice)
     log = RunLog(workdir, start, tensorboard=tensorboard, write=lead)
     ev = config.eval
     env = learner.env
@@ -1023,7 +1032,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
               "stopped_because": (bool(prog["stopped"]) and _learner_stop(learner, state)
                                   or _stop_reason(ev, prog)),
               "best_iteration": _best_iteration(prog),
-              **_where_trained(workdir, learner, trained=int(state.iteration) > start),
+              **_where_trained(workdir, learner, trained=int(state.iteration) > start,
+                               iteration=int(state.iteration)),
               "evaluation": {}}
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
@@ -1061,21 +1071,79 @@ def _resume_evaluations(workdir: pathlib.Path, start: int, prog, variables, expo
         export(workdir / "best.gjx", variables, start)
 
 
-def _where_trained(workdir: pathlib.Path, learner, trained: bool) -> dict:
+def _placement(learner) -> dict:
+    """Where this process trains ``learner``: ``device``, ``devices``, ``processes``."""
+    return {"device": arena.device_description(), "devices": _learner_device_count(learner),
+            "processes": jax.process_count()}
+
+
+def _read_starts(workdir: pathlib.Path) -> list[dict]:
+    """The starts kept in ``STARTS`` (none for a run begun before they were kept; a line
+    that is not one, from a damaged file, is passed over)."""
+    try:
+        text = (workdir / STARTS).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    starts = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if (isinstance(entry, dict) and type(entry.get("from")) is int
+                and isinstance(entry.get("device"), str)):
+            starts.append({"from": entry["from"], **{k: entry.get(k) for k in _PLACEMENT}})
+    return starts
+
+
+def _record_start(workdir: pathlib.Path, start: int, here: dict, write, notice) -> None:
+    """Keep that this start trains from iteration ``start`` on ``here``; say so when the
+    start before it trained elsewhere (other devices round otherwise)."""
+    kept = [entry for entry in _read_starts(workdir) if entry["from"] < start]
+    if kept and {k: kept[-1][k] for k in _PLACEMENT} != here:
+        notice(f"{workdir} trained on {_placement_words(kept[-1])} up to iteration {start} "
+               f"and goes on on {_placement_words(here)}: from here it matches an "
+               "uninterrupted run only up to the devices' rounding")
+    write(workdir / STARTS, "".join(json.dumps(entry) + "\n"
+                                    for entry in [*kept, {"from": start, **here}]))
+
+
+def _placement_words(entry: Mapping) -> str:
+    devices, processes = entry.get("devices"), entry.get("processes")
+    counts = (f"{devices} device{'' if devices == 1 else 's'} in {processes} "
+              f"process{'' if processes == 1 else 'es'}"
+              if isinstance(devices, int) and isinstance(processes, int) else None)
+    device = entry.get("device")
+    return f"{counts} ({device})" if counts and device else (counts or str(device))
+
+
+def _where_trained(workdir: pathlib.Path, learner, trained: bool, iteration: int) -> dict:
     """The report's ``device``, ``devices`` and ``processes``: of this start when it
     ``trained``; else (a finished run evaluated again, perhaps on another machine) those
-    of the report the run has, where it names them."""
-    here = {"device": arena.device_description(), "devices": _learner_device_count(learner),
-            "processes": jax.process_count()}
-    if trained:
-        return here
-    try:
-        before = gio.read_json_object(workdir / "report.json", "")
-    except gio.CheckpointError:
-        return here
-    if not isinstance(before.get("device"), str):
-        return here
-    return {key: before.get(key) for key in here}
+    of the report the run has, where it names them. With them ``trained_on`` when the
+    run's starts (`STARTS`) trained on more than one placement up to ``iteration``: a
+    list of ``{"iterations": [first, last], "device", "devices", "processes"}``."""
+    here = _placement(learner)
+    if not trained:
+        try:
+            before = gio.read_json_object(workdir / "report.json", "")
+        except gio.CheckpointError:
+            before = {}
+        if isinstance(before.get("device"), str):
+            kept = {key: before.get(key) for key in here}
+            if isinstance(before.get("trained_on"), list):
+                kept["trained_on"] = before["trained_on"]
+            return kept
+    starts = [e for e in _read_starts(workdir) if e["from"] < iteration]
+    spans = []
+    for k, entry in enumerate(starts):
+        last = starts[k + 1]["from"] if k + 1 < len(starts) else iteration
+        where = {key: entry[key] for key in _PLACEMENT}
+        if spans and {key: spans[-1][key] for key in _PLACEMENT} == where:
+            spans[-1]["iterations"][1] = last
+        else:
+            spans.append({"iterations": [entry["from"] + 1, last], **where})
+    return {**here, "trained_on": spans} if len(spans) > 1 else here
 
 
 def _learner_device_count(learner) -> int:
@@ -1190,7 +1258,14 @@ def _report_markdown(report: dict, how: str, game: str | None = None) -> str:
     if stopped:
         lines += [f"Stopped early, {stopped}.", ""]
     where = _trained_on(report)
-    if where:
+    spans = report.get("trained_on")
+    if isinstance(spans, list) and len(spans) > 1:  # (where the last part trained: in it)
+        lines += ["Trained in parts: " + "; ".join(
+            f"iterations {s['iterations'][0]} to {s['iterations'][1]} on "
+            f"{_placement_words(s)}" for s in spans)
+            + ". After a change of devices a run matches an uninterrupted one only up to "
+            "their rounding.", ""]
+    elif where:
         lines += [where, ""]
     if not report["evaluation"]:
         return "\n".join(lines + ["No final evaluation (`eval.final_games` is 0)."]) + "\n"

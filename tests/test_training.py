@@ -114,12 +114,44 @@ def test_a_run_trained_in_parts_equals_an_uninterrupted_run(learner, uninterrupt
     first = training.run(learner, tmp_path, iterations=every, progress=False)
     assert first["iterations"] == every
     assert (tmp_path / "eval" / f"iter_{every:06d}.json").exists()
-    training.run(learner, tmp_path, progress=False)
+    second = training.run(learner, tmp_path, progress=False)
+    assert "trained_on" not in second  # both parts on the same device: one placement
+    assert [json.loads(line)["from"] for line in
+            (tmp_path / training.STARTS).read_text().splitlines()] == [0, every]
     assert _rows(tmp_path) == _rows(straight)
     assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == sorted(
         p.name for p in (straight / "eval").iterdir())
     for a, b in zip(_variables(tmp_path / "best.gjx"), _variables(straight / "best.gjx")):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_run_resumed_elsewhere_says_so_and_reports_each_part(learner, tmp_path,
+                                                               monkeypatch, capsys):
+    n = learner.config.train.iterations
+    assert n >= 3
+    here = arena.device_description()
+    training.run(learner, tmp_path, iterations=1, progress=False)
+    monkeypatch.setattr(training.arena, "device_description", lambda: "machine B")
+    training.run(learner, tmp_path, iterations=2, progress=False)
+    one = "1 device in 1 process"
+    assert (f"{tmp_path} trained on {one} ({here}) up to iteration 1 and goes on on "
+            f"{one} (machine B): from here it matches an uninterrupted run only up to the "
+            "devices' rounding") in capsys.readouterr().out
+    monkeypatch.setattr(training.arena, "device_description", lambda: "machine C")
+    report = training.run(learner, tmp_path, progress=False)
+    assert "goes on on 1 device in 1 process (machine C)" in capsys.readouterr().out
+    assert report["device"] == "machine C"  # where the last part trained, as before
+    assert report["trained_on"] == [
+        {"iterations": [1, 1], "device": here, "devices": 1, "processes": 1},
+        {"iterations": [2, 2], "device": "machine B", "devices": 1, "processes": 1},
+        {"iterations": [3, n], "device": "machine C", "devices": 1, "processes": 1}]
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+    markdown = (tmp_path / "report.md").read_text()
+    assert (f"\nTrained in parts: iterations 1 to 1 on {one} ({here}); iterations 2 to 2 on "
+            f"{one} (machine B); iterations 3 to {n} on {one} (machine C). After a change of "
+            "devices a run matches an uninterrupted one only up to their rounding.\n"
+            ) in markdown
+    assert "Trained on 1 device" not in markdown
 
 
 def test_a_checkpoint_of_another_config_is_refused(learner, uninterrupted, tmp_path):
