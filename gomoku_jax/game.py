@@ -389,7 +389,18 @@ class Gomoku:
                    if np.shape(action) == (2,) else ""))
         if isinstance(action, (int, np.integer, np.ndarray)) and not 0 <= int(action) < nn:
             action = -1  # off the board, however large (int32 would wrap it onto the board)
-        action = jnp.asarray(action, jnp.int32)
+        action = jnp.asarray(action)
+        # The range is checked in the action's own dtype before it becomes int32: a
+        # 64-bit action (a traced or JAX one under x64) would otherwise wrap onto the
+        # board (2**32 + 40 to 40). Bounds a narrow dtype cannot reach are not compared
+        # (Python's 361 does not fit an int8).
+        info = jnp.iinfo(action.dtype)
+        on_board = jnp.bool_(True)
+        if info.min < 0:
+            on_board = on_board & (action >= 0)
+        if nn <= info.max:
+            on_board = on_board & (action < nn)
+        action = jnp.where(on_board, action.astype(jnp.int32), -1)
         acts = ~(state.terminated | state.truncated)
         player = state.current_player
         stone = (player + 1).astype(jnp.int8)

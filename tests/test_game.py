@@ -203,6 +203,36 @@ def test_an_action_beyond_int32_is_off_the_board_not_wrapped_onto_it(action):
     assert int(after.move_count) == 0 and "illegal" in game.describe_result(after)
 
 
+@pytest.mark.parametrize("dtype", [jnp.int64, jnp.uint64])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_a_64_bit_action_under_x64_is_off_the_board_not_wrapped_onto_it(dtype, jitted):
+    """Under x64 a JAX (or traced) 64-bit action reaches the trace as it is; its range is
+    checked before it becomes int32, which would keep the low 32 bits: 2**32 + 40 would
+    be 40, the centre, a legal move."""
+    env = Gomoku(9, 5)
+    with jax.enable_x64(True):
+        step = jax.jit(env.step) if jitted else env.step
+        after = step(env.init(), jnp.asarray(2**32 + 40, dtype))
+        assert bool(after.terminated) and int(after.winner) == 1
+        assert int(after.move_count) == 0 and int(after.board.sum()) == 0
+        fine = step(env.init(), jnp.asarray(40, dtype))
+        assert not bool(fine.terminated) and int(fine.last_action) == 40
+
+
+@pytest.mark.parametrize("size, action, legal", [(3, 200, False), (3, 8, True),
+                                                 (19, 255, True), (19, 127, True)])
+def test_a_narrow_unsigned_or_signed_action_is_read_in_range(size, action, legal):
+    """uint8 / int8 actions whose dtype cannot hold the board's cell count are compared
+    without overflowing (361 does not fit an int8)."""
+    env = Gomoku(size, 3)
+    for dtype in (jnp.uint8, jnp.int8):
+        if action > jnp.iinfo(dtype).max:
+            continue
+        after = jax.jit(env.step)(env.init(), jnp.asarray(action, dtype))
+        assert bool(after.terminated) != legal
+        assert int(after.last_action) == (action if legal else -1)
+
+
 def test_stepping_a_finished_game_changes_nothing_and_rewards_zero():
     env = Gomoku(3, 3)
     s = env.play_moves([(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)])
