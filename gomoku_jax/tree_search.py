@@ -806,7 +806,9 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
 
     Same arguments and result as mctx's; in addition ``tree`` (start from a kept tree,
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
-    the noisy ``root.prior_logits``), ``capacity``, ``memory_limit``, ``devices`` and
+    the noisy ``root.prior_logits``; carried visits to actions now in
+    ``invalid_actions`` stay in the tree but get no weight and are never the action),
+    ``capacity``, ``memory_limit``, ``devices`` and
     ``local_exploration`` (see `search`).
     """
     batch, num_actions = _batch_size(root, invalid_actions)
@@ -826,11 +828,30 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
         capacity=capacity, memory_limit=memory_limit, devices=devices,
         local_exploration=local_exploration)
     weights = search_tree.summary().visit_probs
+    if tree is not None and invalid_actions is not None:
+        # A kept root may carry visits to actions that are invalid now (the previous
+        # search chose them below its root, where nothing is masked): as mctx's policy,
+        # give them no weight, so they are neither played nor trained towards.
+        weights = _valid_visit_probs(search_tree, invalid_actions)
     logits = _log_probs(weights)
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     logits = logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
     action = jax.random.categorical(rng_key, logits)
     return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=search_tree)
+
+
+def _valid_visit_probs(tree: Tree, invalid_actions) -> jax.Array:
+    """``tree.summary().visit_probs`` over the root's valid actions only: the visits of
+    ``invalid_actions [B, A]`` count as none; uniform over the valid actions (over all
+    when none is valid) for a root without visits to a valid action."""
+    invalid = jnp.asarray(invalid_actions, bool)
+    counts = tree.children_visits[:, _ROOT].astype(tree.node_values.dtype)
+    counts = jnp.where(invalid, jnp.zeros((), counts.dtype), counts)
+    total = jnp.sum(counts, axis=-1, keepdims=True)
+    valid = (~invalid).astype(counts.dtype)
+    valid = jnp.where(jnp.any(~invalid, axis=-1, keepdims=True), valid, jnp.ones_like(valid))
+    uniform = valid / jnp.sum(valid, axis=-1, keepdims=True)
+    return jnp.where(total > 0, counts / jnp.maximum(total, 1), uniform)
 
 
 def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,

@@ -776,6 +776,37 @@ def test_search_after_reuse_counts_carried_visits(reuse):
         np.asarray(kept.children_visits[:, 0]).sum(axis=1).max())  # dropped edges reset
 
 
+def test_carried_visits_to_actions_now_invalid_get_no_weight(reuse):
+    """A kept root's children were chosen below the previous root, where nothing is
+    masked: visits carried to an action that the next search's ``invalid_actions``
+    masks stay in the tree, but as with mctx's policy they get no weight and are never
+    played (they had most of the weight and were played before)."""
+    first = reuse["first"]
+    kept = ts.reuse_subtree(first, jnp.asarray(_most_visited_open_child(first)))
+    carried = np.asarray(kept.children_visits[:, 0])
+    assert (carried.sum(axis=1) > 0).all()
+    invalid = np.zeros_like(carried, bool)
+    invalid[np.arange(len(carried)), carried.argmax(axis=1)] = True  # the most visited
+    params, _, recurrent_fn, _ = toy_problem(4, 4, 6)
+    out = ts.muzero_policy(params, jax.random.PRNGKey(1), _child_root(kept), recurrent_fn,
+                           SIMS, invalid_actions=jnp.asarray(invalid), tree=kept,
+                           temperature=0.0)
+    assert (np.asarray(out.search_tree.children_visits[:, 0])[invalid] > 0).all()  # kept
+    weights = np.asarray(out.action_weights)
+    assert not weights[invalid].any()
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-6)
+    assert not invalid[np.arange(len(invalid)), np.asarray(out.action)].any()
+    # A root whose visits all went to actions now invalid: uniform over the valid ones.
+    visits = np.zeros((1, 6), np.int32)
+    visits[0, 2] = 5
+    tree = first.replace(children_visits=jnp.asarray(np.broadcast_to(
+        visits[:, None], (1,) + first.children_visits.shape[1:])),
+        node_values=first.node_values[:1])
+    only = np.array([[False, True, True, False, True, True]])
+    np.testing.assert_allclose(ts._valid_visit_probs(tree, jnp.asarray(only))[0],
+                               [0.5, 0, 0, 0.5, 0, 0])
+
+
 def test_reuse_of_terminal_child_is_empty(reuse):
     tree = reuse["first"]
     children = np.asarray(tree.children_index[:, 0])
