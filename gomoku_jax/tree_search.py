@@ -842,16 +842,18 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
 
 def _valid_visit_probs(tree: Tree, invalid_actions) -> jax.Array:
     """``tree.summary().visit_probs`` over the root's valid actions only: the visits of
-    ``invalid_actions [B, A]`` count as none; uniform over the valid actions (over all
-    when none is valid) for a root without visits to a valid action."""
+    ``invalid_actions [B, A]`` count as none (uniform over the valid actions when no
+    valid one was visited). A game with no valid action keeps mctx's weights (its
+    root's visits went to action 0, as mctx's masked argmax)."""
     invalid = jnp.asarray(invalid_actions, bool)
-    counts = tree.children_visits[:, _ROOT].astype(tree.node_values.dtype)
+    probs = tree.summary().visit_probs
+    counts = tree.children_visits[:, _ROOT].astype(probs.dtype)
     counts = jnp.where(invalid, jnp.zeros((), counts.dtype), counts)
     total = jnp.sum(counts, axis=-1, keepdims=True)
     valid = (~invalid).astype(counts.dtype)
-    valid = jnp.where(jnp.any(~invalid, axis=-1, keepdims=True), valid, jnp.ones_like(valid))
-    uniform = valid / jnp.sum(valid, axis=-1, keepdims=True)
-    return jnp.where(total > 0, counts / jnp.maximum(total, 1), uniform)
+    uniform = valid / jnp.maximum(jnp.sum(valid, axis=-1, keepdims=True), 1)
+    masked = jnp.where(total > 0, counts / jnp.maximum(total, 1), uniform)
+    return jnp.where(jnp.any(~invalid, axis=-1, keepdims=True), masked, probs)
 
 
 def gumbel_muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput,

@@ -799,12 +799,15 @@ def test_carried_visits_to_actions_now_invalid_get_no_weight(reuse):
     # A root whose visits all went to actions now invalid: uniform over the valid ones.
     visits = np.zeros((1, 6), np.int32)
     visits[0, 2] = 5
-    tree = first.replace(children_visits=jnp.asarray(np.broadcast_to(
-        visits[:, None], (1,) + first.children_visits.shape[1:])),
-        node_values=first.node_values[:1])
+    tree = jax.tree.map(lambda x: x[:1], first)
+    tree = tree.replace(children_visits=jnp.asarray(np.broadcast_to(
+        visits[:, None], tree.children_visits.shape)))
     only = np.array([[False, True, True, False, True, True]])
     np.testing.assert_allclose(ts._valid_visit_probs(tree, jnp.asarray(only))[0],
                                [0.5, 0, 0, 0.5, 0, 0])
+    # No valid action (a finished game): mctx's weights, the visits as they are.
+    np.testing.assert_allclose(ts._valid_visit_probs(tree, jnp.ones_like(only))[0],
+                               [0, 0, 1, 0, 0, 0])
 
 
 def test_reuse_of_terminal_child_is_empty(reuse):
