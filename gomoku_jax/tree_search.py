@@ -2,8 +2,10 @@
 
 `muzero_policy` and `gumbel_muzero_policy` take the arguments of mctx's policies of the
 same names and return the same ``mctx.PolicyOutput`` (an ``mctx.Tree`` inside): for the
-same inputs and keys they give the same actions, action weights and tree. They differ in
-how one simulation updates the tree. mctx's backward pass is a ``jax.vmap`` of a
+same inputs and keys they give the same actions, action weights and tree (a float may
+differ in its last bit where XLA fuses an operation into another program shape: with a
+traced ``dirichlet_fraction``, the root's noisy logits did; visits and actions did not).
+They differ in how one simulation updates the tree. mctx's backward pass is a ``jax.vmap`` of a
 ``while_loop`` that carries the whole tree; under ``vmap`` its predicate is batched, so
 each step of the loop becomes a ``select`` over every node of every tree and one
 simulation costs O(B * nodes * actions). Here every per-simulation update is written for
