@@ -499,6 +499,13 @@ def _expand(params, key, tree: Tree, recurrent_fn, parent, action, node, write,
                             ("value", step.value, (batch,))):
         if got.shape != want:
             raise ValueError(f"recurrent_fn returned {name} of shape {got.shape}, want {want}")
+    shapes = lambda tree: jax.tree.map(lambda x: tuple(x.shape), tree)  # noqa: E731
+    want_embedding = jax.tree.map(lambda x: (x.shape[0],) + tuple(x.shape[2:]),
+                                  tree.embeddings)
+    if (jax.tree.structure(embedding) != jax.tree.structure(tree.embeddings)
+            or shapes(embedding) != want_embedding):
+        raise ValueError(f"recurrent_fn returned an embedding of shapes {shapes(embedding)}, "
+                         f"want the root's, {want_embedding}")
     at = jnp.where(write, node, capacity)  # out of range: dropped
     from_ = jnp.where(write, parent, capacity)
     count = _gather(tree.node_visits, node)

@@ -776,6 +776,25 @@ def test_search_after_reuse_counts_carried_visits(reuse):
         np.asarray(kept.children_visits[:, 0]).sum(axis=1).max())  # dropped edges reset
 
 
+@pytest.mark.parametrize("bad, message", [
+    ("value", r"recurrent_fn returned value of shape \(4, 1\), want \(4,\)"),
+    ("embedding", r"recurrent_fn returned an embedding of shapes \(4, 3\), want the "
+                  r"root's, \(4, 4\)"),
+    ("structure", r"recurrent_fn returned an embedding of shapes \{'e': \(4, 4\)\}")])
+def test_a_recurrent_fn_of_the_wrong_shapes_is_named(bad, message):
+    params, root, recurrent_fn, invalid = toy_problem(0, 4, 6)
+
+    def broken(params, key, action, embedding):
+        out, nxt = recurrent_fn(params, key, action, embedding)
+        if bad == "value":
+            return out.replace(value=out.value[:, None]), nxt
+        return out, (nxt[:, :3] if bad == "embedding" else {"e": nxt})
+
+    for policy in (ts.muzero_policy, ts.gumbel_muzero_policy):
+        with pytest.raises(ValueError, match=message):
+            policy(params, jax.random.PRNGKey(0), root, broken, 4, invalid_actions=invalid)
+
+
 def test_carried_visits_to_actions_now_invalid_get_no_weight(reuse):
     """A kept root's children were chosen below the previous root, where nothing is
     masked: visits carried to an action that the next search's ``invalid_actions``
