@@ -68,8 +68,8 @@ DATA = "data.json"
 # Where each start of a run that trained ran: one JSON line per start, {"from": the
 # iteration it started from, "device", "devices", "processes"}; a start resumed from an
 # earlier checkpoint replaces the lines of the starts it undid. The report names every
-# placement when there was more than one (a resume on other devices matches an
-# uninterrupted run only up to rounding).
+# placement when there was more than one (a resume on other devices may differ from an
+# uninterrupted run by their rounding).
 STARTS = "starts.jsonl"
 _PLACEMENT = ("device", "devices", "processes")
 
@@ -1102,18 +1102,24 @@ def _record_start(workdir: pathlib.Path, start: int, here: dict, write, notice) 
     kept = [entry for entry in _read_starts(workdir) if entry["from"] < start]
     if kept and {k: kept[-1][k] for k in _PLACEMENT} != here:
         notice(f"{workdir} trained on {_placement_words(kept[-1])} up to iteration {start} "
-               f"and goes on on {_placement_words(here)}: from here it matches an "
-               "uninterrupted run only up to the devices' rounding")
+               f"and goes on on {_placement_words(here)}: from here it may differ from an "
+               "uninterrupted run by the devices' rounding")
     write(workdir / STARTS, "".join(json.dumps(entry) + "\n"
                                     for entry in [*kept, {"from": start, **here}]))
 
 
-def _placement_words(entry: Mapping) -> str:
+def _count_words(entry: Mapping) -> str | None:
+    """``entry``'s device and process counts in words ("2 devices in 1 process"), or
+    None where it does not hold both (reports from before they were recorded)."""
     devices, processes = entry.get("devices"), entry.get("processes")
-    counts = (f"{devices} device{'' if devices == 1 else 's'} in {processes} "
-              f"process{'' if processes == 1 else 'es'}"
-              if isinstance(devices, int) and isinstance(processes, int) else None)
-    device = entry.get("device")
+    if not (isinstance(devices, int) and isinstance(processes, int)):
+        return None
+    return (f"{devices} device{'' if devices == 1 else 's'} in {processes} "
+            f"process{'' if processes == 1 else 'es'}")
+
+
+def _placement_words(entry: Mapping) -> str:
+    counts, device = _count_words(entry), entry.get("device")
     return f"{counts} ({device})" if counts and device else (counts or str(device))
 
 
@@ -1160,11 +1166,7 @@ def _trained_on(report: Mapping) -> str | None:
     """Where a run's report says it trained, in words: the device, with how many devices
     the learner trained on in how many processes (reports written before these were
     recorded name the device alone, or nothing: None)."""
-    device = report.get("device")
-    devices, processes = report.get("devices"), report.get("processes")
-    counts = (f"{devices} device{'' if devices == 1 else 's'} in {processes} "
-              f"process{'' if processes == 1 else 'es'}"
-              if isinstance(devices, int) and isinstance(processes, int) else None)
+    device, counts = report.get("device"), _count_words(report)
     if device and counts:
         return f"Trained on {counts}; device: {device}."
     if device:
@@ -1263,7 +1265,7 @@ def _report_markdown(report: dict, how: str, game: str | None = None) -> str:
         lines += ["Trained in parts: " + "; ".join(
             f"iterations {s['iterations'][0]} to {s['iterations'][1]} on "
             f"{_placement_words(s)}" for s in spans)
-            + ". After a change of devices a run matches an uninterrupted one only up to "
+            + ". After a change of devices a run may differ from an uninterrupted one by "
             "their rounding.", ""]
     elif where:
         lines += [where, ""]
