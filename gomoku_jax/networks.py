@@ -180,7 +180,9 @@ def _max_pool(x: jax.Array) -> jax.Array:
 
 
 def _dueling_q(v: jax.Array, a: jax.Array) -> jax.Array:
-    """Q = V + A - mean(A) for ``v: [B]``, ``a: [B, A]`` (float32) -> ``[B, A]``."""
+    """Q = V + A - mean(A) for ``v: [B]``, ``a: [B, A]`` (float32) -> ``[B, A]``. The mean
+    is over every cell of the board, occupied ones included (the network does not see the
+    legal moves; the learner masks them when it picks or bootstraps a move)."""
     return v[:, None] + a - jnp.mean(a, axis=-1, keepdims=True)
 
 
