@@ -836,12 +836,13 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
         max_depth=max_depth, invalid_actions=invalid_actions, loop_fn=loop_fn, tree=tree,
         capacity=capacity, memory_limit=memory_limit, devices=devices,
         local_exploration=local_exploration)
-    weights = search_tree.summary().visit_probs
     if tree is not None and invalid_actions is not None:
         # A kept root may carry visits to actions that are invalid now (the previous
         # search chose them below its root, where nothing is masked): as mctx's policy,
         # give them no weight, so they are neither played nor trained towards.
         weights = _valid_visit_probs(search_tree, invalid_actions)
+    else:
+        weights = search_tree.summary().visit_probs
     logits = _log_probs(weights)
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     logits = logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
