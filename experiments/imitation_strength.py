@@ -43,9 +43,11 @@ __all__ = ["main", "run"]
 
 CONFIG = Path(__file__).parent / "configs" / "imitation_9x9_cpu.json"
 # The dataset that comes with the repository (experiments/data/gomokubot2_9x9/README.md):
-# games of gomokubot-2 only.
+# games of gomokubot-2 only, from 4-stone openings, in files of 200.
 DATA = Path(__file__).parent / "data" / "gomokubot2_9x9"
 DATA_DEPTH = 2
+DATA_OPENING_STONES = 4
+DATA_CHUNK = 200
 
 
 def _count_games(files) -> int:
@@ -94,10 +96,21 @@ def run(args) -> dict:
     records_dir = Path(args.records)
     if args.games:  # the games are written there: a folder, or one that can be made
         gio.check_folder(records_dir, "--records", "give the folder of the records files")
-    if args.games and records_dir.resolve() == DATA.resolve() and args.depth != DATA_DEPTH:
-        raise ValueError(
-            f"--depth {args.depth}: the shipped dataset ({DATA}) holds games of "
-            f"gomokubot-{DATA_DEPTH} only; give another --records folder for other games")
+    if args.games and records_dir.resolve() == DATA.resolve():
+        if args.depth != DATA_DEPTH:
+            raise ValueError(
+                f"--depth {args.depth}: the shipped dataset ({DATA}) holds games of "
+                f"gomokubot-{DATA_DEPTH} only; give another --records folder for other games")
+        if args.opening_stones_data != DATA_OPENING_STONES:
+            raise ValueError(
+                f"--opening-stones-data {args.opening_stones_data}: the shipped dataset "
+                f"({DATA}) holds games from {DATA_OPENING_STONES}-stone openings only; give "
+                "another --records folder for other games")
+        if args.chunk != DATA_CHUNK:
+            raise ValueError(
+                f"--chunk {args.chunk}: the shipped dataset ({DATA}) is in files of "
+                f"{DATA_CHUNK} games, one seed each; give another --records folder for "
+                "other files")
     pattern = os.path.join(os.path.relpath(records_dir), "*.jsonl.gz")  # as data.paths reads it
     overrides = [f"data.paths={[pattern]}".replace("'", '"'),
                  f"eval.simulations={args.simulations}", "eval.final_games=0",
@@ -188,10 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="games the folder must hold before training (0: use what is there)")
     p.add_argument("--depth", type=count_argument(1), default=DATA_DEPTH,
                    help=f"GomokuBot depth for new games (the shipped dataset's: {DATA_DEPTH})")
-    p.add_argument("--opening-stones-data", type=count_argument(0), default=4,
-                   help="random opening stones of generated games")
-    p.add_argument("--chunk", type=count_argument(1), default=200,
-                   help="games per generated file")
+    p.add_argument("--opening-stones-data", type=count_argument(0),
+                   default=DATA_OPENING_STONES,
+                   help="random opening stones of generated games (the shipped dataset's: "
+                        f"{DATA_OPENING_STONES})")
+    p.add_argument("--chunk", type=count_argument(1), default=DATA_CHUNK,
+                   help=f"games per generated file (the shipped dataset's: {DATA_CHUNK})")
     p.add_argument("--workers", type=count_argument(1), default=1, help="generator processes")
     p.add_argument("--generate-only", action="store_true",
                    help="stop once the folder holds --games games (no training, no match)")

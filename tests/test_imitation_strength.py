@@ -43,6 +43,22 @@ def test_the_shipped_dataset_takes_only_its_own_bot(tmp_path):
 
 
 @pytest.mark.parametrize("argv, why", [
+    (["--opening-stones-data", "2"], "4-stone openings only"),
+    (["--chunk", "100"], "files of 200 games"),
+])
+def test_the_shipped_dataset_takes_only_its_own_openings_and_files(argv, why, tmp_path,
+                                                                    monkeypatch):
+    """Games from other openings, or files of another size, would break what the shipped
+    folder's README says of every game and file in it."""
+    monkeypatch.setattr(imitation_strength, "generate",
+                        lambda *a, **kw: pytest.fail("the games were started"))
+    with pytest.raises(ValueError, match=why):
+        imitation_strength.main(["--games", "20200", "--generate-only", "--no-progress",
+                                 "--workdir", str(tmp_path / "never"), *argv])
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("argv, why", [
     (["--opponent", "bogus"], "unknown agent 'bogus'"),
     (["--set", "train.nope=1"], "nope"),
 ])
