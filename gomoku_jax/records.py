@@ -47,7 +47,8 @@ entry in the caller's ``errors`` list), or raised (``on_error="raise"``) as a
 Gomocup / Piskvork ``.psq`` files
 ---------------------------------
 One game per file: a header line ``Piskvorky 15x15, 11:11, 0`` (only the board size
-``WxH`` is read; boards must be square), then one line per move ``x,y,time_ms`` with
+``WxH`` is read; boards must be square, 3x3 to 19x19: a
+20x20 one, Gomocup's freestyle board, is refused), then one line per move ``x,y,time_ms`` with
 1-based ``x`` (column) and ``y`` (row) and an optional time field, so action =
 ``(y - 1) * size + (x - 1)``; the first line that is not a move ends the moves, and
 what follows (engine names, a result code, the tournament) is read leniently: the
@@ -83,7 +84,7 @@ import numpy as np
 
 from gomoku_jax import io as gio
 from gomoku_jax.config import DuplicateKeyError, loads
-from gomoku_jax.game import GameConfig, Gomoku
+from gomoku_jax.game import MAX_SIZE, MIN_SIZE, GameConfig, Gomoku
 
 __all__ = [
     "FORMAT",
@@ -712,6 +713,9 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
     width, height = int(m.group(1)), int(m.group(2))
     if width != height:
         raise RecordError(source, first, f"board {width}x{height} is not square")
+    if not MIN_SIZE <= width <= MAX_SIZE:  # no env plays it (Gomocup's 20x20 among them)
+        raise RecordError(source, first, f"board {width}x{height}: boards from {MIN_SIZE}x"
+                          f"{MIN_SIZE} to {MAX_SIZE}x{MAX_SIZE} are played here")
     try:
         if env is None:
             env = _engine(width, 5, "freestyle")

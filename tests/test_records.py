@@ -314,6 +314,7 @@ def test_hand_written_psq_is_one_based_column_then_row():
     (PSQ.replace("8,12,1\n", "8,12,1\n1,1,0\n"), 11, "move 10 (0, 0) comes after the end"),
     (PSQ.replace("Piskvorky 15x15", "Gomoku 15x15"), 1, "first line must start with 'Piskvorky"),
     (PSQ.replace("15x15", "15x20"), 1, "not square"),
+    (PSQ.replace("15x15", "20x20"), 1, "boards from 3x3 to 19x19 are played here"),
     ("", 0, "empty .psq file"),
 ])
 def test_bad_psq_names_the_line(text, number, phrase):
