@@ -42,7 +42,9 @@ JSON, lacks a key, has a value of the wrong type, a move off the board, a move o
 occupied cell, a move after the game was won, or a ``winner`` the replay contradicts is
 reported with its file and line and left out (``on_error="skip"``: a warning, or an
 entry in the caller's ``errors`` list), or raised (``on_error="raise"``) as a
-`RecordError`. A file whose header is missing or wrong raises at once.
+`RecordError`. A file whose header is missing or wrong raises at once. Files joined
+together (``cat a.jsonl.gz b.jsonl.gz``) read as one: the second header is reported
+as such, and the games after it are checked against the first.
 
 Gomocup / Piskvork ``.psq`` files
 ---------------------------------
@@ -476,6 +478,9 @@ def _parse_game(obj: Any, config: GameConfig) -> Game:
     """A `Game` from one parsed line; ValueError says what is wrong (replay not done)."""
     if not isinstance(obj, dict):
         raise ValueError(f"a game must be a JSON object, got {type(obj).__name__}")
+    if obj.get("format") == FORMAT:  # e.g. `cat a.jsonl.gz b.jsonl.gz`: both files' games read
+        raise ValueError("a second header line, not a game (records files joined together? "
+                         "the games after it are read, checked against the first header)")
     missing = [key for key in _GAME_KEYS if key not in obj]
     if missing:
         repeat = (" (a game line repeats the header's size, k and rule)"

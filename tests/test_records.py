@@ -55,6 +55,20 @@ HEADER = json.dumps({"format": "gomoku-jax-records", "version": 1, "size": N, "k
 # ------------------------------------------------------------------ JSON Lines files
 
 
+def test_files_joined_together_read_every_game_and_name_the_second_header(tmp_path):
+    """``cat a.jsonl.gz b.jsonl.gz > both.jsonl.gz`` is one gzip stream of two files."""
+    first, second = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
+    records.write_records(first, [game(BLACK_WIN, 0)], ENV)
+    records.write_records(second, [game(WHITE_WIN, 1), game(UNFINISHED, None)], ENV)
+    both = tmp_path / "both.jsonl.gz"
+    both.write_bytes(first.read_bytes() + second.read_bytes())
+    back = records.read_records(both, ENV, errors=(errors := []))
+    assert [g.moves for g in back] == [BLACK_WIN, WHITE_WIN, UNFINISHED]
+    assert [(e.line, e.reason) for e in errors] == [
+        (3, "a second header line, not a game (records files joined together? the games "
+            "after it are read, checked against the first header)")]
+
+
 @pytest.mark.parametrize("name", ["games.jsonl", "games.jsonl.gz"])
 def test_write_read_round_trip(tmp_path, name):
     games = [game(BLACK_WIN, 0, opening=1, black="alpha"), game(WHITE_WIN, 1, white="beta"),
