@@ -296,6 +296,11 @@ def resolve_paths(patterns) -> list[str]:
     return found
 
 
+def _count_repeats(games) -> int:
+    """How many of ``games`` repeat an earlier one: the same opening and the same moves."""
+    return len(games) - len({(g.opening, g.moves) for g in games})
+
+
 def _say(text: str) -> None:
     """A line of the run's output (process 0's), above a progress bar if one is drawn,
     as `gomoku_jax.training.run` says where a run stands."""
@@ -398,6 +403,12 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
         games = games[: data.max_games]
     if not games:
         raise ValueError(f"data.paths: the records in {files} hold no finished game")
+    duplicates = _count_repeats(games)
+    if duplicates:
+        _say(f"records: {duplicates} of the {len(games)} finished games repeat an earlier one "
+             "move for move (deterministic players from the same opening, or the same records "
+             "twice); they are kept, so they weigh more, and validation games may repeat "
+             "training ones")
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(games))
     n_val = int(round(data.validation_fraction * len(games)))
@@ -413,6 +424,7 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
     if train.size == 0:
         raise ValueError("data: no training position is left (every position is in an opening?)")
     summary = {"files": files, "malformed": len(problems), "unfinished": unfinished,
+               "duplicates": duplicates,
                "train": train_summary, "validation": val_summary}
     return train, val, summary
 

@@ -98,6 +98,25 @@ def test_targets_values_from_the_side_to_move_splits_and_imitated_players(tmp_pa
     assert im.load_dataset(twice)[2]["train"]["games"] == 2
 
 
+def test_games_that_repeat_an_earlier_one_are_counted_and_said(tmp_path, capsys):
+    """The same game twice (one file read twice, or deterministic players) weighs double
+    and may sit on both sides of the validation split: the count is said, not hidden."""
+    path = tmp_path / "repeats.jsonl"
+    records.write_records(path, [_game(BLACK_WINS, 0), _game(WHITE_WINS, 1),
+                                 _game(BLACK_WINS, 0, black="other"),  # same moves
+                                 _game(BLACK_WINS, 0, opening=2),  # other opening: new
+                                 _game(WHITE_WINS, 1)], ENV)
+    summary = im.load_dataset(_config([path]))[2]
+    assert summary["duplicates"] == 2 and summary["train"]["games"] == 5
+    assert capsys.readouterr().out == (
+        "records: 2 of the 5 finished games repeat an earlier one move for move "
+        "(deterministic players from the same opening, or the same records twice); they "
+        "are kept, so they weigh more, and validation games may repeat training ones\n")
+    records.write_records(path, [_game(BLACK_WINS, 0), _game(WHITE_WINS, 1)], ENV)
+    assert im.load_dataset(_config([path]))[2]["duplicates"] == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_malformed_records_are_reported_with_file_and_line_and_skipped(tmp_path, one_move_file):
     path = tmp_path / "bad.jsonl"
     records.write_records(path, [_game(BLACK_WINS, 0)] * 2, ENV)
