@@ -421,6 +421,10 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
                          f"games, so there is no policy target; their players are "
                          f"{players[:10]}{' ...' if len(players) > 10 else ''}")
     val, val_summary = _to_dataset([games[i] for i in val_idx], env, data)
+    if data.imitate and val.size and val_summary["policy_targets"] == 0:
+        _say(f"records: data.imitate's players {list(data.imitate)} played no move of the "
+             f"{len(val_idx)} validation games, so val_policy_loss and val_accuracy have no "
+             "target and read 0")
     if train.size == 0:
         raise ValueError("data: no training position is left (every position is in an opening?)")
     summary = {"files": files, "malformed": len(problems), "unfinished": unfinished,

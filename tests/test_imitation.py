@@ -117,6 +117,28 @@ def test_games_that_repeat_an_earlier_one_are_counted_and_said(tmp_path, capsys)
     assert capsys.readouterr().out == ""
 
 
+def test_validation_games_without_an_imitated_move_are_said(tmp_path, capsys):
+    """With ``data.imitate``, held-out games where those players never moved leave the
+    validation policy loss and accuracy without a target: their 0 is said to mean that."""
+    path = tmp_path / "three.jsonl"
+    records.write_records(path, [_game(BLACK_WINS, 0), _game(WHITE_WINS, 1),
+                                 _game(BLACK_WINS, 0, black="bot-c", white="bot-d",
+                                       opening=1)], ENV)
+    said = {}
+    for seed in range(12):  # the held-out game is drawn by the seed
+        cfg = cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+            cfglib.to_dict(_config([path])), {"data.imitate": ["bot-a"], "seed": seed,
+                                              "data.validation_fraction": 0.34}))
+        summary = im.load_dataset(cfg)[2]
+        assert summary["validation"]["games"] == 1
+        out = capsys.readouterr().out
+        said[summary["validation"]["policy_targets"] == 0] = out
+    assert said[True] == ("records: data.imitate's players ['bot-a'] played no move of the 1 "
+                          "validation games, so val_policy_loss and val_accuracy have no "
+                          "target and read 0\n")
+    assert said[False] == ""
+
+
 def test_malformed_records_are_reported_with_file_and_line_and_skipped(tmp_path, one_move_file):
     path = tmp_path / "bad.jsonl"
     records.write_records(path, [_game(BLACK_WINS, 0)] * 2, ENV)
