@@ -199,18 +199,28 @@ def _check_unit(owner: str, name: str, value, low_open: bool = False) -> None:
         raise ValueError(f"{owner}: {name} must be a number in {interval}, got {value!r}")
 
 
-def _board_and_player(state_or_board, player: int | None):
+def _board_and_player(state_or_board, player: int | None, env: Gomoku, owner: str):
     if isinstance(state_or_board, State):
         board = np.asarray(state_or_board.board)
         player = int(state_or_board.current_player) if player is None else player
     else:
         board = np.asarray(state_or_board)
+    _check_board(board, env, owner)
+    if not isinstance(state_or_board, State):
         if player is None:
             blacks, whites = int((board == 1).sum()), int((board == 2).sum())
             player = 0 if blacks == whites else 1
     if player not in (0, 1):
         raise ValueError(f"player must be 0 (black) or 1 (white), got {player!r}")
     return board, player
+
+
+def _check_board(board: np.ndarray, env: Gomoku, owner: str) -> None:
+    """ValueError naming ``owner`` when ``board`` is not one board of ``env``'s size."""
+    n = env.size
+    if board.shape != (n, n):
+        raise ValueError(f"{owner} plays {env.words}: it takes one board [{n}, {n}], "
+                         f"got shape {board.shape}")
 
 
 # ---------------------------------------------------------------- canonical keys
@@ -252,7 +262,7 @@ def _keys(flat: np.ndarray, size: int) -> np.ndarray:
 
 class _GreedyTableAgent(PythonAgent):
     def __init__(self, learner: "TabularValueLearner", name: str):
-        self.learner, self.name = learner, name
+        self.learner, self.name, self.env = learner, name, learner.env
 
     def select(self, state: State, rng: np.random.Generator) -> int:
         return _pick(self.learner.action_values(state), rng)
@@ -282,13 +292,18 @@ class TabularValueLearner:
     # ------------------------------------------------------------------ lookups
     def value(self, board) -> float:
         """The table's value of ``board`` for the player who just moved (0 if unseen)."""
-        return self.values.get(canonical_key(np.asarray(board).reshape(self.env.size, -1)), 0.0)
+        board = np.asarray(board)
+        if board.shape == (self.env.num_actions,):  # a flat board
+            board = board.reshape(self.env.size, self.env.size)
+        _check_board(board, self.env, "TabularValueLearner")
+        return self.values.get(canonical_key(board), 0.0)
 
     def action_values(self, state_or_board, player: int | None = None) -> np.ndarray:
         """``[N*N]`` float64: the value, for ``player`` (default: the player to move), of
         playing each cell: +1 a winning move, 0 a move that draws by filling the board,
         else the table's value of the afterstate (0 if unseen); -inf on occupied cells."""
-        board, player = _board_and_player(state_or_board, player)
+        board, player = _board_and_player(state_or_board, player, self.env,
+                                          type(self).__name__)
         return self._action_values(_padded(board), player)
 
     def _action_values(self, padded: np.ndarray, player: int) -> np.ndarray:
@@ -510,7 +525,8 @@ class LinearTDLearner:
         """``[N*N]`` float64: the value, for ``player`` (default: the player to move), of
         each move: +1 a winning move, 0 a move that fills the board without a win, else
         ``w . x`` of the next state from the mover's view; -inf on occupied cells."""
-        board, player = _board_and_player(state_or_board, player)
+        board, player = _board_and_player(state_or_board, player, self.env,
+                                          type(self).__name__)
         return self._action_values(_padded(board), player)
 
     def _action_values(self, padded: np.ndarray, player: int) -> np.ndarray:

@@ -2,6 +2,7 @@
 tic-tac-toe, line features and TD(0) on 5x5 k=4, weights files."""
 
 import itertools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -438,3 +439,29 @@ def test_td_rejects_bad_settings():
         cl.LinearTDLearner(FIVE, epsilon_decay=0.0)
     with pytest.raises(ValueError, match="episodes"):
         cl.LinearTDLearner(FIVE).train(-1)
+
+
+def test_boards_of_another_game_are_refused_by_name():
+    """The tabular player knows its game, as every agent does: another board size is
+    refused before a move (and a match in another game before its first move); the
+    learners' lookups name the board they take."""
+    tab, td = cl.TabularValueLearner(TTT), cl.LinearTDLearner(TTT)
+    nine = Gomoku(9, 5)
+    state = nine.play_moves([(4, 4)])
+    agent = tab.agent()
+    assert agent.env is TTT
+    with pytest.raises(ValueError, match=re.escape(
+            "agent 'tabular-value' was built for 3x3 3 in a row (freestyle), not a 9x9 board")):
+        agent.act(state, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="agent 'tabular-value' was built for 3x3"):
+        arena.play_match(nine, agent, agents.random_agent(), games=2, seed=0)
+    for learner in (tab, td):
+        name = type(learner).__name__
+        with pytest.raises(ValueError, match=re.escape(
+                f"{name} plays 3x3 3 in a row (freestyle): it takes one board [3, 3], "
+                "got shape (9, 9)")):
+            learner.action_values(state)
+    with pytest.raises(ValueError, match=re.escape("got shape (9, 9)")):
+        tab.value(np.zeros((9, 9), np.int8))
+    # the board of its own game, square or flat, is read as before
+    assert tab.value(np.zeros(9, np.int8)) == tab.value(np.zeros((3, 3), np.int8)) == 0.0
