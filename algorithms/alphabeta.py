@@ -65,7 +65,7 @@ import numpy as np
 
 from gomoku_jax import tactics
 from gomoku_jax.config import check_int, plain_fields
-from gomoku_jax.agents import PythonAgent, whole_number
+from gomoku_jax.agents import PythonAgent, check_state, whole_number
 from gomoku_jax.game import DIRECTIONS, Gomoku, State
 
 __all__ = [
@@ -714,6 +714,7 @@ class MinimaxAgent(PythonAgent):
 
     def move_values(self, state: State) -> dict[int, int]:
         """Exact value of every legal move for the player to move, from its view."""
+        check_state(self, state)
         board, me, over = _state_board(state)
         if over:
             return {}
@@ -730,6 +731,7 @@ class MinimaxAgent(PythonAgent):
 
     def value(self, state: State) -> int:
         """Exact game value for the player to move (0: draw)."""
+        check_state(self, state)
         board, me, over = _state_board(state)
         if over:
             raise ValueError("the game is over")
@@ -764,7 +766,9 @@ class _PatternAgent(PythonAgent):
     """A search over a `_SearchBoard` of its ``_geom`` and ``_patterns``."""
 
     def _position(self, state: State) -> tuple[_SearchBoard, int, bool, np.ndarray]:
-        """``(search board, stone to move (1 / 2), whether the game is over, board)``."""
+        """``(search board, stone to move (1 / 2), whether the game is over, board)``;
+        a ValueError naming the agent for a state of another game (`check_state`)."""
+        check_state(self, state)
         board, me, over = _state_board(state)
         return _SearchBoard(self._geom, self._patterns, board), me + 1, over, board
 

@@ -961,3 +961,28 @@ def test_threat_moves_update_the_lines_and_leave_the_rest(seed):
     for cell in reversed(moves):
         sb.threat_undo(cell)
     assert snapshot(sb) == before
+
+
+def test_analysis_refuses_a_state_of_another_game(env9, ttt):
+    """The analysis methods check the state as `act` does: a board of another size, or
+    another k, is refused naming the agent (not an IndexError, nor values computed
+    with the wrong k)."""
+    other_size = Gomoku(15, 5).play_moves([(7, 7), (7, 8)])
+    other_k = Gomoku(9, 4).play_moves([(4, 4), (4, 5)])
+    cases = [(NegamaxAgent(env9), ("root_values", "evaluate")),
+             (AB.Seed004AlphaBetaAgent(env9, 2), ("root_values", "evaluate")),
+             (GomokuBotAgent(env9, 2), ("root_values", "evaluate")),
+             (MinimaxAgent(ttt), ("move_values", "value"))]
+    for agent, methods in cases:
+        others = [(other_size, "a 15x15 board")]
+        if agent.env.size == 9:
+            others.append((other_k, "9x9 4 in a row (freestyle)"))
+        for method in methods:
+            for state, words in others:
+                with pytest.raises(ValueError, match=re.escape(
+                        f"agent {agent.name!r} was built for {agent.env.words}, not {words}")):
+                    getattr(agent, method)(state)
+    # the agent's own game is analysed as before
+    state = env9.play_moves([(4, 4), (4, 5)])
+    assert NegamaxAgent(env9).root_values(state)
+    assert MinimaxAgent(ttt).move_values(ttt.play_moves([(1, 1)]))
