@@ -57,6 +57,7 @@ between equally scored root moves. `by_name` builds an agent from a short name
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import time
 from typing import Callable, Mapping
@@ -158,6 +159,10 @@ def _merge_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
         raise ValueError(
             f"unknown pattern weights {sorted(unknown)}; known: {', '.join(_WEIGHT_KEYS)}"
         )
+    for key, v in weights.items():  # a NaN or infinite weight would make every sum one
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or (
+                not math.isfinite(v)):
+            raise ValueError(f"pattern weight {key!r} must be a finite number, got {v!r}")
     return {key: float(v) for key, v in {**tactics.DEFAULT_PATTERN_WEIGHTS, "open_one": 0.0,
                                             **weights}.items()}
 

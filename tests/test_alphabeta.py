@@ -348,6 +348,16 @@ def test_settings_are_checked(env9):
         GomokuBotAgent(env9, top_n=0)
     with pytest.raises(ValueError, match=r"unknown pattern weights \['six'\]; known: five"):
         NegamaxAgent(env9, 2, weights={"six": 1.0})
+    # a weight that is not a finite number would make sums NaN (every comparison false)
+    for bad in (float("nan"), float("inf"), "100", None, True):
+        for make in (lambda w: NegamaxAgent(env9, 2, weights=w),
+                     lambda w: AB.Seed004AlphaBetaAgent(env9, 2, weights=w),
+                     lambda w: GomokuBotAgent(env9, 2, weights=w)):
+            with pytest.raises(ValueError, match=re.escape(
+                    f"pattern weight 'open_three' must be a finite number, got {bad!r}")):
+                make({"open_three": bad})
+    assert NegamaxAgent(env9, 2, weights={"open_three": np.float32(5)})._patterns.w[
+        "open_three"] == 5.0
 
 
 # ------------------------------------------------- deadlines (iterative deepening)
