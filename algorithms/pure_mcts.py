@@ -138,8 +138,11 @@ class MCTSConfig:
     def __post_init__(self):
         plain_fields(self)
         check_simulations(self.simulations)
-        if not (isinstance(self.exploration, (int, float)) and self.exploration >= 0):
-            raise ValueError(f"MCTSConfig.exploration must be a number >= 0, got {self.exploration!r}")
+        # (inf is refused too: times log(1) = 0 at a node's first selection it is NaN)
+        if not (isinstance(self.exploration, (int, float)) and not isinstance(self.exploration, bool)
+                and 0 <= self.exploration < math.inf):
+            raise ValueError(f"MCTSConfig.exploration must be a finite number >= 0, "
+                             f"got {self.exploration!r}")
         if not (isinstance(self.draw_score, (int, float)) and 0 <= self.draw_score <= 1):
             raise ValueError(f"MCTSConfig.draw_score must be from 0 to 1, got {self.draw_score!r}")
 

@@ -168,7 +168,9 @@ def test_numpy_reference_mcts_returns_legal_moves():
 
 @pytest.mark.parametrize("kwargs, text", [
     (dict(simulations=0), "simulations must be a positive integer"),
-    (dict(exploration=-1.0), "exploration must be a number >= 0"),
+    (dict(exploration=-1.0), "exploration must be a finite number >= 0"),
+    (dict(exploration=float("inf")), "exploration must be a finite number >= 0, got inf"),
+    (dict(exploration=float("nan")), "exploration must be a finite number >= 0, got nan"),
     (dict(draw_score=2.0), "draw_score must be from 0 to 1"),
 ])
 def test_bad_settings(kwargs, text):
