@@ -240,7 +240,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         again with the same workdir resumes an interrupted sweep.
       variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
-        applied before ``key``'s value.
+        applied before ``key``'s value; one inside ``key`` (``network.options.filters``
+        when sweeping ``network.options``), which each value would replace, is refused.
       evaluate: ``evaluate(agent, env) -> dict`` called with each run's exported agent
         (``final.gjx``) and its game, on every call (a run read back is evaluated again)
         unless it has a ``fingerprint`` (JSON data naming its settings, as
@@ -291,6 +292,10 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         base = dict(config_lib.parse_override(item) for item in overrides)
     if key in base:
         raise ValueError(f"overrides also set the swept key {key!r}; leave it to values")
+    inside = [name for name in base if name.startswith(key + ".")]
+    if inside:  # applied first, then replaced whole by each value: lost without a word
+        raise ValueError(f"overrides set {inside[0]!r}, inside the swept key {key!r}, whose "
+                         f"values replace it whole; give it in each value instead")
     if evaluate is ladder_evaluator:
         raise TypeError("evaluate is ladder_evaluator itself; pass the function it makes: "
                         "evaluate=ladder_evaluator(...)")

@@ -283,6 +283,23 @@ def test_repeated_values_and_a_single_override_string_are_refused(tmp_path, fake
     assert fake_training == []
 
 
+def test_an_override_inside_the_swept_key_is_refused_not_dropped(tmp_path, fake_training):
+    """Overrides apply before the swept value, and a value of ``network.options`` replaces
+    the whole mapping: ``network.options.filters=8`` would reach no run."""
+    for overrides in ({"network.options.filters": 8}, ["network.options.filters=8"]):
+        with pytest.raises(ValueError, match=r"overrides set 'network.options.filters', "
+                                             r"inside the swept key 'network.options'"):
+            sweep.sweep(CONFIG, "network.options", [{"blocks": 1}, {"blocks": 2}],
+                        iterations=1, workdir=tmp_path, variant="smoke", overrides=overrides)
+    assert fake_training == [] and not any(tmp_path.iterdir())
+    # beside the swept key, the same override reaches every run
+    rows = sweep.sweep(CONFIG, "network.options.blocks", [1, 2], iterations=1,
+                       workdir=tmp_path, variant="smoke",
+                       overrides={"network.options.filters": 8})
+    assert [json.loads((pathlib.Path(r["run"]) / "config.json").read_text())["network"][
+        "options"]["filters"] for r in rows] == [8, 8]
+
+
 def test_values_that_give_the_same_config_are_refused(tmp_path, fake_training):
     """A value that only restates what another leaves to the defaults trains the same
     run: refused before anything trains."""
