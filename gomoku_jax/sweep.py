@@ -247,7 +247,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         unless it has a ``fingerprint`` (JSON data naming its settings, as
         `ladder_evaluator`'s): its result is then kept in the run's folder and read back
         while the fingerprint and ``final.gjx`` are unchanged; its entries join the row
-        (see `ladder_evaluator`: call it, ``evaluate=ladder_evaluator()``).
+        (a name the row has already, such as ``value`` or ``loss``, is refused) (see `ladder_evaluator`: call it, ``evaluate=ladder_evaluator()``).
       devices: the learner's devices (default: all).
       progress: progress bars of the training driver.
       tensorboard: also write TensorBoard events per run.
@@ -350,7 +350,13 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         for name, result in ({} if diverged else report.get("evaluation", {})).items():
             row[f"eval_{name}"] = result["score"]
         if evaluate is not None and not diverged:
-            row.update(_evaluation(evaluate, run_dir, f"{key}={_slug(value)}"))
+            measured = _evaluation(evaluate, run_dir, f"{key}={_slug(value)}")
+            taken = [name for name in measured if name in row]
+            if taken:  # it would replace the row's own entry (its value, a metric...)
+                raise ValueError(f"evaluate returned {taken[0]!r} for {run_dir}, a name "
+                                 f"the sweep's row has already (its entries: "
+                                 f"{', '.join(row)}); rename it in evaluate's result")
+            row.update(measured)
         rows.append(row)
         (workdir / "sweep.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
     return rows

@@ -481,3 +481,17 @@ def test_an_evaluation_with_a_fingerprint_is_kept_and_not_played_again(tmp_path,
     assert sweep.ladder_evaluator(start=200, opponent="uct").fingerprint["ladder"] == {
         "start": 200, "step": 100, "games": 10, "pass_wins": 8, "max_simulations": 5000,
         "seed": 42, "opening_stones": 0, "opponent": "uct"}
+
+
+def test_an_evaluation_that_would_replace_a_rows_entry_is_refused(tmp_path, fake_training):
+    """An entry of evaluate's named like one of the row's (here the swept value, which
+    the tables show) would replace it silently."""
+    (tmp_path / "00_seed=1").mkdir()
+    (tmp_path / "00_seed=1" / "final.gjx").write_bytes(b"agent")
+    with pytest.raises(ValueError, match=r"evaluate returned 'value' for .*00_seed=1, a "
+                                         r"name the sweep's row has already"):
+        sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path, variant="smoke",
+                    evaluate=lambda agent, env: {"value": 0.25, "value_mean": 0.25})
+    rows = sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path, variant="smoke",
+                       evaluate=lambda agent, env: {"value_mean": 0.25})
+    assert rows[0]["value"] == 1 and rows[0]["value_mean"] == 0.25
