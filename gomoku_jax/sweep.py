@@ -387,7 +387,11 @@ def _evaluation(evaluate, run_dir: pathlib.Path, name: str) -> dict:
                 and {k: stored.get(k) for k in stamp} == stamp):
             return stored["result"]
     loaded = exported.load(final, name=name)
-    result = dict(evaluate(loaded.agent, loaded.env))
+    result = evaluate(loaded.agent, loaded.env)
+    if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
+        raise TypeError(f"evaluate must return a dict of named results (str keys), which "
+                        f"join the row; for {final} it returned {reprlib.repr(result)}")
+    result = dict(result)
     if stamp is not None:
         try:
             text = json.dumps({**stamp, "result": result}, indent=1, allow_nan=False)

@@ -495,3 +495,13 @@ def test_an_evaluation_that_would_replace_a_rows_entry_is_refused(tmp_path, fake
     rows = sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path, variant="smoke",
                        evaluate=lambda agent, env: {"value_mean": 0.25})
     assert rows[0]["value"] == 1 and rows[0]["value_mean"] == 0.25
+
+
+def test_an_evaluation_that_returns_no_dict_is_named(tmp_path, fake_training):
+    (tmp_path / "00_seed=1").mkdir()
+    (tmp_path / "00_seed=1" / "final.gjx").write_bytes(b"agent")
+    for result, shown in ((0.75, "0.75"), ({("a", 1): 0.5}, r"\{\('a', 1\): 0.5\}")):
+        with pytest.raises(TypeError, match=r"evaluate must return a dict of named results "
+                                            rf"\(str keys\), .*final.gjx it returned {shown}"):
+            sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path,
+                        variant="smoke", evaluate=lambda agent, env, r=result: r)
