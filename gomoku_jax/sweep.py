@@ -173,24 +173,29 @@ def _run_dir(workdir: pathlib.Path, i: int, key: str, value: Any, taken, cfg,
              algorithm: str) -> pathlib.Path:
     """Run ``i``'s folder, ``workdir/<i>_<key>=<value>``; when that is not there but the
     same value's run of the same config is, at another position (values were inserted
-    or removed since), that folder (not one in ``taken``), so its run is resumed or read
-    back, not trained again."""
+    or removed since) or under another name of the value (an object's keys written in
+    another order: its run's config is this one exactly), that folder (not one in
+    ``taken``), so its run is resumed or read back, not trained again."""
     from gomoku_jax import training
 
     name = f"{_slug(key)}={_slug(value)}"
     own = workdir / f"{i:02d}_{name}"
     if own.exists() or not workdir.is_dir():
         return own
+    whole = json.loads(json.dumps({"algorithm": algorithm, **config_lib.to_dict(cfg)}))
     for other in sorted(workdir.iterdir()):
         position, _, rest = other.name.partition("_")
-        if rest != name or not position.isdigit() or other in taken or not other.is_dir():
+        if (not rest.startswith(f"{_slug(key)}=") or not position.isdigit()
+                or other in taken or not other.is_dir()):
             continue
         try:
             stored = config_lib.read_json(other / "config.json")
         except (OSError, config_lib.ConfigError):
             continue  # no run of a config there (or an unreadable one): not taken over
-        if isinstance(stored, dict) and not training.stored_config_differences(
-                stored, cfg, algorithm):
+        if not isinstance(stored, dict):
+            continue
+        if stored == whole or (rest == name and not training.stored_config_differences(
+                stored, cfg, algorithm)):
             return other
     return own
 
@@ -235,8 +240,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
       workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` (a
         value of more than 40 characters is cut and tagged with a hash of the whole, so
         a changed value never lands in a folder of another), or in the folder of the
-        same value at another position when values were inserted since (its run resumed
-        or read back); the rows are also written to ``workdir/sweep.json``. Calling
+        same value at another position when values were inserted since, or written
+        otherwise (an object's keys in another order) (its run resumed or read back); the rows are also written to ``workdir/sweep.json``. Calling
         again with the same workdir resumes an interrupted sweep.
       variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),

@@ -505,3 +505,21 @@ def test_an_evaluation_that_returns_no_dict_is_named(tmp_path, fake_training):
                                             rf"\(str keys\), .*final.gjx it returned {shown}"):
             sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path,
                         variant="smoke", evaluate=lambda agent, env, r=result: r)
+
+
+def test_an_object_value_written_in_another_key_order_finds_its_run(tmp_path, fake_training):
+    values = [{"blocks": 1, "filters": 8}, {"blocks": 2, "filters": 8}]
+    sweep.sweep(CONFIG, "network.options", values, iterations=1, workdir=tmp_path,
+                variant="smoke")
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    # the same values, their keys in another order (and at other positions)
+    rows = sweep.sweep(CONFIG, "network.options", [dict(reversed(v.items())) for v in
+                                                   values[::-1]],
+                       iterations=1, workdir=tmp_path, variant="smoke")
+    assert sorted(p.name for p in tmp_path.iterdir()) == folders  # no new run folders
+    assert [pathlib.Path(r["run"]).name for r in rows] == [
+        "01_network.options=blocks_2_filters_8", "00_network.options=blocks_1_filters_8"]
+    # a value that is not one of them trains in its own folder
+    sweep.sweep(CONFIG, "network.options", [{"filters": 8, "blocks": 3}], iterations=1,
+                workdir=tmp_path, variant="smoke")
+    assert fake_training[-1] == "00_network.options=filters_8_blocks_3"
