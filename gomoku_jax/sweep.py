@@ -355,13 +355,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         for name, result in ({} if diverged else report.get("evaluation", {})).items():
             row[f"eval_{name}"] = result["score"]
         if evaluate is not None and not diverged:
-            measured = _evaluation(evaluate, run_dir, f"{key}={_slug(value)}")
-            taken = [name for name in measured if name in row]
-            if taken:  # it would replace the row's own entry (its value, a metric...)
-                raise ValueError(f"evaluate returned {taken[0]!r} for {run_dir}, a name "
-                                 f"the sweep's row has already (its entries: "
-                                 f"{', '.join(row)}); rename it in evaluate's result")
-            row.update(measured)
+            row.update(_evaluation(evaluate, run_dir, f"{key}={_slug(value)}", row))
         rows.append(row)
         (workdir / "sweep.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
     return rows
@@ -371,12 +365,21 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
 _EVALUATION = "sweep_evaluation.json"
 
 
-def _evaluation(evaluate, run_dir: pathlib.Path, name: str) -> dict:
-    """``evaluate(agent, env)`` of the run's ``final.gjx`` (the agent named ``name``). With
-    an ``evaluate.fingerprint`` (JSON data naming its settings) the result is kept in the
+def _evaluation(evaluate, run_dir: pathlib.Path, name: str, row: Mapping) -> dict:
+    """``evaluate(agent, env)`` of the run's ``final.gjx`` (the agent named ``name``), for
+    the run's ``row``: a ValueError when it names an entry the row has already. With an
+    ``evaluate.fingerprint`` (JSON data naming its settings) the result is kept in the
     run's `_EVALUATION` with the fingerprint and the file's SHA-256, and read back from
     there while both are the same: a sweep called again plays no ladder again."""
     from gomoku_jax import exported
+
+    def check(result: Mapping, where: str = "") -> Mapping:
+        taken = [entry for entry in result if entry in row]
+        if taken:  # it would replace the row's own entry (its value, a metric...)
+            raise ValueError(f"evaluate returned {taken[0]!r} for {run_dir}{where}, a name "
+                             f"the sweep's row has already (its entries: {', '.join(row)}"
+                             "); rename it in evaluate's result")
+        return result
 
     final, kept = run_dir / "final.gjx", run_dir / _EVALUATION
     fingerprint = getattr(evaluate, "fingerprint", None)
@@ -390,13 +393,13 @@ def _evaluation(evaluate, run_dir: pathlib.Path, name: str) -> dict:
             stored = None  # unreadable: evaluated again, and rewritten
         if (isinstance(stored, dict) and isinstance(stored.get("result"), dict)
                 and {k: stored.get(k) for k in stamp} == stamp):
-            return stored["result"]
+            return check(stored["result"], f" (kept in {kept}: remove it once renamed)")
     loaded = exported.load(final, name=name)
     result = evaluate(loaded.agent, loaded.env)
     if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
         raise TypeError(f"evaluate must return a dict of named results (str keys), which "
                         f"join the row; for {final} it returned {reprlib.repr(result)}")
-    result = dict(result)
+    result = dict(check(result))
     if stamp is not None:
         try:
             text = json.dumps({**stamp, "result": result}, indent=1, allow_nan=False)

@@ -488,12 +488,24 @@ def test_an_evaluation_that_would_replace_a_rows_entry_is_refused(tmp_path, fake
     the tables show) would replace it silently."""
     (tmp_path / "00_seed=1").mkdir()
     (tmp_path / "00_seed=1" / "final.gjx").write_bytes(b"agent")
+
+    def evaluate(agent, env):
+        return {"value": 0.25, "value_mean": 0.25}
+
+    evaluate.fingerprint = {"mine": 1}
     with pytest.raises(ValueError, match=r"evaluate returned 'value' for .*00_seed=1, a "
                                          r"name the sweep's row has already"):
         sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path, variant="smoke",
-                    evaluate=lambda agent, env: {"value": 0.25, "value_mean": 0.25})
+                    evaluate=evaluate)
+    # not kept either: evaluate renamed under the same fingerprint is played again
+    assert not (tmp_path / "00_seed=1" / "sweep_evaluation.json").exists()
+
+    def renamed(agent, env):
+        return {"value_mean": 0.25}
+
+    renamed.fingerprint = {"mine": 1}
     rows = sweep.sweep(CONFIG, "seed", [1], iterations=1, workdir=tmp_path, variant="smoke",
-                       evaluate=lambda agent, env: {"value_mean": 0.25})
+                       evaluate=renamed)
     assert rows[0]["value"] == 1 and rows[0]["value_mean"] == 0.25
 
 
