@@ -235,8 +235,10 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         turns NaN or infinite, `training.TrainingDiverged`) stops there; its row says
         ``"diverged: ..."`` and has no evaluation, the other values still train, and a
         later call reads it back rather than training it again (delete its folder for
-        that). A run folder that holds a run of another config (its ``config.json``
-        differs, e.g. after the overrides changed) is refused before anything trains.
+        that), unless its ``iterations`` end before the divergence (then the run trains to
+        them from its last checkpoint). A run folder that holds a run of another config
+        (its ``config.json`` differs, e.g. after the overrides changed) is refused before
+        anything trains.
       workdir: the sweep's folder; run ``i`` trains in ``workdir/<i>_<key>=<value>/`` (a
         value of more than 40 characters is cut and tagged with a hash of the whole, so
         a changed value never lands in a folder of another), or in the folder of the
@@ -337,6 +339,9 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     for value, cfg, run_dir in zip(values, configs, run_dirs):
         learner = make_learner(cfg) if devices is None else make_learner(cfg, devices=devices)
         diverged = _diverged(run_dir)  # diverged before, at this config: not trained again
+        if (diverged is not None and iterations is not None
+                and isinstance(diverged["iteration"], int) and diverged["iteration"] > iterations):
+            diverged = None  # after this sweep's budget: trained to it from its checkpoint
         if diverged is None:
             try:
                 report = training.run(learner, run_dir, iterations=iterations,

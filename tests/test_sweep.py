@@ -535,3 +535,18 @@ def test_an_object_value_written_in_another_key_order_finds_its_run(tmp_path, fa
     sweep.sweep(CONFIG, "network.options", [{"filters": 8, "blocks": 3}], iterations=1,
                 workdir=tmp_path, variant="smoke")
     assert fake_training[-1] == "00_network.options=filters_8_blocks_3"
+
+
+def test_a_run_that_diverged_past_the_sweeps_iterations_trains_to_them(tmp_path,
+                                                                       fake_training):
+    from gomoku_jax import training
+
+    folder = tmp_path / "00_seed=1"
+    folder.mkdir()
+    (folder / training.DIVERGED).write_text(json.dumps({"iteration": 3, "reason": "nan"}))
+    rows = sweep.sweep(CONFIG, "seed", [1], iterations=3, workdir=tmp_path, variant="smoke")
+    assert rows[0]["stopped_because"] == "diverged: nan" and fake_training == []
+    # a budget of 2 iterations ends before the divergence: its run is trained to it
+    rows = sweep.sweep(CONFIG, "seed", [1], iterations=2, workdir=tmp_path, variant="smoke")
+    assert fake_training == ["00_seed=1"] and rows[0]["stopped_because"] is None
+    assert rows[0]["iterations"] == 1  # the fake training's report
