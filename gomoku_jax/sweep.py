@@ -243,8 +243,9 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         value of more than 40 characters is cut and tagged with a hash of the whole, so
         a changed value never lands in a folder of another), or in the folder of the
         same value at another position when values were inserted since, or written
-        otherwise (an object's keys in another order) (its run resumed or read back); the rows are also written to ``workdir/sweep.json``. Calling
-        again with the same workdir resumes an interrupted sweep.
+        otherwise (an object's keys in another order) (its run resumed or read back);
+        the rows are also written to ``workdir/sweep.json``. Calling again with the same
+        workdir resumes an interrupted sweep.
       variant: the config's variants to apply first (e.g. ``"smoke"``), a name or names.
       overrides: more dotted overrides for every run (a dict or ``key=value`` strings),
         applied before ``key``'s value; one inside ``key`` (``network.options.filters``
@@ -254,7 +255,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         unless it has a ``fingerprint`` (JSON data naming its settings, as
         `ladder_evaluator`'s): its result is then kept in the run's folder and read back
         while the fingerprint and ``final.gjx`` are unchanged; its entries join the row
-        (a name the row has already, such as ``value`` or ``loss``, is refused) (see `ladder_evaluator`: call it, ``evaluate=ladder_evaluator()``).
+        (a name the row has already, such as ``value`` or ``loss``, is refused; see
+        `ladder_evaluator`: call it, ``evaluate=ladder_evaluator()``).
       devices: the learner's devices (default: all).
       progress: progress bars of the training driver.
       tensorboard: also write TensorBoard events per run.
