@@ -688,7 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="random seed (config or 0)")
     tour.add_argument("--out", type=nonempty_path, default=None,
                       help="folder for the reports: tournament.json, tournament.md and "
-                           "heatmap.png (the score of each pairing)")
+                           "heatmap.png (the win rate of each pairing, draws not counted as wins)")
     tour.add_argument("--force", action="store_true",
                       help="replace the reports already in --out (refused without it), and "
                            "play from the start where its kept matches cannot be resumed")
