@@ -201,10 +201,10 @@ def learner_config(net_name: str, net_options: dict, overrides=(), quick: bool =
     benchmarked network, then ``overrides`` (``key=value`` strings)."""
     from algorithms import alphazero
 
-    network = [f"network.name={json.dumps(net_name)}",
-               f"network.options={json.dumps(net_options)}"]
+    given = config_lib.parse_overrides(overrides)
+    network = {"network.name": net_name, "network.options": json.loads(json.dumps(net_options))}
     cfg, _ = config_lib.load_file(alphazero.AlphaZeroConfig, CPU_CONFIG,
-                                  overrides=network + list(overrides),
+                                  overrides={**network, **given},  # overrides come last
                                   variants=["smoke"] if quick else [])
     return cfg
 

@@ -112,9 +112,9 @@ def run(args) -> dict:
                 f"{DATA_CHUNK} games, one seed each; give another --records folder for "
                 "other files")
     pattern = os.path.join(os.path.relpath(records_dir), "*.jsonl.gz")  # as data.paths reads it
-    overrides = [f"data.paths={[pattern]}".replace("'", '"'),
-                 f"eval.simulations={args.simulations}", "eval.final_games=0",
-                 *(args.set or [])]
+    overrides = {"data.paths": [pattern], "eval.simulations": args.simulations,
+                 "eval.final_games": 0,
+                 **cfglib.parse_overrides(args.set or [])}  # --set has the last word
     # the config, its overrides and the opponent: refused before the games and training
     cfg, _ = cfglib.load_file(imitation.ImitationConfig, args.config, overrides=overrides)
     opponent = agents.make(args.opponent, cfg.game.env())

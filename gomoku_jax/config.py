@@ -48,6 +48,7 @@ __all__ = [
     "loads",
     "load_file",
     "parse_override",
+    "parse_overrides",
     "plain_fields",
     "plain_scalars",
     "plain_values",
@@ -425,11 +426,26 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``k=v`` strings (`parse_override`) as a dotted key -> value dict. A key given twice
+    is refused (a ConfigError naming both): one of its values would be dropped without a
+    word, as a key written twice in a file would (`DuplicateKeyError`)."""
+    out: dict[str, Any] = {}
+    given: dict[str, str] = {}
+    for item in items:
+        key, value = parse_override(item)
+        if key in given:
+            raise ConfigError(f"override {key!r} is given twice ({clip(given[key], 60)!r} "
+                              f"and {clip(item, 60)!r}); give it once")
+        out[key], given[key] = value, item
+    return out
+
+
 def _override_mapping(overrides: Mapping[str, Any] | Sequence[str]) -> Mapping[str, Any]:
     """Overrides as a dotted key -> value mapping (``k=v`` strings parsed)."""
     if isinstance(overrides, Mapping):
         return overrides
-    return dict(parse_override(item) for item in overrides)
+    return parse_overrides(overrides)
 
 
 def apply_overrides(

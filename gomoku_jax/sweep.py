@@ -298,7 +298,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         raise TypeError(f"overrides must be a dict or a list of 'key=value' strings, got a "
                         f"single string {reprlib.repr(overrides)}")
     else:
-        base = dict(config_lib.parse_override(item) for item in overrides)
+        base = config_lib.parse_overrides(overrides)
     if key in base:
         raise ValueError(f"overrides also set the swept key {key!r}; leave it to values")
     inside = [name for name in base if name.startswith(key + ".")]

@@ -46,6 +46,18 @@ def test_parse_override_reads_json_values_else_strings():
         cfglib.parse_override("novalue")
 
 
+def test_an_override_given_twice_is_refused_not_silently_dropped(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"seed": 1}))
+    assert cfglib.load_file(Outer, path, ["seed=2", "inner.depth=3"])[0].seed == 2
+    message = r"override 'seed' is given twice \('seed=2' and 'seed =5'\); give it once"
+    with pytest.raises(cfglib.ConfigError, match=message):
+        cfglib.load_file(Outer, path, ["seed=2", "inner.depth=3", "seed =5"])
+    with pytest.raises(cfglib.ConfigError, match=message):
+        cfglib.apply_overrides({"seed": 1}, ["seed=2", "seed =5"])
+    assert cfglib.parse_overrides(["a.b=1", "a.c=2"]) == {"a.b": 1, "a.c": 2}
+
+
 def test_from_dict_builds_nested_frozen_config_and_round_trips():
     cfg = cfglib.from_dict(Outer, {"inner": {"depth": 3, "rate": 1, "tags": ["t"]},
                                    "maybe": {"name": "m"}, "seed": 4})

@@ -128,6 +128,9 @@ def test_bad_sweeps_fail_before_training(tmp_path):
         sweep.sweep(CONFIG, "train.learning_rate", [], workdir=tmp_path)
     with pytest.raises(ValueError, match="overrides also set the swept key"):
         sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, overrides=["seed=2"])
+    with pytest.raises(cfglib.ConfigError, match="override 'train.l2' is given twice"):
+        sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path,
+                    overrides=["train.l2=0.1", "train.l2=0.2"])
     with pytest.raises(ValueError, match="iterations must be a positive integer"):
         sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path, iterations=0)
     # more iterations than the config trains would silently stop at the config's count
