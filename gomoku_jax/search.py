@@ -122,8 +122,8 @@ def _is_concrete_number(value) -> bool:
 
 def _check_float(owner, name: str, low: float, high: float = float("inf"),
                  low_open: bool = False) -> None:
-    """Validate a float field: a Python number in range (normalised to ``float``), or an
-    array (e.g. one value per sweep point under ``vmap``), left unchecked."""
+    """Validate a float field: a finite Python number in range (normalised to ``float``),
+    or an array (e.g. one value per sweep point under ``vmap``), left unchecked."""
     value = getattr(owner, name)
     cls = type(owner).__name__
     if isinstance(value, (jax.Array, np.ndarray)):
@@ -132,7 +132,7 @@ def _check_float(owner, name: str, low: float, high: float = float("inf"),
         raise ValueError(f"{cls}.{name} must be a number, got {value!r}")
     value = float(value)
     below = value <= low if low_open else value < low
-    if below or value > high or np.isnan(value):
+    if below or value > high or not np.isfinite(value):  # inf too: NaN in the search
         lo = f"({low}" if low_open else f"[{low}"
         hi = "inf)" if high == float("inf") else f"{high}]"
         raise ValueError(f"{cls}.{name} must be in {lo}, {hi}, got {value!r}")

@@ -110,6 +110,14 @@ def searched(request, puzzles):
     ("value_scale", float("nan")),
     ("maxvisit_init", True),
     ("max_depth", 0),
+    # infinite: mctx's PUCT scores turn NaN (every move ties at the first cell) and
+    # Gumbel's completed Q NaN weights
+    ("c_puct", float("inf")),
+    ("pb_c_base", float("inf")),
+    ("dirichlet_alpha", float("inf")),
+    ("value_scale", float("inf")),
+    ("maxvisit_init", float("inf")),
+    ("gumbel_scale", float("inf")),
 ])
 def test_search_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"SearchConfig.{field}"):
