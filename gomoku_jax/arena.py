@@ -14,8 +14,8 @@ the lockstep loop inside the search loop runs many times slower than one game at
 game at a time).
 
 An agent that returns an illegal action (or raises) loses that game; the record keeps the
-reason. An odd number of games gives one agent black once more: `play_match` and
-`round_robin` warn of it (`ArenaWarning`).
+reason. An odd number of games gives one agent black once more: `play_match`,
+`round_robin` and `ladder` warn of it (`ArenaWarning`).
 
 A round robin given a ``checkpoint`` file keeps each finished match in it (JSON lines: the
 settings, then one match a line), so one interrupted (Ctrl-C, a crash, a batch system's
@@ -373,17 +373,22 @@ def check_match_seed(seed, name: str = "seed") -> int:
     return seed
 
 
+def _warn_unbalanced(games: int, unit: str, first: str, second: str) -> None:
+    """An `ArenaWarning` when ``games`` (``unit``: " per pair", ...) is odd: ``first`` has
+    black once more than ``second``. Its caller's caller is named as where it came from."""
+    if games % 2:
+        warnings.warn(f"{games} games{unit} is odd, so {first} plays black {games // 2 + 1} "
+                      f"times and {second} {games // 2}; an even number balances the "
+                      "colours", ArenaWarning, stacklevel=3)
+
+
 def play_match(env: Gomoku, agent_a: Agent, agent_b: Agent, games: int, seed: int = 0,
                opening_stones: int = 0, progress: bool = False) -> MatchResult:
     """Play ``games`` games between two agents (``agent_a`` black in even games). An agent
     built for another game (`agents.check_env`) is refused; an odd ``games`` is warned
     of (`ArenaWarning`): ``agent_a`` has black once more."""
     check_count("games", games)
-    if games % 2:
-        names = [getattr(a, "name", "?") for a in (agent_a, agent_b)]
-        warnings.warn(f"{games} games is odd, so {names[0]} plays black {games // 2 + 1} "
-                      f"times and {names[1]} {games // 2}; an even number balances the "
-                      "colours", ArenaWarning, stacklevel=2)
+    _warn_unbalanced(games, "", *(getattr(a, "name", "?") for a in (agent_a, agent_b)))
     return _play_match(env, agent_a, agent_b, games, check_match_seed(seed), opening_stones,
                        progress)
 
@@ -674,11 +679,7 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     for agent in agents:  # before any game, not at its first pairing
         check_env(agent, env)
     opening_stones = check_opening_stones(env, opening_stones)
-    if games_per_pair % 2:
-        warnings.warn(f"{games_per_pair} games per pair is odd, so in each pair the first "
-                      f"agent plays black {games_per_pair // 2 + 1} times and the other "
-                      f"{games_per_pair // 2}; an even number balances the colours",
-                      ArenaWarning, stacklevel=2)
+    _warn_unbalanced(games_per_pair, " per pair", "in each pair the first agent", "the other")
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     done: dict[tuple[int, int], tuple[MatchResult, tuple[str, str]]] = {}
     if checkpoint is not None:
@@ -930,6 +931,7 @@ def ladder(env: Gomoku, agent: Agent, start: int = 100, step: int = 100, games: 
     seed = check_match_seed(seed)
     opening_stones = check_opening_stones(env, opening_stones)
     check_ladder_opponent(opponent)
+    _warn_unbalanced(games, " per level", f"at each level {agent.name}", "its opponent")
     if make_opponent is None:
         from gomoku_jax import agents as agents_lib
 

@@ -433,7 +433,7 @@ def test_names_and_other_non_agents_are_refused_before_a_game():
             arena.ladder(ENV, "heuristic", start=2, step=2, games=1, pass_wins=1,
                          max_simulations=2)
         with pytest.raises(TypeError, match=r"make_opponent\(2\) must be an Agent"):
-            arena.ladder(ENV, heuristic, start=2, step=2, games=1, pass_wins=1,
+            arena.ladder(ENV, heuristic, start=2, step=2, games=2, pass_wins=1,
                          max_simulations=2, make_opponent=lambda sims: "pure-mcts-2")
     # a generator of agents is a field like any other
     t = arena.round_robin(ENV, (a for a in (random, heuristic)), 2)
@@ -773,7 +773,12 @@ def test_odd_numbers_of_games_are_warned_of():
                                                 "first agent plays black 1 times and the "
                                                 "other 0"):
         arena.round_robin(ENV, [random, heuristic], 1)
+    with pytest.warns(arena.ArenaWarning, match="3 games per level is odd, so at each level "
+                                                "heuristic plays black 2 times and its "
+                                                "opponent 1"):
+        arena.ladder(ENV, heuristic, start=2, step=2, games=3, pass_wins=1, max_simulations=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", arena.ArenaWarning)
         arena.play_match(ENV, random, heuristic, 2)
         arena.round_robin(ENV, [random, heuristic], 2)
+        arena.ladder(ENV, heuristic, start=2, step=2, games=2, pass_wins=1, max_simulations=2)
