@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import numbers
+import os
 import pathlib
 import re
 import reprlib
@@ -42,6 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from gomoku_jax import config as config_lib
+from gomoku_jax import io as gio
 
 __all__ = [
     "ladder_evaluator",
@@ -312,6 +314,10 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         raise TypeError(f"evaluate must be a function evaluate(agent, env) -> dict or None, "
                         f"got {reprlib.repr(evaluate)}")
 
+    if not isinstance(workdir, (str, os.PathLike)):
+        raise TypeError(f"workdir must be the sweep's folder (a path), got "
+                        f"{reprlib.repr(workdir)}")
+    gio.check_folder(workdir, "workdir", "give a folder for the sweep's runs")
     algorithm = config_lib.algorithm_of(config_path)
     config_class, make_learner = algorithms.learner_entry(algorithm)
     workdir = pathlib.Path(workdir)

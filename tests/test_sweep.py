@@ -137,6 +137,14 @@ def test_bad_sweeps_fail_before_training(tmp_path):
     with pytest.raises(ValueError, match=r"sweep \(the run train.iterations=2\): iterations 3 "
                                          r"is more than train.iterations=2, where"):
         sweep.sweep(CONFIG, "train.iterations", [4, 2], workdir=tmp_path, iterations=3)
+    with pytest.raises(TypeError, match="workdir must be the sweep's folder \\(a path\\), "
+                                        "got None"):
+        sweep.sweep(CONFIG, "seed", [1], workdir=None)
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match=r"workdir \S*a_file exists and is not a folder; give a "
+                                         r"folder for the sweep's runs"):
+        sweep.sweep(CONFIG, "seed", [1], workdir=tmp_path / "a_file")
+    (tmp_path / "a_file").unlink()
     assert not list(tmp_path.iterdir())  # nothing was trained
 
 
