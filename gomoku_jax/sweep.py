@@ -86,8 +86,9 @@ def _seconds(rows: list[dict]) -> list[float]:
 
 def _train_seconds(rows: list[dict]) -> float | None:
     """The run's training time: the sum of its iterations' ``seconds`` in metrics.csv
-    (the same whether the run trained now, resumed or is read back); None without any.
-    It holds the compilation of the programs the run was the first to need."""
+    (read back, what it was when the run trained; resumed, the iterations it kept, not
+    those an interruption lost); None without any. It holds the compilation of the
+    programs the run was the first to need."""
     seconds = _seconds(rows)
     return round(sum(seconds), 2) if seconds else None
 
