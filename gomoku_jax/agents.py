@@ -15,8 +15,9 @@ Agents never mutate the state they are given. An agent that returns an illegal a
 loses that game (the engine's forfeit), and the arena reports the reason.
 
 Baselines here: `random_agent`, `heuristic_agent` (seed 000 section 5) and the
-`with_killer` wrapper (seed 001's "killer" module: take an immediate win, else block the
-opponent's immediate win, else defer to the wrapped agent).
+`with_killer` wrapper (a "killer" module: take an immediate win, else block the
+opponent's immediate win, else defer to the wrapped agent; with ``blocks=False`` seed
+001's, which takes the win only).
 """
 
 from __future__ import annotations
@@ -380,30 +381,33 @@ def heuristic_agent(env: Gomoku, top_k: int = 3, name: str | None = None,
                     env=env)
 
 
-def _killer_policy(env: Gomoku, inner: Policy, params, key, state: State) -> jax.Array:
-    forced = _forced_move(env, state)
+def _killer_policy(env: Gomoku, blocks: bool, inner: Policy, params, key,
+                   state: State) -> jax.Array:
+    forced = _forced_move(env, state, blocks)
     return jnp.where(forced >= 0, forced, inner(params, key, state)).astype(jnp.int32)
 
 
-def _killer_batch(env: Gomoku, inner_batch, params, keys, states: State) -> jax.Array:
-    forced = jax.vmap(functools.partial(_forced_move, env))(states)
+def _killer_batch(env: Gomoku, blocks: bool, inner_batch, params, keys,
+                  states: State) -> jax.Array:
+    forced = jax.vmap(functools.partial(_forced_move, env, blocks=blocks))(states)
     return jnp.where(forced >= 0, forced, inner_batch(params, keys, states)).astype(jnp.int32)
 
 
-def _forced_check(env: Gomoku):
-    """`_forced_move` for ``env`` compiled, shared by every killer of that game."""
-    return _jitted(static_partial(_forced_move, env))
+def _forced_check(env: Gomoku, blocks: bool = True):
+    """`_forced_move` for ``env`` compiled, shared by every killer of that game that
+    does (or does not) block."""
+    return _jitted(static_partial(_forced_move, env, blocks=blocks))
 
 
 def _killer_act(agent, state: State, key: jax.Array, deadline: float | None = None) -> int:
     """The killer's move when one is forced, else ``agent.inner``'s own ``act``."""
-    forced = int(_forced_check(agent.env)(state))
+    forced = int(_forced_check(agent.env, agent.blocks)(state))
     return forced if forced >= 0 else agent.inner.act(state, key, deadline)
 
 
 class _KillerPython(PythonAgent):
-    def __init__(self, env: Gomoku, inner: Agent, name: str):
-        self.env, self.inner, self.name = env, inner, name
+    def __init__(self, env: Gomoku, inner: Agent, name: str, blocks: bool = True):
+        self.env, self.inner, self.name, self.blocks = env, inner, name, blocks
 
     act = _killer_act
 
@@ -418,20 +422,25 @@ def _forced_move(env: Gomoku, state: State, blocks=True) -> jax.Array:
                      jnp.where(block.any(), tactics.most_central(block), -1))
 
 
-def with_killer(agent: Agent, env: Gomoku, name: str | None = None) -> Agent:
+def with_killer(agent: Agent, env: Gomoku, name: str | None = None, *,
+                blocks: bool = True) -> Agent:
     """A "killer" module around any agent: take an immediate win; else block the
-    opponent's immediate win (seed 001's module takes the win only); else play what
-    ``agent`` plays. A JAX agent stays a JAX agent (and stays batched in the arena)."""
-    name = name or f"{agent.name}+killer"
+    opponent's immediate win; else play what ``agent`` plays. ``blocks=False`` is seed
+    001's module as its IV-E4 writes it, which takes the win only (default name
+    ``NAME+killer(win only)``, a label that `make` does not read). A JAX agent stays a
+    JAX agent (and stays batched in the arena)."""
+    if not isinstance(blocks, bool):
+        raise TypeError(f"with_killer: blocks must be True or False, got {blocks!r}")
+    name = name or f"{agent.name}+killer" + ("" if blocks else "(win only)")
     check_env(agent, env)
     if isinstance(agent, JaxAgent):
         own_act = type(agent).act is not JaxAgent.act  # e.g. a deadline, a kept tree
         return (_KillerJax if own_act else JaxAgent)(
-            name, static_partial(_killer_policy, env, agent.policy), agent.params,
+            name, static_partial(_killer_policy, env, blocks, agent.policy), agent.params,
             batched=agent.batched,
-            batch=static_partial(_killer_batch, env, agent.batch_policy()), env=env,
-            **({"inner": agent} if own_act else {}))
-    return _KillerPython(env, agent, name)
+            batch=static_partial(_killer_batch, env, blocks, agent.batch_policy()), env=env,
+            **({"inner": agent, "blocks": blocks} if own_act else {}))
+    return _KillerPython(env, agent, name, blocks)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -441,6 +450,7 @@ class _KillerJax(JaxAgent):
     leaves every move the killer does not force to the agent's own ``act``."""
 
     inner: Agent | None = dataclasses.field(default=None, kw_only=True)
+    blocks: bool = dataclasses.field(default=True, kw_only=True)
 
     act = _killer_act
 

@@ -119,6 +119,42 @@ def test_killer_takes_a_win_then_blocks_a_loss(make):
     assert all(quiet.legal_action_mask[r * 9 + c] for r, c in moves)
 
 
+def _corner(params, key, state):
+    return jnp.int32(80)
+
+
+@pytest.mark.parametrize("make", [lambda: agents.JaxAgent("corner", _corner),
+                                  lambda: _Fixed(80)])
+def test_a_killer_without_blocks_takes_a_win_only(make):
+    """Seed 001's killer (IV-E4) takes a win and leaves every other move, a block
+    included, to the agent it wraps."""
+    killer = agents.with_killer(make(), ENV, blocks=False)
+    assert killer.name == f"{make().name}+killer(win only)"
+    assert isinstance(killer, agents.JaxAgent) == isinstance(make(), agents.JaxAgent)
+    win = {(6, c): 1 for c in range(4)} | {(0, c): 2 for c in range(4)}
+    assert _acts(killer, _pos(win, to_move=0)) == {(6, 4)}
+    block = {(0, c): 2 for c in range(4)} | {(8, 0): 1, (8, 2): 1, (8, 4): 1}
+    assert _acts(killer, _pos(block, to_move=0)) == {(8, 8)}  # the agent's own move
+    assert _acts(agents.with_killer(make(), ENV), _pos(block, to_move=0)) == {(0, 4)}
+    if isinstance(killer, agents.JaxAgent):  # and batched, as the arena plays it
+        states = jax.tree.map(lambda *x: jnp.stack(x), _pos(win, to_move=0),
+                              _pos(block, to_move=0))
+        keys = jax.random.split(jax.random.key(0), 2)
+        moves = jax.jit(killer.batch_policy())(killer.params, keys, states)
+        assert [divmod(int(a), 9) for a in moves] == [(6, 4), (8, 8)]
+    with pytest.raises(TypeError, match="blocks must be True or False, got 'no'"):
+        agents.with_killer(make(), ENV, blocks="no")
+
+
+def test_a_killer_without_blocks_keeps_an_agents_own_act():
+    """Pure MCTS answers by its own ``act`` (a deadline): the killer keeps it, and its
+    blocks setting."""
+    killer = agents.with_killer(agents.make("pure-mcts-4", ENV), ENV, blocks=False)
+    assert killer.blocks is False and killer.inner.name == "pure-mcts-4"
+    win = {(6, c): 1 for c in range(4)} | {(0, c): 2 for c in range(4)}
+    assert _acts(killer, _pos(win, to_move=0), seeds=range(3)) == {(6, 4)}
+
+
 # A game on 5x5 (k=4); the positions after 2 to 8 of its moves have black (even) and
 # white (odd) to move, each with a last move on the board.
 MOVES = [(2, 2), (1, 1), (2, 3), (3, 3), (1, 2), (3, 1), (2, 1), (0, 4)]
