@@ -35,7 +35,9 @@ may come at any time and are not replies):
 ``PLAY x,y``                 the brain must play x,y: ``x,y``
 ``TAKEBACK x,y``             remove the stone at x,y: ``OK``
 ``INFO key value``           no reply. Used: ``timeout_turn``, ``timeout_match``,
-                             ``time_left`` (milliseconds; a negative value is answered
+                             ``time_left`` (milliseconds, a fraction dropped:
+                             "178532.71" is read; a negative ``time_left`` is an
+                             overdrawn clock, read as 0; a negative limit is answered
                              ``ERROR`` and the previous one stays) and ``rule`` (bit 1: exactly
                              five, bit 2: continuous game; renju (4) and caro (8) are
                              answered ``ERROR``, and so is a rule the agent does not play
@@ -110,6 +112,8 @@ _COMMANDS = ("START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", 
 # Integers as managers write them: 2147483647 (INT_MAX, "no limit") and longer are common in
 # INFO; the bound only keeps int() away from its digit limit.
 _INT = re.compile(r"[+-]?\d{1,100}", re.ASCII)
+# INFO times: some managers write the milliseconds left as a float ("178532.71")
+_MS = re.compile(r"[+-]?\d{1,100}(?:\.\d{0,100})?", re.ASCII)
 
 
 class EngineError(RuntimeError):
@@ -596,12 +600,17 @@ class Engine:
         key, value = key.lower(), value.strip()
         if key not in ("timeout_turn", "timeout_match", "time_left", "rule"):
             return []  # max_memory, game_type, folder, evaluate ... and unknown keys
-        if not _INT.fullmatch(value):
-            raise _ProtocolError(f"INFO {key}: expected an integer, got {clip(value)!r}")
-        number = int(value)
         if key == "rule":
-            return self._set_rule(number)
-        if number < 0:  # milliseconds; 0 has a meaning (as fast as possible / no limit)
+            if not _INT.fullmatch(value):
+                raise _ProtocolError(f"INFO {key}: expected an integer, got {clip(value)!r}")
+            return self._set_rule(int(value))
+        if not _MS.fullmatch(value):
+            raise _ProtocolError(f"INFO {key}: expected milliseconds, got {clip(value)!r}")
+        whole, _, _ = value.partition(".")  # a fraction of a millisecond is dropped
+        number = int(whole)
+        if key == "time_left":  # a manager that allows some tolerance writes an overdrawn
+            number = max(number, 0)  # clock as negative: no time left
+        elif number < 0:  # milliseconds; 0 has a meaning (as fast as possible / no limit)
             raise _ProtocolError(f"INFO {key}: expected milliseconds >= 0, got {number}; "
                                  "the previous value stands")
         setattr(self, f"_{key}", number)

@@ -233,13 +233,17 @@ def test_errors_leave_the_state_unchanged():
         assert (engine.board == before).all(), line
     assert "renju" in one(engine, "INFO rule 4") and "caro" in one(engine, "INFO rule 8")
     assert engine.rule == "freestyle"
-    for key in ("timeout_turn", "timeout_match", "time_left"):  # milliseconds, never < 0
+    for key in ("timeout_turn", "timeout_match", "time_left"):  # milliseconds
         # managers write "no limit" as INT_MAX or more: taken silently, as the protocol has
         # no reply to INFO
         assert say(engine, f"INFO {key} 2147483647") == [] == say(engine, f"INFO {key} {10**30}")
         assert getattr(engine, f"_{key}") == 10**30
-        assert one(engine, f"INFO {key} -5") == (f"ERROR INFO {key}: expected milliseconds "
-                                                 ">= 0, got -5; the previous value stands")
+        assert one(engine, f"INFO {key} 1.5e3").startswith(f"ERROR INFO {key}: expected "
+                                                           "milliseconds, got '1.5e3'")
+        if key != "time_left":  # a limit is never < 0 (a negative time_left: next test)
+            assert one(engine, f"INFO {key} -5") == (f"ERROR INFO {key}: expected milliseconds "
+                                                     ">= 0, got -5; the previous value stands")
+            assert getattr(engine, f"_{key}") == 10**30
     # a huge argument is not echoed back whole
     for line in ("TURN " + "9" * 5_000_000 + ",x", "BOARD"):
         reply = one(engine, line) if line != "BOARD" else (
@@ -352,6 +356,20 @@ def test_deadline_from_info():
     assert alone.deadline(100.0) == pytest.approx(100.0 + 0.4 * 0.9 - 0.05)
     say(alone, "INFO timeout_match 0")  # no match limit, whatever is left
     assert alone.deadline(100.0) is None
+
+
+def test_info_times_as_a_judge_writes_them():
+    # A manager that counts the time used in fractions of a millisecond sends the match
+    # clock as a float, and as a negative number once the brain has run into the
+    # tolerance it allows past the limit.
+    engine = make_engine()
+    say(engine, "START 15", "INFO timeout_turn 5000", "INFO timeout_match 180000")
+    assert say(engine, "INFO time_left 10000.75") == []
+    assert engine._time_left == 10000
+    assert engine.deadline(100.0) == pytest.approx(100.0 + 0.4 * 0.9 - 0.05)
+    assert say(engine, "INFO time_left -312.5") == []  # overdrawn: answer at once
+    assert engine._time_left == 0 and engine.deadline(100.0) == 100.0
+    assert say(engine, "INFO timeout_turn 999.9") == [] and engine._timeout_turn == 999
 
 
 def test_deadline_reaches_the_agent():
