@@ -57,8 +57,9 @@ cell) is kept on the board and answered ``ERROR game over: ...``; ``TAKEBACK``,
 ``BOARD``, ``RESTART`` or ``START`` go on from there.
 
 Time: before each move the engine sets the agent's deadline from ``timeout_turn`` and
-from the match clock (``time_left``, else ``timeout_match``, divided by an estimate of
-the moves still to play), keeping 10% and 50 ms in reserve; without limits the agent
+from the match clock (the last ``time_left`` of this game, else ``timeout_match``, less
+the time the brain has thought since; divided by an estimate of the moves still to
+play), keeping 10% and 50 ms in reserve; without limits the agent
 gets no deadline. Agents that budget their search (pure MCTS, alpha-beta) answer by
 it; a network's search plays its fixed number of simulations (``@N``) whatever the
 time, and the first move of an agent answered past its deadline is reported on the
@@ -264,7 +265,8 @@ class Engine:
         self._rule_bits = 0
         self._timeout_turn: int | None = None  # ms; 0 = as fast as possible
         self._timeout_match: int | None = None  # ms; 0 = no limit
-        self._time_left: int | None = None  # ms
+        self._time_left: int | None = None  # ms, this game's (None: not given since it began)
+        self._thought = 0.0  # s the brain has thought since the match clock was last read
         self._block: list[str] | None = None  # BOARD lines while reading a BOARD block
         self._decisions = 0
         self.finished = False  # set by END
@@ -395,10 +397,13 @@ class Engine:
         if self._timeout_turn is not None:
             budgets.append(max(self._timeout_turn, 0) / 1000)
         # a match limit: timeout_match above 0, or a time_left from a manager that sends
-        # no timeout_match (timeout_match 0 says there is none, whatever is left)
+        # no timeout_match (timeout_match 0 says there is none, whatever is left). The
+        # clock is the last time_left of this game, else timeout_match, less what the
+        # brain has thought since (a manager need not send time_left before every move)
         if self._timeout_match or (self._timeout_match is None
                                    and self._time_left is not None):
             left = self._time_left if self._time_left is not None else self._timeout_match
+            left -= self._thought * 1000
             empty = int((self._game.cells == 0).sum()) if self._game is not None else 0
             moves_left = min(max(empty // 2, _MIN_MOVES_LEFT), _MAX_MOVES_LEFT)
             budgets.append(max(left, 0) / 1000 / moves_left)
@@ -454,6 +459,7 @@ class Engine:
             raise _ProtocolError(f"game over: {game.over}")
         env, agent = self._settle(game.size, "move")
         action = self._decide(env, agent, game, self.deadline(start))
+        self._thought += time.perf_counter() - start
         game.place(action, _OWN, self.rule == "standard")
         row, col = divmod(action, game.size)
         return [f"{col},{row}"]
@@ -486,13 +492,19 @@ class Engine:
                 refusal = refusal or str(err)
         if not ready:
             raise _ProtocolError(f"cannot play {size}x{size} five in a row: {refusal}")
-        self._game = _Game(size)
+        self._new_game(size)
         return ["OK"]
+
+    def _new_game(self, size: int) -> None:
+        """An empty board, and the match clock of a new game: ``timeout_match`` whole
+        (the last game's ``time_left`` is spent)."""
+        self._game = _Game(size)
+        self._time_left, self._thought = None, 0.0
 
     def _cmd_restart(self, rest: str, start: float) -> list[str]:
         self._no_args("RESTART", rest)
         game = self._need_game("RESTART")
-        self._game = _Game(game.size)
+        self._new_game(game.size)
         return ["OK"]
 
     def _cmd_begin(self, rest: str, start: float) -> list[str]:
@@ -614,6 +626,8 @@ class Engine:
             raise _ProtocolError(f"INFO {key}: expected milliseconds >= 0, got {number}; "
                                  "the previous value stands")
         setattr(self, f"_{key}", number)
+        if key == "time_left":
+            self._thought = 0.0  # the manager's clock includes all the brain has thought
         return []
 
     def _set_rule(self, bits: int) -> list[str]:

@@ -409,6 +409,44 @@ class Slow(Recorder):
         return super().act(state, key, deadline)
 
 
+class Thinker(Recorder):
+    """Thinks one second of ``clock`` per move."""
+
+    def __init__(self, env, clock):
+        super().__init__(env)
+        self.clock = clock
+
+    def act(self, state, key, deadline=None):
+        self.clock.now += 1.0
+        return super().act(state, key, deadline)
+
+
+def test_the_match_clock_runs_down_by_the_brains_own_thinking(monkeypatch):
+    clock = FakeTime()
+    monkeypatch.setattr(gomocup, "time", clock)
+    thinker = Thinker(Gomoku(15, 5), clock)
+    engine = gomocup.Engine(lambda e: thinker, warmup=False)
+    say(engine, "START 15", "INFO timeout_match 100000")  # no time_left: 100 s to start
+
+    def budget() -> float:  # of the last move, before the reserve
+        state, deadline = thinker.states[-1]
+        return (deadline - (clock.now - 1.0) + 0.05) / 0.9 * 25  # 25 moves to go
+
+    xy(one(engine, "BEGIN"))
+    assert budget() == pytest.approx(100.0)
+    xy(one(engine, "TURN 14,14"))
+    assert budget() == pytest.approx(99.0)  # a second thought
+    say(engine, "INFO time_left 50000")  # the manager's clock, all thinking included
+    xy(one(engine, "TURN 14,13"))
+    assert budget() == pytest.approx(50.0)
+    xy(one(engine, "TURN 14,12"))
+    assert budget() == pytest.approx(49.0)
+    # a new game has the whole match time again, not what the last one left
+    say(engine, "RESTART")
+    xy(one(engine, "BEGIN"))
+    assert budget() == pytest.approx(100.0)
+
+
 @pytest.mark.parametrize("late", [0.0, gomocup._LATE_S / 2, 0.2])
 def test_an_answer_past_the_deadline_is_reported_once(late, monkeypatch):
     clock = FakeTime()
