@@ -579,7 +579,7 @@ class Engine:
                                  "position is unchanged")
         self._settle(game.size, "BOARD")
         new = _Game(game.size)
-        order = []
+        order = []  # the opponent's stones, as listed
         for number, line in enumerate(lines, 1):
             if not line:
                 continue
@@ -594,12 +594,15 @@ class Engine:
                                      "BOARD block is refused and the position is unchanged"
                                      ) from None
             new.cells.reshape(-1)[action] = field
-            if field != _DEAD:
+            if field == _OPP:
                 order.append(action)
         _check_counts(new, "BOARD", "the whole BOARD block is refused and the position is "
                       "unchanged")
         own, opp = int((new.cells == _OWN).sum()), int((new.cells == _OPP).sum())
         new.colour_hint = 1 if opp > own else 0
+        # The brain is to move: the last move was the opponent's, the last one listed
+        # (managers list the stones in order of play, or in any order under gomoku rules,
+        # where a last line of the brain's own stone cannot be the last move)
         new.last = order[-1] if order else -1
         new.recompute_over(self.rule == "standard")
         self._game = new  # a valid position replaces the old one whole

@@ -136,6 +136,12 @@ def test_board_colours_inferred_from_stone_counts():
     xy(one(engine, "DONE"))  # as many stones: the engine is black
     state, _ = recorder.states[-1]
     assert int(state.current_player) == 0 and np.asarray(state.board)[3, 3] == 1
+    # the brain is to move: the last move is the opponent's last stone listed, never one
+    # of its own (under gomoku rules a manager may list the stones in any order)
+    assert int(state.last_action) == 4 * 9 + 4
+    say(engine, "BOARD", "0,8,2", "4,4,2", "3,3,1", "5,5,2", "6,6,1")
+    xy(one(engine, "DONE"))
+    assert int(recorder.states[-1][0].last_action) == 5 * 9 + 5
     say(engine, "BOARD")
     assert one(engine, "DONE") == "0,0"  # an empty BOARD: the engine opens
 
