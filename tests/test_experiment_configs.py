@@ -24,7 +24,8 @@ def test_the_reports_configs_are_all_here():
     assert {"az_9x9_cpu", "az_seed000_model_a", "az_seed000_model_b", "az_seed001_15x15",
             "az_seed002_7x7", "az_seed003_9x9"} <= names
     seed003 = set(_variants(CONFIGS[[p.stem for p in CONFIGS].index("az_seed003_9x9")]))
-    assert {"1rb", "2rb", "3rb", "4rb", "pcr", "gp", "garb", "padding3", "smoke"} <= seed003
+    assert {"1rb", "2rb", "3rb", "4rb", "pcr", "gp", "garb", "garb5", "padding3",
+            "smoke"} <= seed003
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -46,6 +47,33 @@ def test_seed000_network_is_the_reports():
     shapes = jax.eval_shape(lambda k: networks.init_network(
         module, k, cfg.game.env().observation_shape), jax.random.PRNGKey(0))
     assert networks.param_count(shapes["params"]) == 2_992_794
+
+
+def _config(stem, variants=()):
+    path = [p for p in CONFIGS if p.stem == stem][0]
+    cfg, _ = cfglib.load_file(az.AlphaZeroConfig, path, variants=list(variants))
+    return cfg
+
+
+@pytest.mark.parametrize("variant, kinds", [
+    # seed 003 Table IV: 2RBs+1GARB and 3RBs+2GARB, a GARB between consecutive plain
+    # blocks (III-C, Fig. 5)
+    ("garb", ("plain", "garb", "plain")),
+    ("garb5", ("plain", "garb", "plain", "garb", "plain")),
+])
+def test_seed003_garb_variants_are_table_ivs(variant, kinds):
+    cfg = _config("az_seed003_9x9", [variant])
+    assert cfg.network.module(cfg.game.size).block_kinds == kinds
+
+
+def test_seed002_cpu_variant_searches_200_simulations_in_training_and_evaluation():
+    # seed 002 section 3.3: the CPU configuration sets its one n_playout to 200 (the GPU
+    # one to 400), the number of simulations of every search its agent makes
+    cfg = _config("az_seed002_7x7", ["simplenet"])
+    assert (cfg.network.name, cfg.train.batch_size) == ("simplenet", 256)
+    assert cfg.search.num_simulations == cfg.eval.simulations == 200
+    cfg = _config("az_seed002_7x7")
+    assert cfg.search.num_simulations == cfg.eval.simulations == 400
 
 
 @pytest.mark.parametrize("path", [p for p in CONFIGS if p.stem != "az_9x9_cpu"],
