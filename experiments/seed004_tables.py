@@ -1,14 +1,15 @@
 """Experiment: seed 004's evaluation tables (5.1 to 5.3) with this framework's agents.
 
-Command (about 30 seconds on a 2-core CPU: 28 s on an AMD EPYC)::
+Command (about 45 seconds on a 2-core CPU: 47 s on an AMD EPYC, pinned to one core)::
 
     python -m experiments.seed004_tables --json experiments/results/seed004_tables.json
 
 * 3x3 tic-tac-toe, 100 games each (colours alternating) against the perfect player
   (`minimax`, exact alpha-beta): the tabular value learner (3,000 self-play games), linear TD
-  (3,000 games), pure MCTS with 1,000 simulations, the report's heuristic alpha-beta
-  at depth 9 ("Heuristic depth 10" in the report: a full-depth search on 3x3) and random
-  as a control.
+  (3,000 games), Shared MCTS (30 self-play games on one shared tree, 200 iterations a
+  move in training and at play, still writing to the tree during the match), pure MCTS
+  with 1,000 simulations, the report's heuristic alpha-beta at depth 9 ("Heuristic depth
+  10" in the report: a full-depth search on 3x3) and random as a control.
 * 5x5, k = 4, 10 games against the report's heuristic alpha-beta (section 4.3,
   `alphabeta004-D`) at depth 4: linear TD (1,000 games) and pure MCTS 1,000.
 * 10x10, k = 5, 10 games against it at depth 3: linear TD (1,000 games) and pure MCTS
@@ -25,6 +26,7 @@ import json
 import time
 
 from algorithms.classical import LinearTDLearner, TabularValueLearner
+from algorithms.shared_mcts import SharedMCTS
 from experiments.common import add_json_argument, device_description, publish, run_script
 from gomoku_jax import agents, arena
 from gomoku_jax.cli import ArgumentParser
@@ -65,7 +67,12 @@ def run(games_3x3: int = 100, games_big: int = 10, seed: int = 0) -> dict:
     tabular.train(3000, seed=seed)
     tab_s = time.perf_counter() - start
     td, td_s = _td(env, 3000, seed)
+    shared = SharedMCTS(env, iterations=200)
+    start = time.perf_counter()
+    shared.train(30, seed=seed)
+    shared_s = time.perf_counter() - start
     entries = [(tabular.agent("tabular-value"), tab_s), (td, td_s),
+               (shared.agent("shared-mcts-200"), shared_s),
                (agents.make("pure-mcts-1000", env), None),
                (agents.make("alphabeta004-9", env), None), (agents.make("random", env), None)]
     tables["3x3 vs perfect alpha-beta"] = [

@@ -34,6 +34,14 @@ def test_the_recorded_tables_carry_intervals_that_fit_their_counts():
     assert "0.15 (0.04-0.46)" in text  # pure MCTS on 5x5: 1 won, 1 drawn of 10
 
 
+def test_the_recorded_3x3_table_has_every_learner_with_its_training_time():
+    report = json.loads((RESULTS / "seed004_tables.json").read_text())
+    rows = {row["agent"]: row for row in report["tables"]["3x3 vs perfect alpha-beta"]}
+    for learner in ("tabular-value", "td-linear", "shared-mcts-200"):
+        assert rows[learner]["training_seconds"] > 0, learner
+    assert rows["shared-mcts-200"]["games"] == 100
+
+
 @pytest.mark.parametrize("name", ["seed004_tables", "gomokubot_strength"])
 def test_the_help_names_the_command_and_every_option_says_its_default(name, capsys):
     """(gomokubot_strength's other tests are in test_bench_search.py.)"""
