@@ -138,19 +138,21 @@ def _key_after(board, cell, stone) -> int:
     return canonical_key(_with(board, cell, stone))
 
 
-def test_expansion_adds_only_the_unexplored_move_of_highest_priority():
+@pytest.mark.parametrize("seed", range(4))
+def test_expansion_adds_only_the_unexplored_move_of_highest_priority(seed):
     learner = _learner()
     root = _board("X.. .O. ...")  # X to move; 1~3, 2~6, 5~7 by the diagonal mirror
     learner.tree.add(canonical_key(root), 0.5)
     learner.tree.add(_key_after(root, 1, 1), 0.5)  # move 1 (and 3) explored
     before = len(learner.tree)
-    learner.search(root, 1, rng=_rng())
+    rng = _rng(seed)
+    learner.search(root, 1, rng=rng)
     assert len(learner.tree) == before + 1  # exactly one new node
     assert _key_after(root, 2, 1) in learner.tree  # the other threat (priority 8)
     assert _key_after(root, 8, 1) not in learner.tree  # the corner (4) waits
-    learner.search(root, 1, rng=_rng())
+    learner.search(root, 1, rng=rng)
     assert _key_after(root, 8, 1) in learner.tree and _key_after(root, 5, 1) not in learner.tree
-    learner.search(root, 1, rng=_rng())
+    learner.search(root, 1, rng=rng)
     assert _key_after(root, 5, 1) in learner.tree
 
 
