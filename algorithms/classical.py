@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import os
 import time
 
@@ -65,16 +66,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gomoku_jax import io as gio
 from gomoku_jax.agents import JaxAgent, PythonAgent
 from gomoku_jax.game import DIRECTIONS, Gomoku, State, legal_action_of_rank
 
-__all__ = ["LinearTDLearner", "TabularValueLearner", "canonical_key", "line_windows"]
+__all__ = ["LinearTDLearner", "TabularValueLearner", "canonical_key", "line_windows",
+           "save_npz"]
 
 _FEATURES_VERSION = "seed004-line-windows-v1"
 _TIE_TOLERANCE = 1e-6
 
 
 # ---------------------------------------------------------------- shared tables
+
+
+def save_npz(path: str | os.PathLike, **arrays) -> None:
+    """``arrays`` as an ``.npz`` written at ``path`` exactly (NumPy's ``savez`` would add
+    ``.npz`` to a name without it), through a temporary file renamed over it, so an
+    interrupted save leaves the old file or the new one."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    gio.write_atomic(path, buffer.getvalue())
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -605,7 +617,7 @@ class LinearTDLearner:
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike) -> None:
         """Write the weights and the game settings to ``path`` (``.npz``, no pickle)."""
-        np.savez(path, weights=self.weights, size=np.int32(self.env.size),
+        save_npz(path, weights=self.weights, size=np.int32(self.env.size),
                  k=np.int32(self.env.k), rule=np.str_(self.env.rule),
                  features=np.str_(_FEATURES_VERSION))
 

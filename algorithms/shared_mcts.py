@@ -67,7 +67,7 @@ import time
 
 import numpy as np
 
-from algorithms.classical import _keys, _lines, _Lines, canonical_key
+from algorithms.classical import _keys, _lines, _Lines, canonical_key, save_npz
 from gomoku_jax.agents import PythonAgent
 from gomoku_jax.game import Gomoku, State
 
@@ -417,7 +417,7 @@ class SharedMCTS:
     def save(self, path: str | os.PathLike) -> None:
         """Write the tree and the game settings to ``path`` (``.npz``, no pickle)."""
         keys, visits, sums = self.tree.arrays()
-        np.savez(path, keys=keys, visits=visits, value_sums=sums,
+        save_npz(path, keys=keys, visits=visits, value_sums=sums,
                  size=np.int32(self.env.size), k=np.int32(self.env.k),
                  rule=np.str_(self.env.rule), format=np.str_(_FORMAT))
 

@@ -406,6 +406,18 @@ def test_weights_round_trip(td, tmp_path):
         state, jax.random.key(0))
 
 
+def test_weights_are_written_at_the_path_given_and_a_save_replaces_them_whole(td, tmp_path):
+    """NumPy's ``savez`` adds ``.npz`` to a name without it; the learner writes the
+    path it is given, through a temporary file (none is left behind)."""
+    learner, _ = td
+    path = tmp_path / "weights"
+    learner.save(path)
+    learner.save(path)  # replaced, not appended to
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["weights"]
+    np.testing.assert_array_equal(cl.LinearTDLearner(FIVE).load(path).weights,
+                                  learner.weights)
+
+
 def test_weights_for_another_game_are_refused(td, tmp_path):
     learner, _ = td
     path = tmp_path / "td.npz"
