@@ -71,13 +71,24 @@ from gomoku_jax.agents import JaxAgent, PythonAgent
 from gomoku_jax.game import DIRECTIONS, Gomoku, State, legal_action_of_rank
 
 __all__ = ["LinearTDLearner", "TabularValueLearner", "canonical_key", "line_windows",
-           "save_npz"]
+           "check_stored_game", "save_npz"]
 
 _FEATURES_VERSION = "seed004-line-windows-v1"
 _TIE_TOLERANCE = 1e-6
 
 
 # ---------------------------------------------------------------- shared tables
+
+
+def check_stored_game(path, stored: dict, env: Gomoku, what: str) -> None:
+    """ValueError when a file's ``stored`` ``size``, ``k`` and ``rule`` are not ``env``'s,
+    naming both games (``what``: "weights are", "the tree is")."""
+    mine = (env.size, env.k, env.rule)
+    theirs = (stored["size"], stored["k"], stored["rule"])
+    if theirs != mine:
+        raise ValueError(
+            f"{path}: {what} for a {theirs[0]}x{theirs[0]} board, k={theirs[1]}, "
+            f"{theirs[2]} rule; this learner plays {mine[0]}x{mine[0]}, k={mine[1]}, {mine[2]}")
 
 
 def save_npz(path: str | os.PathLike, **arrays) -> None:
@@ -624,12 +635,7 @@ class LinearTDLearner:
     def load(self, path: str | os.PathLike) -> "LinearTDLearner":
         """Read weights saved by `save`; refuses a file for another game or layout."""
         stored = _read(path)
-        mine = (self.env.size, self.env.k, self.env.rule)
-        theirs = (stored["size"], stored["k"], stored["rule"])
-        if theirs != mine:
-            raise ValueError(
-                f"{path}: weights are for a {theirs[0]}x{theirs[0]} board, k={theirs[1]}, "
-                f"{theirs[2]} rule; this learner plays {mine[0]}x{mine[0]}, k={mine[1]}, {mine[2]}")
+        check_stored_game(path, stored, self.env, "weights are")
         self.weights = self._checked(stored["weights"])
         return self
 

@@ -67,7 +67,8 @@ import time
 
 import numpy as np
 
-from algorithms.classical import _keys, _lines, _Lines, canonical_key, save_npz
+from algorithms.classical import (_keys, _lines, _Lines, canonical_key, check_stored_game,
+                                  save_npz)
 from gomoku_jax.agents import PythonAgent
 from gomoku_jax.game import Gomoku, State
 
@@ -425,13 +426,7 @@ class SharedMCTS:
         """Replace the tree by the one saved in ``path``; refuses a file for another game
         or a damaged one (a ValueError naming the file and what is wrong)."""
         stored = _read(path)
-        mine = (self.env.size, self.env.k, self.env.rule)
-        theirs = (stored["size"], stored["k"], stored["rule"])
-        if theirs != mine:
-            raise ValueError(
-                f"{path}: the tree is for a {theirs[0]}x{theirs[0]} board, k={theirs[1]}, "
-                f"{theirs[2]} rule; this learner plays {mine[0]}x{mine[0]}, k={mine[1]}, "
-                f"{mine[2]}")
+        check_stored_game(path, stored, self.env, "the tree is")
         limit = 3 ** (self.env.size * self.env.size)
         keys, visits, sums = stored["keys"], stored["visits"], stored["value_sums"]
         if ((keys < 0) | (keys >= limit)).any():
