@@ -35,8 +35,9 @@ may come at any time and are not replies):
 ``PLAY x,y``                 the brain must play x,y: ``x,y``
 ``TAKEBACK x,y``             remove the stone at x,y: ``OK``
 ``INFO key value``           no reply. Used: ``timeout_turn``, ``timeout_match``,
-                             ``time_left`` (milliseconds, a fraction dropped:
-                             "178532.71" is read; a negative ``time_left`` is an
+                             ``time_left`` (milliseconds; "178532.71" is read, a
+                             ``time_left`` rounded down and a limit up, so 0.5 is
+                             not 0, "no limit"; a negative ``time_left`` is an
                              overdrawn clock, read as 0; a negative limit is answered
                              ``ERROR`` and the previous one stays) and ``rule`` (bit 1: exactly
                              five, bit 2: continuous game; renju (4) and caro (8) are
@@ -69,7 +70,9 @@ log.
 from __future__ import annotations
 
 import contextlib
+import fractions
 import functools
+import math
 import os
 import queue
 import re
@@ -621,13 +624,14 @@ class Engine:
             return self._set_rule(int(value))
         if not _MS.fullmatch(value):
             raise _ProtocolError(f"INFO {key}: expected milliseconds, got {clip(value)!r}")
-        whole, _, _ = value.partition(".")  # a fraction of a millisecond is dropped
-        number = int(whole)
+        exact = fractions.Fraction(value)
         if key == "time_left":  # a manager that allows some tolerance writes an overdrawn
-            number = max(number, 0)  # clock as negative: no time left
-        elif number < 0:  # milliseconds; 0 has a meaning (as fast as possible / no limit)
-            raise _ProtocolError(f"INFO {key}: expected milliseconds >= 0, got {number}; "
+            number = max(math.floor(exact), 0)  # clock as negative: no time left
+        elif exact < 0:  # milliseconds; 0 has a meaning (as fast as possible / no limit)
+            raise _ProtocolError(f"INFO {key}: expected milliseconds >= 0, got {value}; "
                                  "the previous value stands")
+        else:  # a limit's fraction rounds up: 0.5 ms is a limit, where 0 would mean none
+            number = math.ceil(exact)
         setattr(self, f"_{key}", number)
         if key == "time_left":
             self._thought = 0.0  # the manager's clock includes all the brain has thought

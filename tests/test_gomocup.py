@@ -375,7 +375,14 @@ def test_info_times_as_a_judge_writes_them():
     assert engine.deadline(100.0) == pytest.approx(100.0 + 0.4 * 0.9 - 0.05)
     assert say(engine, "INFO time_left -312.5") == []  # overdrawn: answer at once
     assert engine._time_left == 0 and engine.deadline(100.0) == 100.0
-    assert say(engine, "INFO timeout_turn 999.9") == [] and engine._timeout_turn == 999
+    # a limit's fraction rounds up: half a millisecond is a limit, where 0 means none
+    assert say(engine, "INFO timeout_turn 999.9") == [] and engine._timeout_turn == 1000
+    assert say(engine, "INFO timeout_match 0.5") == [] and engine._timeout_match == 1
+    # a negative limit is refused, however small, and the previous one stands
+    reply = say(engine, "INFO timeout_turn -0.5")
+    assert len(reply) == 1 and reply[0].startswith("ERROR INFO timeout_turn: expected "
+                                                   "milliseconds >= 0, got -0.5")
+    assert engine._timeout_turn == 1000
 
 
 def test_deadline_reaches_the_agent():
