@@ -253,7 +253,13 @@ class SharedMCTS:
             player = int(state_or_board.current_player) if player is None else player
         else:
             board = _checked_board(self.env, state_or_board, owner)
-        player = _to_move(board) if player is None else _checked_player(player)
+        implied = _to_move(board)
+        if player is not None and _checked_player(player) != implied:
+            # the tree's nodes are keyed by the board alone: results backed up for the
+            # wrong side would be read by both players
+            raise ValueError(f"{owner}: player {player} is not the one to move on this board "
+                             f"({'black' if implied == 0 else 'white'}, from its stones)")
+        player = implied
         padded = np.append(board.reshape(-1), np.int8(0))
         if not (padded[:-1] == 0).any() or self._over(padded):
             raise ValueError(f"{owner}: the game on this board is over")
@@ -487,7 +493,12 @@ def _checked_board(env: Gomoku, board, owner: str) -> np.ndarray:
 
 
 def _to_move(board: np.ndarray) -> int:
+    """The player to move (black moves first), or a ValueError for stone counts no game
+    reaches."""
     blacks, whites = int((board == 1).sum()), int((board == 2).sum())
+    if blacks - whites not in (0, 1):
+        raise ValueError(f"SharedMCTS: {blacks} black and {whites} white stones: no game "
+                         "reaches this board (black moves first, then each in turn)")
     return 0 if blacks == whites else 1
 
 

@@ -229,10 +229,14 @@ def test_symmetric_boards_share_one_node():
         learner.tree.node(a)[1]))
     learner.search(b, 5, rng=_rng())
     assert learner.tree.node(a)[0] == 25
-    # The 9 first moves are 3 nodes: a corner, an edge, the centre.
-    learner.search(np.zeros((3, 3), np.int8), 10, rng=_rng())
-    empty = np.zeros((3, 3), np.int8)
-    assert len({_key_after(empty, cell, 1) for cell in range(9)}) == 3
+    # The 9 first moves are 3 nodes (a corner, an edge, the centre): a fresh search of
+    # the empty board expands those 3, and every iteration passes through one of them.
+    fresh, empty = _learner(), np.zeros((3, 3), np.int8)
+    fresh.search(empty, 10, rng=_rng())
+    children = {_key_after(empty, cell, 1) for cell in range(9)}
+    assert len(children) == 3 and all(k in fresh.tree for k in children)
+    assert fresh.tree.node(empty)[0] == 10 == sum(fresh.tree.visits[k] for k in children)
+    assert len(fresh.tree) > 4  # and the iterations went on below them
 
 
 # ---------------------------------------------------------------- the final move
@@ -370,5 +374,13 @@ def test_bad_settings_and_inputs_are_refused_by_name():
         learner.best_move(_board("XXX OO. ..."), rng=_rng())
     with pytest.raises(ValueError, match="player must be 0"):
         learner.search(np.zeros((3, 3), np.int8), 1, rng=_rng(), player=2)
+    # the tree is keyed by boards: a player other than the one to move would back up
+    # results for the wrong side
+    with pytest.raises(ValueError, match=r"player 1 is not the one to move on this board "
+                                         r"\(black, from its stones\)"):
+        learner.search(np.zeros((3, 3), np.int8), 1, rng=_rng(), player=1)
+    with pytest.raises(ValueError, match="0 black and 1 white stones: no game reaches"):
+        learner.best_move(_board("O.. ... ..."), rng=_rng())
+    assert len(learner.tree) == 0  # nothing was searched
     with pytest.raises(ValueError, match="shared-mcts"):
         learner.agent().act(FIVE.init(), jax.random.key(0))
