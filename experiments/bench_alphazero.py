@@ -203,8 +203,10 @@ def learner_config(net_name: str, net_options: dict, overrides=(), quick: bool =
 
     given = config_lib.parse_overrides(overrides)
     network = {"network.name": net_name, "network.options": json.loads(json.dumps(net_options))}
-    cfg, _ = config_lib.load_file(alphazero.AlphaZeroConfig, CPU_CONFIG,
-                                  overrides={**network, **given},  # overrides come last
+    # the network first, then the overrides in their order (one that sets a network key
+    # again replaces the benchmark's, in its own place)
+    ordered = {**{k: v for k, v in network.items() if k not in given}, **given}
+    cfg, _ = config_lib.load_file(alphazero.AlphaZeroConfig, CPU_CONFIG, overrides=ordered,
                                   variants=["smoke"] if quick else [])
     return cfg
 

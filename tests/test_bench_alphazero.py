@@ -224,6 +224,18 @@ def test_an_interrupted_run_keeps_its_rows_beside_an_earlier_report(tmp_path, mo
     assert bench.partial_report(tmp_path / "x") == tmp_path / "x.partial.json"
 
 
+def test_the_learner_config_takes_the_overrides_after_the_network_in_their_order():
+    net = ("resnet", {"blocks": 1, "filters": 8})
+    cfg = bench.learner_config(*net, ["network.options.filters=4"])
+    assert cfg.network.options["filters"] == 4 and cfg.network.options["blocks"] == 1
+    cfg = bench.learner_config(*net, ["network.options.filters=4",
+                                      'network.options={"blocks": 2, "filters": 16}'])
+    assert cfg.network.options == {"blocks": 2, "filters": 16}  # the last word is the last
+    cfg = bench.learner_config(*net, ['network.options={"blocks": 2, "filters": 16}',
+                                      "network.options.filters=4"])
+    assert cfg.network.options == {"blocks": 2, "filters": 4}
+
+
 def test_the_learner_bench_without_the_sgd_reference(tmp_path):
     cfg = bench.learner_config(*bench.choose_network(), ["tactical=null", "train.augment=false",
                                                          "train.epochs=0.25"], quick=True)
