@@ -344,7 +344,11 @@ class SearchConfig:
         return dataclasses.replace(self, **changes)
 
 
-@functools.partial(_register, meta=("enabled",))
+# How TacticalPrior spreads what the forced move leaves (TacticalPrior.rest)
+_TACTICAL_REST = ("prior", "uniform")
+
+
+@functools.partial(_register, meta=("enabled", "rest"))
 @dataclasses.dataclass(frozen=True)
 class TacticalPrior:
     """Seed 000's tactical threat prior for training search (section 4.5).
@@ -360,11 +364,15 @@ class TacticalPrior:
       open_three_probability: chance that tier 3 is checked at a node, in [0, 1].
       forced_mass: prior probability put on the forced move, in (0, 1].
       enabled: False leaves every prior untouched. Static.
+      rest: how the other ``1 - forced_mass`` is spread over the other legal moves (the
+        report's "spread across remaining legal moves"): ``"prior"`` in proportion to
+        the network's prior, ``"uniform"`` evenly. Static.
     """
 
     open_three_probability: float = 0.5
     forced_mass: float = 0.9
     enabled: bool = True
+    rest: str = "prior"
 
     def __post_init__(self):
         plain_fields(self)
@@ -373,6 +381,9 @@ class TacticalPrior:
         if not isinstance(self.enabled, (bool, np.bool_)):
             raise ValueError(f"TacticalPrior.enabled must be a bool, got {self.enabled!r}")
         object.__setattr__(self, "enabled", bool(self.enabled))
+        if self.rest not in _TACTICAL_REST:
+            raise ValueError(f"TacticalPrior.rest must be one of {list(_TACTICAL_REST)}, "
+                             f"got {self.rest!r}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -432,6 +443,8 @@ def apply_tactical_prior(env: Gomoku, states: State, logits: jax.Array, key: jax
         p'(a) = (1 - m) * p(a) / sum_{b legal, b != f} p(b)   for legal a != f
         p'(a) = 0                                            for illegal a
 
+    (with ``tactical.rest = "uniform"``: ``p'(a) = (1 - m) / n`` for the ``n`` legal
+    ``a != f``)
     (``p'(f) = 1`` when ``f`` is the only legal move.) The result is returned as
     log-probabilities, illegal moves at ``jnp.finfo(jnp.float32).min``; games without
     a forced move keep ``logits`` with illegal moves masked the same way. ``key``
@@ -449,7 +462,11 @@ def apply_tactical_prior(env: Gomoku, states: State, logits: jax.Array, key: jax
     lse = jax.nn.logsumexp(jnp.where(others, masked, -jnp.inf), axis=-1, keepdims=True)
     lse = jnp.where(has_other, lse, 0.0)
     mass = jnp.asarray(tactical.forced_mass, jnp.float32)
-    rest = jnp.log1p(-mass) + masked - lse  # -inf when forced_mass == 1
+    if tactical.rest == "uniform":
+        count = jnp.sum(others, axis=-1, keepdims=True)
+        rest = jnp.log1p(-mass) - jnp.log(jnp.maximum(count, 1)).astype(jnp.float32)
+    else:  # in proportion to the network's prior
+        rest = jnp.log1p(-mass) + masked - lse  # -inf when forced_mass == 1
     rewritten = jnp.where(
         is_forced,
         jnp.where(has_other, jnp.log(mass), 0.0),

@@ -133,8 +133,10 @@ def test_configs_round_trip_through_dicts():
         search.SearchConfig.from_dict({"simulations": 3})
     prior = search.TacticalPrior(0.25, 0.8)
     assert search.TacticalPrior.from_dict(prior.to_dict()) == prior
+    uniform = search.TacticalPrior(rest="uniform")
+    assert search.TacticalPrior.from_dict(uniform.to_dict()) == uniform != search.TacticalPrior()
     for field, value in [("open_three_probability", 1.1), ("forced_mass", 0.0),
-                         ("enabled", 1)]:
+                         ("enabled", 1), ("rest", "even")]:
         with pytest.raises(ValueError, match=f"TacticalPrior.{field}"):
             search.TacticalPrior(**{field: value})
 
@@ -440,6 +442,13 @@ def test_a_win_gets_forced_mass_and_the_rest_keeps_the_network_prior():
     np.testing.assert_allclose(probs[0, others], 0.1 * p[others] / p[others].sum(), rtol=1e-4)
     # forced_mass = 1: everything on the win, no NaN.
     probs, _ = _probs(states, net, forced_mass=1.0)
+    assert probs[0, win] == 1.0 and np.isfinite(probs).all()
+    # rest="uniform": the other 10% evenly, whatever the network's prior.
+    probs, logits = _probs(states, net, rest="uniform")
+    np.testing.assert_allclose(probs[0, win], 0.9, rtol=1e-6)
+    np.testing.assert_allclose(probs[0, others], 0.1 / others.sum(), rtol=1e-5)
+    assert (logits[0, ~legal] == MIN).all()
+    probs, _ = _probs(states, net, rest="uniform", forced_mass=1.0)
     assert probs[0, win] == 1.0 and np.isfinite(probs).all()
 
 
