@@ -172,15 +172,17 @@ def _features_from_counts(own, opp, k: int):
 
 
 def _winning_cells(lines: _Lines, padded: np.ndarray, player: int, own: np.ndarray) -> np.ndarray:
-    """``[nn]`` bool: the empty cells where ``player``'s stone completes a win, given the
-    player's window counts ``own`` ``[F]`` on ``padded``."""
+    """``[..., nn]`` bool: the empty cells where ``player``'s stone completes a win, given
+    the player's window counts ``own`` ``[..., F]`` on ``padded`` ``[..., nn + 1]`` (any
+    leading batch axes)."""
     stone = player + 1
-    own_pad = np.append(own, 0)  # the padding window
-    completes = own_pad[lines.cell_windows] == lines.k - 1  # [nn, m]
+    pad = np.zeros(own.shape[:-1] + (1,), own.dtype)  # the padding window
+    completes = np.concatenate([own, pad], -1)[..., lines.cell_windows] == lines.k - 1
     if lines.rule == "standard":  # exactly k: the cells just outside must not be ours
-        exact = (padded[lines.before] != stone) & (padded[lines.after] != stone)
-        completes &= np.append(exact, False)[lines.cell_windows]
-    return completes.any(-1) & (padded[:-1] == 0)
+        exact = (padded[..., lines.before] != stone) & (padded[..., lines.after] != stone)
+        exact = np.concatenate([exact, np.zeros_like(pad, bool)], -1)
+        completes &= exact[..., lines.cell_windows]
+    return completes.any(-1) & (padded[..., :-1] == 0)
 
 
 def _pick(values: np.ndarray, rng: np.random.Generator) -> int:

@@ -67,8 +67,9 @@ import time
 
 import numpy as np
 
-from algorithms.classical import (_keys, _lines, _Lines, canonical_key, check_stored_game,
-                                  save_npz)
+from algorithms.classical import (_check_board, _check_positive_int, _keys, _lines, _Lines,
+                                  _padded, _window_counts, _winning_cells, canonical_key,
+                                  check_stored_game, save_npz)
 from gomoku_jax.agents import PythonAgent
 from gomoku_jax.game import Gomoku, State
 
@@ -88,13 +89,7 @@ _CACHE_LIMIT = 200_000  # positions whose move data is kept (cleared when full)
 def _wins_batch(lines: _Lines, padded: np.ndarray, player: int) -> np.ndarray:
     """``[B, nn]`` bool: the empty cells where ``player``'s stone completes a win on each of
     the padded flat boards ``[B, nn + 1]`` (the rule's exactness included)."""
-    stone = player + 1
-    own = (padded[:, lines.windows] == stone).sum(-1)  # [B, F]
-    completes = own == lines.k - 1
-    if lines.rule == "standard":  # exactly k: the cells just outside must not be ours
-        completes &= (padded[:, lines.before] != stone) & (padded[:, lines.after] != stone)
-    completes = np.concatenate([completes, np.zeros((len(padded), 1), bool)], axis=1)
-    return completes[:, lines.cell_windows].any(-1) & (padded[:, :-1] == 0)
+    return _winning_cells(lines, padded, player, _window_counts(lines, padded, player)[0])
 
 
 def _positional(size: int) -> np.ndarray:
@@ -143,7 +138,7 @@ def move_priorities(env: Gomoku, board, player: int | None = None) -> np.ndarray
     cells. See the module docstring for the scores and our reading of a threat."""
     board = _checked_board(env, board, "move_priorities")
     player = _to_move(board) if player is None else _checked_player(player)
-    padded = np.append(board.reshape(-1), np.int8(0))
+    padded = _padded(board)
     moves = _moves(_lines(env.size, env.k, env.rule), padded, player)
     out = np.full(env.num_actions, -np.inf)
     out[moves.empty] = moves.priority
@@ -260,7 +255,7 @@ class SharedMCTS:
             raise ValueError(f"{owner}: player {player} is not the one to move on this board "
                              f"({'black' if implied == 0 else 'white'}, from its stones)")
         player = implied
-        padded = np.append(board.reshape(-1), np.int8(0))
+        padded = _padded(board)
         if not (padded[:-1] == 0).any() or self._over(padded):
             raise ValueError(f"{owner}: the game on this board is over")
         return padded, player
@@ -268,8 +263,7 @@ class SharedMCTS:
     def _over(self, padded: np.ndarray) -> bool:
         """Whether either player has a completed line (the board may be any position)."""
         for player in (0, 1):
-            cells = padded[self.lines.windows] == player + 1
-            full = cells.all(-1)
+            full = _window_counts(self.lines, padded, player)[0] == self.lines.k
             if self.lines.rule == "standard":
                 stone = player + 1
                 full &= (padded[self.lines.before] != stone) & (padded[self.lines.after] != stone)
@@ -391,7 +385,7 @@ class SharedMCTS:
             for ply in range(nn):
                 self.search(board, rng=rng, player=player)
                 a = self.best_move(board, temperature, rng=rng, player=player)
-                moves = self._moves_of(np.append(board.reshape(-1), np.int8(0)), player)
+                moves = self._moves_of(_padded(board), player)
                 won = bool(moves.wins[np.searchsorted(moves.empty, a)])
                 board.reshape(-1)[a] = player + 1
                 plies += 1
@@ -463,8 +457,7 @@ class _SharedMCTSAgent(PythonAgent):
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"SharedMCTS: {name} must be a positive integer, got {value!r}")
+    _check_positive_int("SharedMCTS", name, value)
     return int(value)
 
 
@@ -483,10 +476,7 @@ def _checked_player(player) -> int:
 
 def _checked_board(env: Gomoku, board, owner: str) -> np.ndarray:
     board = np.asarray(board)
-    n = env.size
-    if board.shape != (n, n):
-        raise ValueError(f"{owner} plays {env.words}: it takes one board [{n}, {n}], "
-                         f"got shape {board.shape}")
+    _check_board(board, env, owner)
     if not np.isin(board, (0, 1, 2)).all():
         raise ValueError(f"{owner}: board cells must be 0 (empty), 1 (black) or 2 (white)")
     return board.astype(np.int8)
