@@ -71,7 +71,7 @@ from gomoku_jax.agents import JaxAgent, PythonAgent
 from gomoku_jax.game import DIRECTIONS, Gomoku, State, legal_action_of_rank
 
 __all__ = ["LinearTDLearner", "TabularValueLearner", "canonical_key", "line_windows",
-           "check_stored_game", "save_npz"]
+           "check_stored_game", "load_npz", "save_npz"]
 
 _FEATURES_VERSION = "seed004-line-windows-v1"
 _TIE_TOLERANCE = 1e-6
@@ -89,6 +89,21 @@ def check_stored_game(path, stored: dict, env: Gomoku, what: str) -> None:
         raise ValueError(
             f"{path}: {what} for a {theirs[0]}x{theirs[0]} board, k={theirs[1]}, "
             f"{theirs[2]} rule; this learner plays {mine[0]}x{mine[0]}, k={mine[1]}, {mine[2]}")
+
+
+def load_npz(path: str | os.PathLike, fields, kind: str, reading: str) -> dict:
+    """The arrays ``fields`` of the ``.npz`` file at ``path``, read without pickle; a
+    ValueError naming ``path`` when it cannot be read (``cannot read {reading}``) or lacks
+    one of them (``not a {kind} file``)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            stored = {name: data[name] for name in fields if name in data.files}
+    except (OSError, EOFError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read {reading} ({err})") from err
+    missing = set(fields) - set(stored)
+    if missing:
+        raise ValueError(f"{path}: not a {kind} file (missing {sorted(missing)})")
+    return stored
 
 
 def save_npz(path: str | os.PathLike, **arrays) -> None:
@@ -650,15 +665,10 @@ class LinearTDLearner:
 
 
 def _read(path) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            missing = {"weights", "size", "k", "rule", "features"} - set(data.files)
-            if missing:
-                raise ValueError(f"{path}: not a LinearTDLearner file (missing {sorted(missing)})")
-            stored = dict(weights=data["weights"], size=int(data["size"]), k=int(data["k"]),
-                          rule=str(data["rule"]), features=str(data["features"]))
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{path}: cannot read LinearTDLearner weights ({err})") from err
+    data = load_npz(path, ("weights", "size", "k", "rule", "features"), "LinearTDLearner",
+                    "LinearTDLearner weights")
+    stored = dict(weights=data["weights"], size=int(data["size"]), k=int(data["k"]),
+                  rule=str(data["rule"]), features=str(data["features"]))
     if stored["features"] != _FEATURES_VERSION:
         raise ValueError(
             f"{path}: features {stored['features']!r}, this code computes {_FEATURES_VERSION!r}")

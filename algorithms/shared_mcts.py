@@ -69,7 +69,7 @@ import numpy as np
 
 from algorithms.classical import (_check_board, _check_positive_int, _keys, _lines, _Lines,
                                   _padded, _window_counts, _winning_cells, canonical_key,
-                                  check_stored_game, save_npz)
+                                  check_stored_game, load_npz, save_npz)
 from gomoku_jax.agents import PythonAgent
 from gomoku_jax.game import Gomoku, State
 
@@ -493,19 +493,8 @@ def _to_move(board: np.ndarray) -> int:
 
 
 def _read(path) -> dict:
-    fields = {"keys", "visits", "value_sums", "size", "k", "rule", "format"}
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            missing = fields - set(data.files)
-            if missing:
-                raise ValueError(f"{path}: not a SharedMCTS file (missing {sorted(missing)})")
-            stored = {name: data[name] for name in fields}
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{path}: cannot read a SharedMCTS tree ({err})") from err
-    except ValueError as err:
-        if "SharedMCTS" in str(err):
-            raise
-        raise ValueError(f"{path}: cannot read a SharedMCTS tree ({err})") from err
+    stored = load_npz(path, ("keys", "visits", "value_sums", "size", "k", "rule", "format"),
+                      "SharedMCTS", "a SharedMCTS tree")
     if str(stored["format"]) != _FORMAT:
         raise ValueError(f"{path}: format {str(stored['format'])!r}, this code reads {_FORMAT!r}")
     keys, visits, sums = stored["keys"], stored["visits"], stored["value_sums"]
