@@ -87,8 +87,8 @@ _CACHE_LIMIT = 200_000  # positions whose move data is kept (cleared when full)
 
 
 def _wins_batch(lines: _Lines, padded: np.ndarray, player: int) -> np.ndarray:
-    """``[B, nn]`` bool: the empty cells where ``player``'s stone completes a win on each of
-    the padded flat boards ``[B, nn + 1]`` (the rule's exactness included)."""
+    """``[..., nn]`` bool: the empty cells where ``player``'s stone completes a win on each
+    of the padded flat boards ``[..., nn + 1]`` (the rule's exactness included)."""
     return _winning_cells(lines, padded, player, _window_counts(lines, padded, player)[0])
 
 
@@ -121,9 +121,9 @@ def _moves(lines: _Lines, padded: np.ndarray, player: int) -> _Moves:
     nexts = np.repeat(padded[None], len(empty), axis=0)
     nexts[np.arange(len(empty)), empty] = player + 1
     children = _keys(nexts[:, :-1], lines.size)
-    now = _wins_batch(lines, padded[None], player)[0]
+    now = _wins_batch(lines, padded, player)
     wins = now[empty]
-    blocks = _wins_batch(lines, padded[None], 1 - player)[0][empty]
+    blocks = _wins_batch(lines, padded, 1 - player)[empty]
     new_wins = _wins_batch(lines, nexts, player) & ~now  # a winning cell it lacked before
     threats = new_wins.any(-1)
     priority = np.where(wins, PRIORITY_WIN, np.where(
