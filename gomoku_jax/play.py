@@ -355,7 +355,8 @@ def _split_exported(spec: str) -> tuple[str, int | None] | None:
     if exported is None:
         return None
     path, sims = exported
-    return path, (None if sims is None else _check_budget(sims))
+    return path, (None if sims is None else _check_budget(
+        sims, f"agent {spec!r}: the simulations after '@'"))
 
 
 # ------------------------------------------------------------------------- the app

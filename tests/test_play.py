@@ -1034,3 +1034,17 @@ def test_the_play_command_stops_on_sigterm_and_ctrl_c_and_exits_normally(console
             proc.kill()
     assert proc.returncode == 0, (proc.returncode, err[-2000:])
     assert "Traceback" not in err
+
+
+def test_an_exported_agents_simulations_out_of_range_are_named_as_in_its_name(gjx, capsys):
+    """``FILE.gjx@N`` with N above the page's largest budget: the error names the agent and
+    its ``@N``, not a budget field the request (or command line) never had."""
+    from gomoku_jax import cli
+
+    app = PlayApp("heuristic", size=9, seed=0)
+    with pytest.raises(PlayError, match=r"^agent '.*tiny\.gjx@99999': the simulations after "
+                                        r"'@' must be an integer from 1 to 20000, got 99999$"):
+        app.agent_info(gjx + "@99999")
+    assert cli.main(["play", "--agent", gjx + "@99999+killer", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "tiny.gjx@99999': the simulations after '@' must be" in err and "budget" not in err
