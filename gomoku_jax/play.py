@@ -489,22 +489,21 @@ class PlayApp:
         return _plain_player(spec, env), None
 
     def _game_of(self, body: dict) -> Gomoku:
-        """The game a new-game request asks for: its ``game``, else an exported agent's
-        game, else the current one."""
+        """The game a new-game request asks for: its ``game`` (the fields it leaves out
+        as below), else an exported agent's game, else the current one."""
         current = getattr(self, "_env_now", None)
+        agent = body.get("agent")
+        exported = _exported_base(agent.strip()) if isinstance(agent, str) else None
+        if exported is not None:
+            from gomoku_jax import exported as exported_lib
+
+            try:
+                _, file_env, _, _ = exported_lib.load_network(exported[0])
+            except ValueError as err:
+                raise PlayError(str(err)) from None
+            current = Gomoku(file_env.size, file_env.k, file_env.rule)
         if "game" in body:
             return self._env(body["game"], current)
-        agent = body.get("agent")
-        if isinstance(agent, str):
-            exported = _exported_base(agent.strip())
-            if exported is not None:
-                from gomoku_jax import exported as exported_lib
-
-                try:
-                    _, file_env, _, _ = exported_lib.load_network(exported[0])
-                except ValueError as err:
-                    raise PlayError(str(err)) from None
-                return Gomoku(file_env.size, file_env.k, file_env.rule)
         return current if current is not None else Gomoku()
 
     def _start(self, body: dict, budget_name: str | None = None) -> None:

@@ -1048,3 +1048,16 @@ def test_an_exported_agents_simulations_out_of_range_are_named_as_in_its_name(gj
     assert cli.main(["play", "--agent", gjx + "@99999+killer", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "tiny.gjx@99999': the simulations after '@' must be" in err and "budget" not in err
+
+
+def test_game_fields_left_out_for_an_exported_agent_are_its_files(gjx):
+    """``--k``, ``--rule`` or a request's partial ``game`` for an exported agent: the fields
+    left out are the file's game (as ``--size``'s help says), not 15x15."""
+    app = PlayApp(gjx, k=4, seed=0)  # the file's 5x5 board, k as asked
+    assert (app.snapshot()["game"]["size"], app.snapshot()["game"]["k"]) == (5, 4)
+    app = PlayApp("heuristic", size=9, seed=0)
+    state = app.new_game({"agent": gjx, "game": {"rule": "freestyle"}})
+    assert (state["game"]["size"], state["game"]["k"]) == (5, 4)
+    with pytest.raises(PlayError, match=r"trained for 5x5 k=4 freestyle; this game is 5x5 "
+                                        r"k=4 standard$"):
+        app.new_game({"agent": gjx, "game": {"rule": "standard"}})
