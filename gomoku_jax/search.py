@@ -874,15 +874,18 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
     replaces the kept root's stored prior; its visits, values and subtree are kept, so
     the root visit distribution (the policy target) includes the carried visits.
     ``config.reuse_tree`` must be set; ``devices``: as in `run_search`, for the empty tree
-    made when ``tree`` is None (a kept tree was checked when it was made). Returns the
-    output; its ``search_tree`` is the whole tree (`advance_tree` it with the move
-    played).
+    made when ``tree`` is None (a kept tree was checked when it was made; one of another
+    batch, board or `tree_capacity` than ``states`` and ``config`` is a ``ValueError``).
+    Returns the output; its ``search_tree`` is the whole tree (`advance_tree` it with the
+    move played).
     """
     _check_reuse(config)
     _check_batched(env, states)
     states = env.with_planes(states)  # as `root_output`: the game's own planes
     if tree is None:
         tree = empty_tree(env, states, config, devices=devices)
+    else:
+        _check_kept_tree(env, states, config, tree)
     tree = _clear_games(tree, ~tree_matches(tree, states))
     root_key, search_key = jax.random.split(key)
     root = root_output(env, evaluate, params, states, root_key, tactical)
@@ -901,6 +904,23 @@ def run_search_reusing(env: Gomoku, evaluate: Evaluate, params, states: State,
         tree=tree,
         local_exploration=config.local_exploration,
     )
+
+
+def _check_kept_tree(env: Gomoku, states: State, config: SearchConfig,
+                     tree: mctx.Tree) -> None:
+    """Refuse a kept ``tree`` that is not one `empty_tree` and `advance_tree` make for
+    ``states`` and ``config``: ``[batch, tree_capacity(config), num_actions]``."""
+    if not isinstance(tree, mctx.Tree):
+        raise ValueError(f"tree must be an mctx.Tree (from empty_tree or advance_tree), "
+                         f"got {type(tree).__name__}")
+    want = (states.board.shape[0], tree_capacity(config), env.num_actions)
+    have = tuple(np.shape(tree.children_index))
+    if have != want:
+        raise ValueError(
+            f"tree has children_index of shape {have} ([games, nodes, actions]); this "
+            f"search needs {want}: {want[0]} games (the states' batch), {want[1]} nodes "
+            f"(tree_capacity(config)) and {want[2]} actions ({env.size}x{env.size} board); "
+            f"make it with empty_tree(env, states, config) and keep it with advance_tree")
 
 
 def advance_tree(tree: mctx.Tree, action: jax.Array, config: SearchConfig,

@@ -593,6 +593,32 @@ def test_the_search_reads_states_in_its_games_planes_whichever_game_made_them():
     assert out.action.shape == (2,) and set(seen) == {threats.observation_shape[-1]}
 
 
+
+def test_a_kept_tree_of_another_shape_is_refused_naming_it():
+    """A tree kept for other games (batch, board) or another config's capacity is named,
+    not met with a broadcasting error or searched with fewer simulations than asked."""
+    reuse = search.SearchConfig(num_simulations=4, backend="linear", reuse_tree=True)
+    games = lambda env, n: jax.vmap(lambda _: env.init())(jnp.arange(n))  # noqa: E731
+
+    def run(env, states, config, tree):
+        return jax.eval_shape(lambda tree: search.run_search_reusing(
+            env, search.uniform_evaluate(env), None, states, jax.random.key(0), config,
+            tree=tree), tree)
+
+    tree = jax.eval_shape(lambda: search.empty_tree(SMALL, games(SMALL, 2), reuse))
+    run(SMALL, games(SMALL, 2), reuse, tree)  # the tree it was made for
+    big = Gomoku(7, 4)
+    for env, n, config, want in (
+            (SMALL, 3, reuse, r"\(3, 5, 25\): 3 games"),
+            (big, 2, reuse, r"\(2, 5, 49\).*49 actions \(7x7 board\)"),
+            (SMALL, 2, reuse.replace(reuse_capacity=4), r"8 nodes \(tree_capacity")):
+        with pytest.raises(ValueError, match=r"tree has children_index of shape \(2, 5, 25\)"
+                           r".*" + want):
+            run(env, games(env, n), config, tree)
+    with pytest.raises(ValueError, match="tree must be an mctx.Tree"):
+        run(SMALL, games(SMALL, 2), reuse, {"node_visits": jnp.zeros((2, 5))})
+
+
 # ---------------------------------------------------------------- qtransforms
 def _q_at_7(tree, node_index):
     """A qtransform: Q 1 for the child of action 7, 0 for the others."""
