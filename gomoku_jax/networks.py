@@ -411,12 +411,17 @@ class ResNet(nn.Module):
     def unused_options(self) -> list[str]:
         """The options set away from their defaults that change nothing about this
         network, each in a sentence (see `unused_options`): ``gpool_channels`` and
-        ``gpool_every`` without ``global_pooling``."""
+        ``gpool_every`` without ``global_pooling``, ``garb`` with one block (the GARBs
+        are the odd-indexed blocks)."""
+        out = []
+        if self.garb and self.blocks == 1:
+            out.append("garb (True) does nothing with blocks=1: the GARBs are the "
+                       "odd-indexed blocks, and the one block is plain")
         if self.global_pooling:
-            return []
-        return [f"{name} ({getattr(self, name)!r}) does nothing without global_pooling: "
-                "the network has no global-pooling block"
-                for name in ("gpool_channels", "gpool_every") if changed(self, name)]
+            return out
+        return out + [f"{name} ({getattr(self, name)!r}) does nothing without "
+                      "global_pooling: the network has no global-pooling block"
+                      for name in ("gpool_channels", "gpool_every") if changed(self, name)]
 
     @property
     def block_kinds(self) -> tuple[str, ...]:

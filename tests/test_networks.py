@@ -315,6 +315,21 @@ def test_unused_options_are_named_and_change_nothing():
     assert nets.unused_options(_build("simplenet")[0]) == []  # a class without the method
 
 
+def test_garb_with_one_block_is_named_as_unused():
+    """``garb`` makes the odd-indexed blocks GARBs: with one block there is none, so the
+    option is named (a config warns of it) and the network is the plain one."""
+    def resnet(**kw):
+        return nets.make_network("resnet", board_size=N, **{**TINY["resnet"], **kw})
+
+    one, plain = resnet(blocks=1, garb=True), resnet(blocks=1)
+    assert one.block_kinds == plain.block_kinds == ("plain",)
+    assert nets.unused_options(one) == [
+        "garb (True) does nothing with blocks=1: the GARBs are the odd-indexed blocks, "
+        "and the one block is plain"]
+    assert nets.unused_options(resnet(blocks=3, garb=True)) == []
+    assert len(nets.unused_options(resnet(blocks=1, garb=True, gpool_every=2))) == 2
+
+
 @pytest.mark.parametrize("block", ["plain", "gpool", "garb"])
 def test_global_blocks_see_the_whole_board(block):
     """A plain block (two 3x3 convs) only sees 2 cells away; the global ones see all."""
