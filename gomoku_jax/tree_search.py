@@ -927,6 +927,12 @@ def reuse_subtree(tree: Tree, action, reset=None, max_nodes: int | None = None) 
     ``extra_data`` keep their shapes; the next search sets the last two. Jitted
     (``max_nodes`` static).
     """
+    if not isinstance(tree, Tree):
+        raise ValueError(f"tree must be an mctx.Tree (a search's search_tree), got "
+                         f"{type(tree).__name__}")
+    if np.ndim(tree.node_visits) != 2:
+        raise ValueError(f"tree must be a batch of trees (node_visits [B, capacity]), got "
+                         f"node_visits of shape {np.shape(tree.node_visits)}")
     batch, capacity = tree.node_visits.shape
     num_actions = tree.num_actions
     check_int("", "max_nodes", max_nodes, 1, capacity, allow_none=True)

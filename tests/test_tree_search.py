@@ -853,6 +853,16 @@ def test_reuse_of_terminal_child_is_empty(reuse):
                                 tree=tree)
 
 
+def test_reuse_of_something_not_a_batch_of_trees_is_refused_naming_it():
+    tree, _, _ = random_trees(0, 2, 5)
+    ts.reuse_subtree(tree, jnp.zeros(2, jnp.int32))  # a batch of trees
+    with pytest.raises(ValueError, match=r"tree must be a batch of trees \(node_visits "
+                                         r"\[B, capacity\]\), got node_visits of shape \(5,\)"):
+        ts.reuse_subtree(jax.tree.map(lambda x: x[0], tree), jnp.zeros(1, jnp.int32))
+    with pytest.raises(ValueError, match="tree must be an mctx.Tree .*, got dict"):
+        ts.reuse_subtree({"node_visits": tree.node_visits}, jnp.zeros(2, jnp.int32))
+
+
 # ---------------------------------------------------------------------- memory
 def test_search_memory_bytes_by_hand():
     # 2 games x (3 + 1) nodes x (20 + 24 * 5 + 10) + 2 games x 8 x 5
