@@ -59,9 +59,10 @@ result of its simulations; for an exported Q network its Q-values. An agent's mo
 computed by the same function as its analysis, so the overlay shows exactly why it moved.
 Rule-based agents, alpha-beta searches and ``+killer`` wrappers have no overlay.
 
-Each (game, agent, budget) is built and compiled once and cached; the cache keeps the
-`MAX_PLAYERS` most recently used (a page that tries many budgets would otherwise keep every
-compiled search and its params for the server's life).
+Each (game, agent, budget) is built and compiled once and cached (an exported file again
+once it is written again); the cache keeps the `MAX_PLAYERS` most recently used (a page
+that tries many budgets would otherwise keep every compiled search and its params for the
+server's life).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ import http.server
 import importlib.resources
 import ipaddress
 import json
+import os
 import socket
 import sys
 import threading
@@ -359,6 +361,20 @@ def _split_exported(spec: str) -> tuple[str, int | None] | None:
         sims, f"agent {spec!r}: the simulations after '@'"))
 
 
+def _file_stamp(spec: str) -> tuple[int, int, int] | None:
+    """An exported agent's file as it is now (its inode, size and time written), so that a
+    file written again is built again, not played from the cache; None for other agents
+    and for a file that is not there (building it says so)."""
+    exported = _exported_base(spec)
+    if exported is None:
+        return None
+    try:
+        stat = os.stat(exported[0])
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 # ------------------------------------------------------------------------- the app
 class PlayApp:
     """One game between a human and an agent, driven by the JSON API (thread-safe).
@@ -441,7 +457,7 @@ class PlayApp:
             raise PlayError(f"agent must be a non-empty string, got {_json(agent)}")
         spec = agent.strip()
         budget = _check_budget(budget, budget_name)
-        key = (env, spec, budget)
+        key = (env, spec, budget, _file_stamp(spec))
         with self._lock:
             if key in self._players:
                 self._players.move_to_end(key)

@@ -1061,3 +1061,18 @@ def test_game_fields_left_out_for_an_exported_agent_are_its_files(gjx):
     with pytest.raises(PlayError, match=r"trained for 5x5 k=4 freestyle; this game is 5x5 "
                                         r"k=4 standard$"):
         app.new_game({"agent": gjx, "game": {"rule": "standard"}})
+
+
+def test_an_exported_file_written_again_is_played_as_it_is_now(gjx, tmp_path):
+    """A file exported again under the same name (a longer run, a newer export) is the
+    agent a new game plays, not the network the cache built from it before."""
+    path = str(tmp_path / "again.gjx")
+    shutil.copyfile(gjx, path)
+    app = PlayApp(path, colour="white", seed=0)
+    before = np.asarray(app.reply()["analysis"]["prior"])
+    meta, variables = gio.read_exported(path)
+    gio.write_exported(path, meta, jax.tree.map(lambda x: x * 3.0 + 0.5, variables))
+    app.new_game({})  # the same agent, read from the file as it is now
+    after = np.asarray(app.reply()["analysis"]["prior"])
+    assert not np.allclose(before, after)
+    assert app.player(path, None, Gomoku(5, 4)) is app._player  # then cached as before
