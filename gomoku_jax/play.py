@@ -194,6 +194,13 @@ def _grid(values: np.ndarray, n: int) -> list[list[float]]:
     return np.round(values.reshape(n, n), 4).tolist()
 
 
+def _number(value) -> float | None:
+    """A value of the analysis as JSON can hold it: a float, or None when it is not finite
+    (a network whose values overflow; JSON has no NaN, and a browser refuses the answer)."""
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
 def _search_analysis_fn(env: Gomoku, module, config):
     """``(params, key, state) -> (action, visits [A], prior [A], value, search value)``,
     the same computation as `gomoku_jax.search.search_policy` at temperature 0."""
@@ -257,7 +264,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
             return int(action), {
                 "kind": "q", "heat": _grid(heat, n),
                 "heat_label": "Q-value of each move, rescaled (0 = worst legal, 1 = best)",
-                "value": float(hi), "value_label": "best Q-value",
+                "value": _number(hi), "value_label": "best Q-value",
                 "cells": _grid(np.where(legal, q, np.nan), n), "cells_label": "Q"}
 
         return _Player(path, path, None, None, file_env, None, analyse_q)
@@ -278,9 +285,9 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
             "kind": "search", "heat": _grid(visits / total if total > 0 else visits, n),
             "heat_label": f"share of the search's {config.num_simulations} simulations "
                           f"({config.algorithm}) at the root",
-            "value": float(root),
+            "value": _number(root),
             "value_label": "search value for the player to move (-1 lost, +1 won)",
-            "network_value": float(value),
+            "network_value": _number(value),
             "prior": _grid(prior, n), "cells": _grid(prior, n),
             "cells_label": "network prior"}
 
@@ -308,7 +315,7 @@ def _mcts_player(base: str, prefix: str, options: dict, simulations: int,
         return int(out.action), {
             "kind": "mcts", "heat": _grid(visits / total if total > 0 else visits, n),
             "heat_label": f"share of pure MCTS's {simulations} simulations at the root",
-            "value": 2.0 * mean - 1.0,
+            "value": _number(2.0 * mean - 1.0),
             "value_label": "mean playout result for the player to move (-1 lost, +1 won)",
             "cells": _grid(np.where(seen, values, np.nan), n),
             "cells_label": "mean score of the move (0 to 1)"}

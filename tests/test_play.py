@@ -1076,3 +1076,16 @@ def test_an_exported_file_written_again_is_played_as_it_is_now(gjx, tmp_path):
     after = np.asarray(app.reply()["analysis"]["prior"])
     assert not np.allclose(before, after)
     assert app.player(path, None, Gomoku(5, 4)) is app._player  # then cached as before
+
+
+def test_a_network_whose_values_overflow_still_answers_json(gjx, tmp_path):
+    """Finite params so large that the network's values overflow (NaN): the analysis says
+    null for them, so the answer stays JSON a browser reads (``NaN`` is not JSON)."""
+    meta, variables = gio.read_exported(gjx)
+    path = str(tmp_path / "huge.gjx")
+    gio.write_exported(path, meta, jax.tree.map(lambda x: np.asarray(x) * np.float32(1e20),
+                                                variables))
+    app = PlayApp(path, colour="white", seed=0)
+    for answer in (app.reply(), app.analyse()):
+        json.dumps(answer, allow_nan=False)  # raised ValueError: NaN is not JSON
+        assert answer["analysis"]["value"] is None

@@ -347,16 +347,19 @@ function renderOverlayNote() {
       "or ask for its view of this position.";
     return;
   }
-  const value = (a.value >= 0 ? "+" : "") + a.value.toFixed(3);
+  const value = signed(a.value);
   const share = a.heat[a.move[0]][a.move[1]];
   const mover = a.to_move === "human" ? "you to move, its choice for you" : "it plays";
   let text = `Position after ${a.position} moves, ${mover}: (${a.move[0]}, ${a.move[1]}) ` +
     `(heat there ${Math.round(100 * share)}%, the dashed ring). ` +
     `Blue: ${a.heat_label}. Value: ${value} (${a.value_label}).`;
-  if (a.network_value !== undefined) {
-    text += ` Network value ${(a.network_value >= 0 ? "+" : "") + a.network_value.toFixed(3)}.`;
-  }
+  if (a.network_value !== undefined) text += ` Network value ${signed(a.network_value)}.`;
   note.textContent = text;
+}
+
+// A value of the analysis with its sign; null: not a number (a network that overflowed).
+function signed(v) {
+  return v === null ? "not a number" : (v >= 0 ? "+" : "") + v.toFixed(3);
 }
 
 function renderMoves() {
