@@ -1040,13 +1040,21 @@ def _uniform(num_actions: int, params, states: State):
 
 
 def _network(module, params, states: State):
-    logits, value = module.apply(params, states.observation, train=False)
+    out = module.apply(params, states.observation, train=False)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        got = jax.tree.map(lambda x: tuple(np.shape(x)), out)
+        raise ValueError(f"network_evaluate: {type(module).__name__} returned {got}, not "
+                         "(policy_logits [B, A], value [B]): the search needs a policy-value "
+                         "network (a Q network plays without search)")
+    logits, value = out
     return logits.astype(jnp.float32), value.astype(jnp.float32)
 
 
 def network_evaluate(module) -> Evaluate:
     """The ``evaluate`` of a Flax policy-value module from `gomoku_jax.networks`
-    (inference mode; ``params`` are its variables), outputs in float32."""
+    (inference mode; ``params`` are its variables), outputs in float32. A module that
+    returns anything but a pair (a Q network's ``q [B, A]``) is a ``ValueError`` when the
+    search is traced."""
     return static_partial(_network, module)
 
 

@@ -594,6 +594,20 @@ def test_the_search_reads_states_in_its_games_planes_whichever_game_made_them():
 
 
 
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_a_q_network_is_refused_as_the_searchs_network(batch):
+    """A Q network returns one array: searched with, it is named whatever the batch (an
+    unpacking error, or a pair of rows taken for logits and value, before)."""
+    module = networks.make_network("resnet-q", board_size=5, blocks=1, filters=4, hidden=8)
+    variables = jax.eval_shape(lambda k: networks.init_network(
+        module, k, SMALL.observation_shape), jax.random.key(0))
+    states = jax.vmap(lambda _: SMALL.init())(jnp.arange(batch))
+    with pytest.raises(ValueError, match=r"network_evaluate: ResNetQ returned \(%d, 25\), "
+                       r"not \(policy_logits \[B, A\], value \[B\]\)" % batch):
+        jax.eval_shape(lambda v: search.run_search(
+            SMALL, search.network_evaluate(module), v, states, jax.random.key(0),
+            search.SearchConfig(num_simulations=2)), variables)
+
 def test_a_kept_tree_of_another_shape_is_refused_naming_it():
     """A tree kept for other games (batch, board) or another config's capacity is named,
     not met with a broadcasting error or searched with fewer simulations than asked."""
