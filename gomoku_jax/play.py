@@ -345,7 +345,7 @@ def _check_budget(budget, budget_name: str | None = None) -> int | None:
             raise PlayError(f"{budget_name} must be an integer from 1 to {MAX_BUDGET}, "
                             f"got {clip(repr(budget))}")
         raise PlayError(f"budget must be an integer from 1 to {MAX_BUDGET} or null, "
-                        f"got {clip(repr(budget))}")
+                        f"got {_json(budget)}")  # as the request spelt it
     return budget
 
 

@@ -240,6 +240,9 @@ def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
      "budget must be an integer from 1 to"),  # its 4,000 digits are not echoed (below)
     ("/api/new", b'{"agent": "pure-mcts-10", "budget": ' + b"9" * 5000 + b"}",
      "not valid JSON"),
+    ("/api/new", b'{"agent": "pure-mcts-10", "budget": true}',
+     "budget must be an integer from 1 to 20000 or null, got true"),  # as JSON spells it
+    ("/api/new", b'{"agent": "pure-mcts-10", "budget": "50"}', 'or null, got "50"'),
     ("/api/new", b'{"game": {"size": 40}}', "game: "),
     ("/api/new", b'{"game": {"rule": "renju"}}', "game.rule must be one of"),
     ("/api/new", b'{"seed": 3}', "unknown field(s) ['seed']"),
