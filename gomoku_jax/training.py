@@ -573,13 +573,14 @@ _RUN_RESULTS = ("final.gjx", "report.json", "report.md")
 def _has_results(workdir: pathlib.Path) -> bool:
     """Whether ``workdir`` holds anything of an earlier start beyond what a start that
     failed (bad data, a bad opponent file) or was stopped before its first iteration
-    leaves: its ``config.json``, a ``metrics.csv`` without rows, empty ``eval/`` and
-    ``checkpoints/`` (a save cut short aside) and ``tensorboard/``. Only such a folder
-    may be taken over by another config; anything else (a logged iteration, an
-    evaluation, a model, a pipeline's stage folder, a file of the user's) is kept."""
+    leaves: its ``config.json``, ``starts.jsonl``, a ``metrics.csv`` without rows, empty
+    ``eval/`` and ``checkpoints/`` (a save cut short aside) and ``tensorboard/``. Only
+    such a folder may be taken over by another config; anything else (a logged
+    iteration, an evaluation, a model, a pipeline's stage folder, a file of the user's)
+    is kept."""
     for entry in workdir.iterdir():
         name = entry.name
-        if name in ("config.json", DATA, "tensorboard"):
+        if name in ("config.json", DATA, STARTS, "tensorboard"):
             continue
         if name == "eval" and entry.is_dir() and not any(entry.iterdir()):
             continue

@@ -518,6 +518,27 @@ def test_a_start_that_got_nowhere_is_taken_over_by_another_config(learner, unint
     training._check_fresh_workdir(failed, other, "alphazero")  # as it was: taken over
 
 
+def test_a_start_stopped_before_its_first_iteration_is_taken_over_by_another_config(
+        learner, tmp_path):
+    """Ctrl-C while the first iteration compiles leaves what the start wrote before it
+    (config.json, starts.jsonl, a header-only metrics.csv, tensorboard/): nothing of an
+    experiment, so a corrected config may start there."""
+    import copy
+
+    stopped = copy.copy(learner)
+
+    def iteration(state):
+        raise KeyboardInterrupt
+
+    stopped.iteration = iteration
+    with pytest.raises(KeyboardInterrupt):
+        training.run(stopped, tmp_path, progress=False)
+    assert (tmp_path / training.STARTS).exists() and not _rows(tmp_path)
+    other = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), {"train.learning_rate": 0.5})), devices=jax.devices()[:1])
+    training._check_fresh_workdir(tmp_path, other, "alphazero")  # nothing to lose: taken over
+
+
 def test_files_a_run_writes_without_a_config_of_one_are_not_overwritten(learner, tmp_path):
     work = tmp_path / "mine"
     work.mkdir()
