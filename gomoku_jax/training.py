@@ -1028,7 +1028,6 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     note = short_of(state) if short_of is not None and int(state.iteration) >= total else None
     if note and lead:
         warnings.warn(f"{workdir}: {note}", RunWarning, stacklevel=2)
-    export(workdir / "final.gjx", state.variables, state.iteration)
     report = {"iterations": int(state.iteration), "stopped_early": bool(prog["stopped"]),
               "stopped_because": (bool(prog["stopped"]) and _learner_stop(learner, state)
                                   or _stop_reason(ev, prog)),
@@ -1041,6 +1040,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,
                                         seed=offset_seed(config.seed, 1_000_003),
                                         opening_stones=ev.opening_stones, progress=progress)
+    # the agent after its evaluation: one cut short leaves final.gjx and the reports as
+    # they were, both of the settings the checkpoints keep (the same command finds them so)
+    export(workdir / "final.gjx", state.variables, state.iteration)
     write(workdir / "report.json", json.dumps(report, indent=2) + "\n")
     write(workdir / "report.md", _report_markdown(report, learner.describe_play(),
                                                   learner.env.words))

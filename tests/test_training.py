@@ -1212,6 +1212,31 @@ def test_a_resume_may_change_how_the_run_is_evaluated_and_checkpointed(
         assert stored["eval"]["final_games"] == 0
 
 
+def test_a_final_evaluation_cut_short_leaves_the_final_agent_of_the_report_kept(
+        learner, uninterrupted, tmp_path, monkeypatch):
+    """A finished run asked for another final evaluation and interrupted during it keeps
+    the final.gjx of the report it has: the same command as before then finds the two as
+    they were, not an agent of the abandoned settings beside the old report."""
+    straight, _ = uninterrupted
+    run = tmp_path / "run"
+    shutil.copytree(straight, run)
+    before = _digests(run)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        training.run(_changed(learner, {"eval.simulations": 8}), run, progress=False)
+    monkeypatch.undo()
+    report = training.run(learner, run, progress=False)  # as before: nothing to do
+    assert report == json.loads((straight / "report.json").read_text())
+    assert gio.read_exported(run / "final.gjx")[0] == gio.read_exported(
+        straight / "final.gjx")[0]
+    assert {k: v for k, v in _digests(run).items() if "final" in str(k)} == {
+        k: v for k, v in before.items() if "final" in str(k)}
+
+
 @pytest.mark.parametrize("overrides, refused", [
     # a training setting beside one that may change: only it is named
     ({"train.learning_rate": 0.5, "eval.final_games": 0},
