@@ -854,6 +854,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     compiled.release_if_crowded()  # a notebook's earlier runs may hold many programs
     # changed: the settings of RESUMABLE_SETTINGS that differ from the stored config
     restored, prog, changed = _restore(learner, workdir)
+    checkpointed = prog  # its best_iteration names best.gjx, a best score forgotten or not
     # the checkpoint's run stopped early: by an evaluation (eval.stop_score,
     # eval.patience) or by its learner (`_learner_stop`)
     was_stopped = bool(prog["stopped"])
@@ -944,7 +945,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     saved = start or None  # the last checkpointed iteration
     new_best = False  # this iteration's evaluation beat the best: export it once saved
     if restored is not None and lead:
-        _resume_evaluations(workdir, start, prog, state.variables, export)
+        _resume_evaluations(workdir, start, checkpointed, state.variables, export)
     stepped = 0  # iterations of this start that took a training step
     try:
         it = start

@@ -1295,6 +1295,31 @@ def test_a_changed_evaluation_search_forgets_the_best_score(learner, tmp_path, m
     assert all(stored["eval"]["simulations"] == 8 for stored in _stored_configs(tmp_path))
 
 
+def test_a_resume_that_forgets_the_best_score_still_writes_the_best_its_export_lost(
+        learner, tmp_path, monkeypatch):
+    """best.gjx is the best_iteration's until a new best: a resume that forgets the best
+    score (another eval.simulations) writes it again when its export was cut short."""
+    import copy
+    import dataclasses
+
+    report, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [0.75],
+                                          iterations=1, final_games=0)
+    assert report["best_iteration"] == 1
+    (tmp_path / "best.gjx").unlink()  # cut short between the checkpoint and the export
+    resumed = copy.copy(learner)
+    resumed.config = dataclasses.replace(learner.config, eval=dataclasses.replace(
+        learner.config.eval, every=1, opponents=("random",), games=SCRIPTED_GAMES,
+        final_games=0, simulations=8))
+
+    def evaluate(*args, **kwargs):  # the next evaluation, which would make a new best
+        raise Killed
+
+    monkeypatch.setattr(training, "evaluate", evaluate)
+    with pytest.raises(Killed):
+        training.run(resumed, tmp_path, progress=False)
+    assert gio.read_exported(tmp_path / "best.gjx")[0]["iteration"] == 1
+
+
 def test_an_iteration_with_a_new_best_is_checkpointed(learner, tmp_path, monkeypatch):
     import copy
     import dataclasses
