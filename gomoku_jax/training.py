@@ -884,9 +884,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         if jax.process_count() > 1:  # every process takes process 0's path and report
             done = _from_first_process(done)
         if done is not None:  # nothing left to train: the run's own report, not a new one
-            if changed and not defer:
-                write(workdir / "config.json",
+            if not defer and _other_config(workdir / "config.json", config, algorithm):
+                write(workdir / "config.json",  # (or one a start cut short wrote)
                       json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
+            if changed and not defer:
                 with _checkpointer(learner, workdir) as ckpt:
                     ckpt.store_config()
             where, more = _standing(int(restored.iteration), stop_at, total, was_stopped)
@@ -1073,6 +1074,17 @@ def _resume_evaluations(workdir: pathlib.Path, start: int, prog, variables, expo
         held = None
     if held != start:
         export(workdir / "best.gjx", variables, start)
+
+
+def _other_config(path: pathlib.Path, config, algorithm: str) -> bool:
+    """Whether the ``config.json`` at ``path`` is not ``config`` of ``algorithm``: missing,
+    unreadable, or other in a setting (settings added since it was written aside)."""
+    try:
+        stored = dict(gio.read_json_object(path, ""))
+    except gio.CheckpointError:
+        return True
+    return stored.pop("algorithm", "alphazero") != algorithm or bool(gio.config_differences(
+        stored, to_dict(config), _upgrade_class(type(config))))
 
 
 def _placement(learner) -> dict:

@@ -1235,6 +1235,8 @@ def test_a_final_evaluation_cut_short_leaves_the_final_agent_of_the_report_kept(
         straight / "final.gjx")[0]
     assert {k: v for k, v in _digests(run).items() if "final" in str(k)} == {
         k: v for k, v in before.items() if "final" in str(k)}
+    # config.json, which the cut-short start wrote, is the run's again (export reads it)
+    assert (run / "config.json").read_text() == (straight / "config.json").read_text()
 
 
 @pytest.mark.parametrize("overrides, refused", [
