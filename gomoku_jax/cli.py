@@ -402,8 +402,6 @@ def _learner_from_args(args: argparse.Namespace):
 
 
 def _export(args: argparse.Namespace) -> int:
-    import shutil
-
     import algorithms
     from gomoku_jax import config as config_lib, exported, training
     from gomoku_jax import io as gio
@@ -430,9 +428,10 @@ def _export(args: argparse.Namespace) -> int:
         if not source.exists():
             raise ValueError(f"{workdir} has no best.gjx (it is written by evaluations during "
                              "training: set eval.every)")
+        data = source.read_bytes()
         gio.read_exported(source)  # a damaged file is refused, not copied
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, args.out)
+        gio.write_atomic(args.out, data)  # a copy cut short leaves the file it replaces
         print(f"wrote {args.out} (best model, copied from {source})")
         return 0
     config_path = workdir / "config.json"

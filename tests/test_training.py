@@ -215,9 +215,14 @@ def test_cli_export_and_bad_overrides(uninterrupted, tmp_path, capsys):
                      "--which", "best"]) == 2
     assert f"--out: {out} already exists; pass --force" in capsys.readouterr().err
     assert out.read_bytes() == before
+    kept = tmp_path / "kept.gjx"  # a second name of the file --force replaces
+    os.link(out, kept)
     assert cli.main(["export", "--workdir", str(straight), "--out", str(out),
                      "--which", "best", "--force"]) == 0
     assert out.read_bytes() == (straight / "best.gjx").read_bytes() != before
+    # replaced in one step (renamed over it), never written in place: a copy cut short
+    # would have left neither file whole
+    assert kept.read_bytes() == before
     code = cli.main(["train", "--config", str(CONFIG), "--smoke", "--workdir", str(tmp_path),
                      "--set", "search.num_simulatons=8"])
     assert code == 2
