@@ -388,8 +388,9 @@ class AlphaZeroConfig:
         # playout-cap variant it may be combined with) and selfplay.opponent_fraction
         # without an opponent (a variant without the sparring partner keeps the fraction).
         out = unused_optimizer_settings(self.train, prefix)
-        if not prefix:  # a pipeline's network is its own, named once (not per stage)
-            out = self.network.inert_settings(self.game.size) + out
+        if not prefix:  # a pipeline's network and search are its own, named once
+            out = (self.network.inert_settings(self.game.size) + self.search.inert_settings()
+                   + out)
         if algorithm == "gumbel":
             out += [f"{key}{name} ({getattr(sp, name)}) does nothing with search.algorithm "
                     "'gumbel', which samples moves through its own Gumbel noise"

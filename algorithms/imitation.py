@@ -245,7 +245,7 @@ class ImitationConfig:
         out = unused_optimizer_settings(self.train, prefix)
         if prefix:  # in a pipeline, whose network is named once by the pipeline and whose
             return out  # search is shared with the self-play stage, which trains with it
-        out = self.network.inert_settings(self.game.size) + out
+        out = self.network.inert_settings(self.game.size) + self.search.inert_settings() + out
         # Read only through `play_search`, which also sets the simulations to
         # eval.simulations (not listed: the configs keep search.num_simulations equal to
         # it, and a smoke variant changes only the latter).

@@ -206,8 +206,8 @@ class PipelineConfig:
     def inert_settings(self) -> list[str]:
         """Each stage's settings that do nothing with the others as they are
         (`gomoku_jax.config.load_file` warns of them), named by the stage's keys, and the
-        network's options that do nothing."""
-        return self.network.inert_settings(self.game.size) + [
+        network's options and search settings that do nothing."""
+        return self.network.inert_settings(self.game.size) + self.search.inert_settings() + [
             text for stage, key in enumerate(("imitation", "selfplay", "master"))
             for text in self.stage_config(stage).inert_settings(prefix=f"{key}.")]
 

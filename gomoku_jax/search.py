@@ -343,6 +343,15 @@ class SearchConfig:
     def replace(self, **changes) -> "SearchConfig":
         return dataclasses.replace(self, **changes)
 
+    def inert_settings(self, prefix: str = "search.") -> list[str]:
+        """The settings that do nothing with the others as they are, each in a sentence
+        naming its key with ``prefix`` (a learner config's warnings, `config.warn_inert`):
+        ``reuse_capacity`` without ``reuse_tree``."""
+        if self.reuse_capacity is None or self.reuse_tree:
+            return []
+        return [f"{prefix}reuse_capacity ({self.reuse_capacity}) does nothing without "
+                f"{prefix}reuse_tree: no tree is kept between moves"]
+
 
 # How TacticalPrior spreads what the forced move leaves (TacticalPrior.rest)
 _TACTICAL_REST = ("prior", "uniform")

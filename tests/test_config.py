@@ -786,6 +786,15 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
         f"{where}, and the overrides: search.{name} (0.5) does nothing for imitation: its "
         "agent searches without noise" for name in ("dirichlet_fraction", "gumbel_scale")]
 
+    # the search's: a reuse capacity without tree reuse, named once in a pipeline
+    reuse = [f"{where}, and the overrides: search.reuse_capacity (8) does nothing without "
+             "search.reuse_tree: no tree is kept between moves"]
+    for cls, data in ((alphazero.AlphaZeroConfig, puct), (imitation.ImitationConfig, im),
+                      (pipeline.PipelineConfig, {**pipe, "search": {"algorithm": "puct"}})):
+        assert _inert(tmp_path, cls, data, ["search.reuse_capacity=8"]) == reuse
+        assert _inert(tmp_path, cls, data, ['search.backend="linear"', "search.reuse_tree=true",
+                                            "search.reuse_capacity=8"]) == []
+
 
 @pytest.mark.parametrize("optimizer, inert", [("adam", "momentum"), ("sgd", "weight_decay"),
                                               ("adamw", "momentum")])
