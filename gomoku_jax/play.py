@@ -785,6 +785,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _json(self, status: int, obj) -> None:
         self._send(status, json.dumps(obj).encode(), "application/json")
 
+    def send_error(self, code, message=None, explain=None):
+        """The standard library's own refusals as JSON too, as every other answer: a
+        method the server has no handler for (501: PUT, DELETE, HEAD...) and a request
+        line or header it cannot read (400, 414, 431). Its HTML page otherwise."""
+        if code == 501 and self.command:
+            message = (f"this server takes GET and POST, not {clip(repr(self.command))}; "
+                       "nothing was changed")
+        elif not message:
+            message = self.responses.get(code, ("error",))[0]
+        body = json.dumps({"error": message}).encode()
+        self.send_response(code)
+        self.send_header("Connection", "close")  # what the request left unread is not read
+        self.close_connection = True
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and code >= 200 and code not in (204, 205, 304):
+            self.wfile.write(body)
+
     def _ours(self, value: str) -> bool:
         """Whether ``HOST[:PORT]`` (a ``Host`` header, an origin without ``http://``)
         names this server: one of its names, at any port (a tunnel or a container may

@@ -288,6 +288,29 @@ def test_an_api_path_asked_with_the_other_method_gets_405_saying_which(served):
     assert client.get("/api/state")[1] == before
 
 
+def test_a_method_the_server_does_not_take_gets_json_naming_it(served):
+    """PUT, DELETE and the like are answered as every other request is, in JSON (they
+    got the standard library's HTML page), and change nothing; a HEAD gets the status
+    and headers only."""
+    _, client = served
+    before = client.get("/api/state")[1]
+    host = {"Host": f"127.0.0.1:{_port(client)}"}
+    for method in ("PUT", "DELETE", "PATCH"):
+        status, body = _raw(client.base, method, "/api/undo",
+                            {**host, "Content-Type": "application/json"}, b"{}")
+        assert (status, body) == (501, {"error": f"this server takes GET and POST, not "
+                                                 f"'{method}'; nothing was changed"})
+    connection = http.client.HTTPConnection("127.0.0.1", _port(client), timeout=120)
+    try:
+        connection.request("HEAD", "/api/state")
+        response = connection.getresponse()
+        assert response.status == 501 and response.read() == b""
+        assert response.getheader("Content-Type") == "application/json"
+    finally:
+        connection.close()
+    assert client.get("/api/state")[1] == before
+
+
 def test_json_nested_too_deeply_gets_400_not_500(served):
     _, client = served
     client.post("/api/new", {"colour": "black", "agent": "heuristic"})
