@@ -120,8 +120,10 @@ def run(args) -> dict:
     opponent = agents.make(args.opponent, cfg.game.env())
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
                     args.workers) if args.games else {}
-    if args.generate_only:
-        print(f"{records_dir}: {data.get('games_available', 0)} games")
+    if args.generate_only:  # (--games 0 made none: the games there are counted)
+        have = data["games_available"] if data else _count_games(
+            sorted(glob.glob(str(records_dir / "*.jsonl.gz"))))
+        print(f"{records_dir}: {have} games")
         return data
     learner = imitation.make_learner(cfg)
     workdir = Path(args.workdir).resolve()  # orbax wants absolute checkpoint paths

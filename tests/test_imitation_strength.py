@@ -32,6 +32,10 @@ def test_generate_only_tops_the_folder_up_in_chunks_and_reuses_it(tmp_path, caps
     assert not (tmp_path / "never").exists()  # no training
     header = records.read_header(more[-1])["metadata"]
     assert header["black"] == header["white"] == "gomokubot-1"
+    capsys.readouterr()
+    imitation_strength.main(["--games", "0", *args])  # none to make: those there are counted
+    assert f"{tmp_path}: 4 games" in capsys.readouterr().out
+    assert _games(tmp_path) == (more, 4)
 
 
 def test_the_shipped_dataset_takes_only_its_own_bot(tmp_path):
