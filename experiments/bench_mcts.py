@@ -28,6 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from algorithms import pure_mcts
+from experiments.bench_game import format_ratio
 from experiments.common import (add_out_argument, device_description, fill_unset, publish,
                                 run_script)
 from gomoku_jax.cli import ArgumentParser
@@ -121,8 +122,9 @@ def format_report(r: dict) -> str:
     return "\n".join([
         f"Pure MCTS on {r['board']}, {r['simulations']} simulations a move, device: {r['device']}",
         f"  one game      : {s['seconds_per_move']:.3f} s a move (max {s['max_seconds_per_move']:.3f}), "
-        f"{s['simulations_per_s']:,.0f} sims/s  = {r['ratio_single']:.0f}x NumPy",
-        f"  batch of {b['games']:<4} : {b['simulations_per_s']:,.0f} sims/s summed  = {r['ratio_batch']:.0f}x NumPy",
+        f"{s['simulations_per_s']:,.0f} sims/s  = {format_ratio(r['ratio_single'])} NumPy",
+        f"  batch of {b['games']:<4} : {b['simulations_per_s']:,.0f} sims/s summed  = "
+        f"{format_ratio(r['ratio_batch'])} NumPy",
         f"  NumPy UCT     : {n['simulations_per_s']:,.0f} sims/s (plain Python/NumPy, same run)",
     ])
 

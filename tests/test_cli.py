@@ -252,6 +252,20 @@ def test_bench_game_prints_small_ratios_readably():
     assert text.splitlines()[-1].split()[-2:] == ["1.6x", "0.50"]  # (JSON: 1.56)
 
 
+def test_bench_mcts_prints_small_ratios_readably():
+    # a search slower than the NumPy one (one game of very few simulations) read "1x"
+    from experiments import bench_mcts
+
+    text = bench_mcts.format_report({
+        "board": "9x9, k=5", "simulations": 1, "device": "cpu",
+        "single_game": {"seconds_per_move": 0.003, "max_seconds_per_move": 0.005,
+                        "simulations_per_s": 358.0},
+        "batch": {"games": 1, "simulations_per_s": 2360.0},
+        "numpy_reference": {"simulations_per_s": 658.0},
+        "ratio_single": 358 / 658, "ratio_batch": 2360 / 658})
+    assert "= 0.54x NumPy" in text and "= 3.6x NumPy" in text
+
+
 def test_bench_refuses_bad_options(capsys):
     assert cli.main(["bench", "game", "--sizes", "2"]) == 2
     assert "GameConfig.size must be an integer from 3 to 19, got 2" in capsys.readouterr().err
