@@ -110,15 +110,20 @@ def run(agent_path: str, games: int = 40, seed: int = 11, opening_stones: int = 
     env = loaded.env
     match = arena.play_match(env, loaded.agent, agents.heuristic_agent(env), games, seed=seed,
                              opening_stones=opening_stones, progress=True)
+    if simulations is None:  # the file's search (None: a Q network, which plays without)
+        simulations = (loaded.metadata.get("search") or {}).get("num_simulations")
     return {"device": device_description(), "agent": agent_path, "board": env.id,
-            "games": games, "seed": seed, "opening_stones": opening_stones,
+            "simulations": simulations, "games": games, "seed": seed,
+            "opening_stones": opening_stones,
             "score": match.score("agent"), **analyse(env, match.records, "agent")}
 
 
 def report_text(report: dict) -> str:
     s = report["score"]
     lines = [
-        f"{report['agent']} against the heuristic ({report['board']}, seed {report['seed']}): "
+        f"{report['agent']}"
+        + (f" at {report['simulations']} simulations" if report.get("simulations") else "")
+        + f" against the heuristic ({report['board']}, seed {report['seed']}): "
         f"won {s['wins']}, lost {s['losses']}, drawn {s['draws']} of {s['games']}",
         f"positions to move with no immediate win either side: {report['positions']}; "
         f"with a forcing move: {report['with_forcing_move']}; "

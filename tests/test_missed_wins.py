@@ -108,6 +108,7 @@ def test_main_writes_a_report_of_every_game(tmp_path, monkeypatch):
     saved = json.loads(out.read_text())
     assert saved == json.loads(json.dumps(report))
     assert saved["games"] == 2 and saved["board"] == "gomoku-9x9-k5-freestyle"
+    assert saved["simulations"] == 4  # the agent's search as played, not the file's
     assert len(matches) == 1
     records = matches[0].records
     assert len(records) == 2 and all({r.black, r.white} == {"agent", "heuristic"}
