@@ -63,7 +63,7 @@ def run(games: int = 100, mcts_simulations: int = 2000, timing_games: int = 4, s
     env = Gomoku(9, 5)
     bot = agents.make("gomokubot", env)
     results = {"device": device_description(), "board": env.id, "games": games,
-               "agent": bot.name, "opening_stones": 2, "matches": {}}
+               "agent": bot.name, "opening_stones": 2, "seed": seed, "matches": {}}
     chosen = []
     if "heuristic" in opponents:
         chosen.append(agents.heuristic_agent(env))

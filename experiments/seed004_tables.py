@@ -91,7 +91,7 @@ def run(games_3x3: int = 100, games_big: int = 10, seed: int = 0) -> dict:
         key = f"{size}x{size} k={k} vs alpha-beta depth {depth}"
         tables[key] = rows
         print(key, json.dumps(rows, indent=1), flush=True)
-    return {"device": device_description(), "tables": tables}
+    return {"device": device_description(), "seed": seed, "tables": tables}
 
 
 def format_report(report: dict) -> str:

@@ -60,3 +60,56 @@ def test_the_help_names_the_command_and_every_option_says_its_default(name, caps
         script.main(["--games-3x3" if name == "seed004_tables" else "--games", "0"])
     assert exit_info.value.code == 2
     assert f"python -m experiments.{name}: error: argument --games" in capsys.readouterr().err
+
+
+class _Match:
+    """A match's stand-in: every game won by the first agent."""
+
+    def __init__(self, games):
+        self.games, self.names = games, ("a", "b")
+
+    def score(self, name):
+        return {"wins": self.games, "losses": 0, "draws": 0, "wins_as_black": self.games,
+                "wins_as_white": 0, "games": self.games}
+
+    def seconds_per_move(self, name):
+        return 0.1
+
+
+class _Learner:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def train(self, *args, **kwargs):
+        pass
+
+    def agent(self, name="td-linear"):
+        return _Named(name)
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+
+def _fake_matches(monkeypatch, module):
+    monkeypatch.setattr(module.arena, "play_match", lambda env, a, b, games, **kw: _Match(games))
+    monkeypatch.setattr(module.agents, "make", lambda name, env: _Named(name))
+
+
+def test_the_tables_report_names_its_seed(monkeypatch):
+    # --seed sets the learners' training and the matches: a report without it could not
+    # be told from one of seed 0
+    for name in ("TabularValueLearner", "LinearTDLearner", "SharedMCTS"):
+        monkeypatch.setattr(seed004_tables, name, _Learner)
+    _fake_matches(monkeypatch, seed004_tables)
+    report = seed004_tables.run(games_3x3=2, games_big=2, seed=5)
+    assert report["seed"] == 5 and report["tables"]
+
+
+def test_the_gomokubot_report_names_its_seed(monkeypatch):
+    from experiments import gomokubot_strength
+
+    _fake_matches(monkeypatch, gomokubot_strength)
+    report = gomokubot_strength.run(games=2, timing_games=1, seed=5, opponents=("heuristic",))
+    assert report["seed"] == 5 and report["matches"]
