@@ -434,6 +434,9 @@ def main(argv=None) -> dict:
     fill_unset(args, QUICK if args.quick else {"sizes": DEFAULT_SIZES, "batches": DEFAULT_BATCHES,
                                                "simulations": DEFAULT_SIMULATIONS})
     sizes, batches, simulations = tuple(args.sizes), tuple(args.batches), tuple(args.simulations)
+    if args.set and "learner" not in args.parts:  # (they would go unread)
+        parser.error(f"--set overrides the learner's config, which --parts "
+                     f"{' '.join(args.parts)} does not measure")
     if not args.max_tree_gb > 0:  # (nan too, which would skip nothing)
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
     for n in sizes:

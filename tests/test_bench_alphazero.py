@@ -82,6 +82,17 @@ def test_bad_options_stop_before_any_timing(argv, named, capsys):
     assert named in capsys.readouterr().err.split("error:", 1)[1]  # after the usage lines
 
 
+def test_overrides_of_the_learner_are_refused_when_it_is_not_measured(monkeypatch, capsys):
+    # --parts search with --set: the overrides went unread (a bad one unchecked) and the
+    # search ran as if they were not given
+    monkeypatch.setattr(bench, "run", lambda *a, **kw: pytest.fail("timing started"))
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--parts", "search", "--set", "selfplay.batch=128", "--no-progress"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.split("error:", 1)[1]
+    assert "--set" in err and "--parts" in err
+
+
 def test_quick_run_reports_search_learner_and_skipped(tmp_path, capsys):
     # A threshold between the trees of 4 and 8 simulations: 8 is skipped, 4 is timed.
     env = bench.game_env(9)
