@@ -115,9 +115,11 @@ def run(args) -> dict:
     overrides = {"data.paths": [pattern], "eval.simulations": args.simulations,
                  "eval.final_games": 0,
                  **cfglib.parse_overrides(args.set or [])}  # --set has the last word
-    # the config, its overrides and the opponent: refused before the games and training
+    # the config, its overrides, the opponent and the match's openings: refused before the
+    # games and training
     cfg, _ = cfglib.load_file(imitation.ImitationConfig, args.config, overrides=overrides)
     opponent = agents.make(args.opponent, cfg.game.env())
+    arena.check_opening_stones(cfg.game.env(), args.opening_stones, "--opening-stones")
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
                     args.workers) if args.games else {}
     if args.generate_only:  # (--games 0 made none: the games there are counted)

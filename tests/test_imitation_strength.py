@@ -65,6 +65,8 @@ def test_the_shipped_dataset_takes_only_its_own_openings_and_files(argv, why, tm
 @pytest.mark.parametrize("argv, why", [
     (["--opponent", "bogus"], "unknown agent 'bogus'"),
     (["--set", "train.nope=1"], "nope"),
+    # the match's openings: once only checked by the match, after the training
+    (["--opening-stones", "9"], "--opening-stones must be at most 2"),
 ])
 def test_a_bad_opponent_or_override_is_refused_before_the_games_and_training(
         argv, why, tmp_path, monkeypatch):
