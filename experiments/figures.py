@@ -20,7 +20,8 @@ From ``experiments/results/az_9x9_cpu/`` (the recorded CPU run of
 ``--skip-tournament`` only redraws the curves. ``--run`` names another run's folder: an
 AlphaZero run's (``gomoku-jax train`` writes its ``metrics.csv`` and ``report.json``); a
 DQN, imitation or pipeline run logs other columns, and is refused before anything is drawn
-or played.
+or played; so is, unless ``--skip-tournament``, a run without a ``final.gjx`` that loads, or
+``--opening-stones`` its game cannot take.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from gomoku_jax import io as gio
 RUN = Path(__file__).parent / "results" / "az_9x9_cpu"
 OPPONENTS = ("random", "heuristic", "pure-mcts-1000", "gomokubot")
 
-__all__ = ["CURVE_COLUMNS", "OPPONENTS", "RUN", "check_curve_columns", "evaluation_points",
-           "main", "tournament", "training_curves"]
+__all__ = ["CURVE_COLUMNS", "OPPONENTS", "RUN", "check_curve_columns", "check_tournament",
+           "evaluation_points", "main", "tournament", "training_curves"]
 
 
 def _read_metrics(path: Path) -> dict[str, list[float]]:
@@ -124,12 +125,14 @@ def evaluation_points(metrics: dict, report: dict) -> dict[str, list[tuple[int, 
 
 
 def training_curves(run: Path = RUN, out: Path | None = None,
-                    device: str | None = None) -> Path:
+                    device: str | None = None, figure=None) -> Path:
     """Draw the run's training curves into ``out`` (default ``run/training_curves.png``),
     titled with ``device`` (default: the training machine the run's report names, else this
-    machine, as "drawn on ..."); returns ``out``."""
+    machine, as "drawn on ..."); returns ``out``. ``figure``: the run's
+    `training_curves_figure`, when it is made already."""
     out = Path(out) if out is not None else Path(run) / "training_curves.png"
-    training_curves_figure(run, device).savefig(out, dpi=110)
+    figure = training_curves_figure(run, device) if figure is None else figure
+    figure.savefig(out, dpi=110)
     return out
 
 
@@ -278,6 +281,15 @@ def training_curves_figure(run: Path = RUN, device: str | None = None):
     return fig
 
 
+def check_tournament(run: Path, opening_stones: int) -> None:
+    """ValueError unless `tournament` can start: the run's ``final.gjx`` loads, and
+    ``opening_stones`` fit its game (``--opening-stones``)."""
+    from gomoku_jax import arena, exported
+
+    _, env, _, _ = exported.load_network(Path(run) / "final.gjx")
+    arena.check_opening_stones(env, opening_stones, "--opening-stones")
+
+
 def tournament(run: Path = RUN, games: int = 20, opening_stones: int = 2, seed: int = 0,
                opponents=OPPONENTS, progress: bool = True) -> dict:
     """The round robin of ``run/final.gjx`` against ``opponents``; writes the reports."""
@@ -326,7 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (0)")
     parser.add_argument("--skip-tournament", action="store_true", help="only draw the curves")
     args = parser.parse_args(argv)
-    path = training_curves(args.run)
+    figure = training_curves_figure(args.run)  # the run's files checked; nothing written yet
+    if not args.skip_tournament:  # and the round robin can start, before anything is saved
+        check_tournament(args.run, args.opening_stones)
+    path = training_curves(args.run, figure=figure)
     print(f"training curves written to {path}")
     if not args.skip_tournament:
         tournament(args.run, args.games, args.opening_stones, args.seed)

@@ -238,3 +238,20 @@ def test_a_damaged_metrics_file_is_refused_naming_it(tmp_path):
     (run / "metrics.csv").write_bytes(b"\x00\xff\xfe not text")
     with pytest.raises(ValueError, match=re.escape(f"{run / 'metrics.csv'} is unreadable")):
         figures.training_curves(run)
+
+
+@pytest.mark.parametrize("argv, why", [
+    ([], "final.gjx: no such params file"),
+    (["--opening-stones", "9"], "--opening-stones must be at most 2"),
+])
+def test_a_round_robin_that_cannot_start_is_refused_before_the_curves_are_drawn(
+        argv, why, tmp_path, monkeypatch):
+    import shutil
+
+    run = _run(tmp_path, sparring=False)
+    if argv:  # the run's agent is there; the openings do not fit its game
+        shutil.copy(figures.RUN / "final.gjx", run / "final.gjx")
+    monkeypatch.setattr(figures, "tournament", lambda *a, **k: pytest.fail("games were played"))
+    with pytest.raises(ValueError, match=why):
+        figures.main(["--run", str(run), *argv])
+    assert not (run / "training_curves.png").exists()
