@@ -23,8 +23,8 @@ from gomoku_jax import compiled, networks
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import ConfigError, changed
 
-__all__ = ["SearchPlayer", "ShardedLearner", "clear_programs", "fingerprint", "keep_if",
-           "per_game",
+__all__ = ["SearchPlayer", "ShardedLearner", "check_batches", "clear_programs", "fingerprint",
+           "keep_if", "per_game",
            "make_optimizer", "play_search", "search_objects", "select_games", "sgd_step",
            "switched_on",
            "unused_optimizer_settings"]
@@ -257,11 +257,7 @@ class ShardedLearner:
 
     def _setup_mesh(self, devices, batch_sizes: Mapping[str, int]) -> None:
         devices = list(jax.devices() if devices is None else devices)
-        n = len(devices)
-        for name, value in batch_sizes.items():
-            if value % n:
-                raise ConfigError(f"{name} ({value}) must be a multiple of the number of "
-                                  f"devices ({n})")
+        check_batches(len(devices), batch_sizes)
         self.mesh = Mesh(np.asarray(devices), ("data",))
         self._rep = NamedSharding(self.mesh, P())
         self._games_sharding = NamedSharding(self.mesh, P("data"))
@@ -396,6 +392,15 @@ class ShardedLearner:
         if self.mesh.size == 1:
             return tree
         return jax.lax.with_sharding_constraint(tree, self._games_sharding)
+
+
+def check_batches(devices: int, batch_sizes: Mapping[str, int]) -> None:
+    """A ConfigError naming the first of ``batch_sizes`` (by dotted name) that does not
+    split evenly over ``devices`` devices."""
+    for name, value in batch_sizes.items():
+        if value % devices:
+            raise ConfigError(f"{name} ({value}) must be a multiple of the number of "
+                              f"devices ({devices})")
 
 
 def switched_on(value) -> bool:

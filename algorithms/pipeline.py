@@ -49,7 +49,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from algorithms import alphazero as az
 from algorithms import imitation as im
-from algorithms.common import SearchPlayer, play_search
+from algorithms.common import SearchPlayer, check_batches, play_search
 from gomoku_jax import agents as agents_lib
 from gomoku_jax import arena, exported, networks, records, training
 from gomoku_jax import io as gio
@@ -268,6 +268,14 @@ class Pipeline(SearchPlayer):
         self._setup_player(config)
         self.devices = devices
         devs = list(jax.devices() if devices is None else devices)
+        # every stage's batches, now: not once the stages before one have trained
+        check_batches(len(devs), {
+            "imitation.train.batch_size": config.imitation.train.batch_size,
+            "imitation.train.validation_batch": config.imitation.train.validation_batch,
+            "selfplay.selfplay.batch": config.selfplay.selfplay.batch,
+            "selfplay.train.batch_size": config.selfplay.train.batch_size,
+            "master.train.batch_size": config.master.train.batch_size,
+            "master.train.validation_batch": config.master.train.validation_batch})
         self._rep = NamedSharding(Mesh(np.asarray(devs), ("data",)), P())
         self.workdir: Path | None = None
         self.progress = True

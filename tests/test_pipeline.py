@@ -189,6 +189,19 @@ def test_a_seed_is_refused_when_a_stage_would_pass_the_largest_seed():
         cfglib.load_file(pl.PipelineConfig, path, overrides={"seed": top + 1})
 
 
+@pytest.mark.parametrize("key", ["selfplay.selfplay.batch", "master.train.batch_size"])
+def test_every_stages_batch_must_divide_over_the_devices_before_any_stage_trains(key):
+    # 4 devices: the imitation stage's batches divide, a later stage's (6) does not; it used
+    # to be refused only once the stages before it had trained, under the stage's own key
+    assert len(jax.devices()) == 4
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"],
+                              overrides={key: 6})
+    with pytest.raises(cfglib.ConfigError, match=rf"^{key} \(6\) must be a multiple of the "
+                                                 r"number of devices \(4\)"):
+        pl.make_learner(cfg)
+    assert pl.make_learner(cfg, devices=jax.devices()[:2]).devices == jax.devices()[:2]
+
+
 def test_the_master_stage_adds_up_its_rounds(tmp_path, monkeypatch):
     # Three rounds of 5 iterations and 1,000 moves each are 15 and 3,000 (the stage's row
     # used to carry the last round's alone, beside the seconds of all three).
