@@ -396,7 +396,9 @@ class ShardedLearner:
 
 def check_batches(devices: int, batch_sizes: Mapping[str, int]) -> None:
     """A ConfigError naming the first of ``batch_sizes`` (by dotted name) that does not
-    split evenly over ``devices`` devices."""
+    split evenly over ``devices`` devices (a ValueError for no devices)."""
+    if devices < 1:
+        raise ValueError("devices is empty: give at least one device (None: all of them)")
     for name, value in batch_sizes.items():
         if value % devices:
             raise ConfigError(f"{name} ({value}) must be a multiple of the number of "

@@ -396,6 +396,18 @@ def test_batch_must_divide_over_devices(smoke_config):
         az.make_learner(cfg)
 
 
+def test_an_empty_list_of_devices_is_refused(smoke_config):
+    from algorithms import pipeline as pl
+
+    # it used to fail as a ZeroDivisionError (integer modulo by zero)
+    with pytest.raises(ValueError, match=r"devices is empty: give at least one device"):
+        az.make_learner(smoke_config, devices=[])
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CONFIG.parent / "pipeline_9x9_cpu.json",
+                              variants=["smoke"])
+    with pytest.raises(ValueError, match=r"devices is empty: give at least one device"):
+        pl.make_learner(cfg, devices=[])
+
+
 @pytest.mark.parametrize("override, message", [
     ("network.options.blokcs=3", "blokcs"),
     ("train.optimizer=rmsprop", "train.optimizer must be 'sgd' or 'adam'"),
