@@ -322,7 +322,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     algorithm = config_lib.algorithm_of(config_path)
     config_class, make_learner = algorithms.learner_entry(algorithm)
     workdir = pathlib.Path(workdir)
-    configs, run_dirs = [], []  # every config first: a bad one fails before any training
+    # every config and its learner first: a bad one fails before any training
+    configs, run_dirs, learners = [], [], []
     for i, value in enumerate(values):
         run = f"the run {key}={value!r}"
         try:
@@ -343,10 +344,15 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
         _check_run_dir(run_dirs[-1], cfg, algorithm, run)
         _check_budget(run_dirs[-1], iterations, run)
         configs.append(cfg)
+        try:  # here too: a batch that does not divide over the devices is refused
+            learners.append(make_learner(cfg) if devices is None
+                            else make_learner(cfg, devices=devices))
+        except config_lib.ConfigError as err:
+            raise config_lib.ConfigError(f"sweep ({run}): {err}") from None
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for value, cfg, run_dir in zip(values, configs, run_dirs):
-        learner = make_learner(cfg) if devices is None else make_learner(cfg, devices=devices)
+        learner = learners.pop(0)  # not kept past its run: it holds the data it loads
         diverged = _diverged(run_dir)  # diverged before, at this config: not trained again
         if (diverged is not None and iterations is not None
                 and isinstance(diverged["iteration"], int) and diverged["iteration"] > iterations):

@@ -148,6 +148,20 @@ def test_bad_sweeps_fail_before_training(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing was trained
 
 
+def test_a_batch_that_does_not_divide_over_the_devices_fails_before_training(tmp_path,
+                                                                          monkeypatch):
+    from gomoku_jax import training
+
+    assert len(jax.devices()) == 4
+    trained = []  # it was refused only when its run came, after the runs before it
+    monkeypatch.setattr(training, "run", lambda learner, workdir, **kw: trained.append(workdir))
+    with pytest.raises(cfglib.ConfigError, match=r"sweep \(the run train.batch_size=6\): "
+                                                 r"train.batch_size \(6\) must be a multiple "
+                                                 r"of the number of devices \(4\)"):
+        sweep.sweep(CONFIG, "train.batch_size", [32, 6], workdir=tmp_path, variant="smoke")
+    assert trained == [] and not any(tmp_path.iterdir())
+
+
 def test_ladder_table_and_plot_from_rows(tmp_path):
     def level(sims, wins):
         return {"simulations": sims, "wins": wins, "losses": 10 - wins, "draws": 0, "games": 10}
