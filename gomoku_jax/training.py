@@ -467,6 +467,9 @@ def _restore(learner, workdir):
         # A config the checkpoints refuse is said as it is, before any restore: no older
         # checkpoint nor moving the results away would let this config start there.
         changed = ckpt.config_changes()
+        # before the state is read in: a resume on other devices (more CPU devices, each
+        # with its copy of the buffer) may not fit where the run did
+        check_state_memory(learner)
         target = {"state": jax.eval_shape(learner.init), "progress": prog}
         try:
             restored = ckpt.restore(target, step)

@@ -732,6 +732,23 @@ def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, t
         training.check_state_memory(changed("selfplay.batch", 10**8), limit_bytes=need)
 
 
+def test_a_resume_whose_state_would_not_fit_is_refused_before_it_is_read(
+        learner, uninterrupted, tmp_path, monkeypatch):
+    # as on a machine, or a count of CPU devices (each its copy of the buffer), where the
+    # run's state does not fit: it used to be read in regardless
+    from gomoku_jax import tree_search
+
+    straight, _ = uninterrupted
+    workdir = tmp_path / "copy"
+    shutil.copytree(straight, workdir)
+    before = sorted((p, p.stat().st_mtime_ns) for p in workdir.rglob("*"))
+    monkeypatch.setattr(tree_search, "available_bytes", lambda device=None: (1000, "fake RAM"))
+    with pytest.raises(ValueError, match=r"the learner's state .* needs \d+\.\d\d GiB, more "
+                                         r"than the fake RAM of 0\.00 GiB; the largest parts: "):
+        training.run(learner, workdir, progress=False)
+    assert sorted((p, p.stat().st_mtime_ns) for p in workdir.rglob("*")) == before
+
+
 def test_a_replicated_state_must_fit_every_accelerator_not_their_sum():
     import jax.numpy as jnp
 
