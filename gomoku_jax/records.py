@@ -75,6 +75,7 @@ import io
 import json
 import os
 import re
+import uuid
 import warnings
 import zlib
 from pathlib import Path
@@ -431,7 +432,8 @@ def write_records(path, games: Iterable[Any], env: Gomoku, *, metadata: Mapping 
     head = _header(env, metadata)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot write {path}: there is no folder {path.parent}")
-    tmp = path.with_name(path.name + ".tmp")
+    # a name of its own: the processes of a multi-process run may write one file at once
+    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex}")
     dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
     try:
         with _open_for_writing(tmp, _gz(path)) as f:

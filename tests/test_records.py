@@ -92,6 +92,27 @@ def test_write_read_round_trip(tmp_path, name):
     assert again.read_bytes() == path.read_bytes()
 
 
+def test_two_writers_of_one_file_at_once_both_finish_and_leave_it_whole(tmp_path,
+                                                                       monkeypatch):
+    # as the processes of a multi-process run that generate the same records file: each
+    # writes a temporary file of its own (they shared one: the second to finish found it
+    # renamed away, or the first renamed a file the other had just cut short)
+    path = tmp_path / "games.jsonl.gz"
+    games = [game(BLACK_WIN, 0), game(WHITE_WIN, 1)]
+    game_json, inside = records._game_json, []
+
+    def other_writer_meanwhile(g):
+        if not inside:  # the other writer starts and finishes while this one writes
+            inside.append(True)
+            records.write_records(path, games, ENV)
+        return game_json(g)
+
+    monkeypatch.setattr(records, "_game_json", other_writer_meanwhile)
+    assert records.write_records(path, games, ENV) == 2
+    assert records.read_records(path, ENV) == games
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+
+
 def test_arena_game_records_are_written_and_draws_kept(tmp_path):
     env3 = Gomoku(3, 3)
     played = [GameRecord("x", "o", DRAW_3X3, 2, -1), GameRecord("o", "x", (0, 3, 1, 4, 2), 0, 0)]
