@@ -14,8 +14,11 @@ import os
 import shutil
 import tempfile
 
-# Fake CPU devices for sharding tests; must be set before jax is imported.
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+# Fake CPU devices for sharding tests; must be set before jax is imported. Added to any
+# XLA_FLAGS of the environment (other flags alone left the suite one device).
+if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = " ".join(
+        [*os.environ.get("XLA_FLAGS", "").split(), "--xla_force_host_platform_device_count=4"])
 # The suite runs in several processes (`pytest -n 2`); on a GPU machine they share the GPU,
 # so none of them takes most of its memory up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

@@ -131,3 +131,16 @@ def test_two_processes_train_checkpoint_and_resume(tmp_path):
     third = _run_two(tmp_path, workdir, "all", "unseen")
     assert third == [{k: stored[k] for k in ("iterations", "evaluation", "devices",
                                              "processes")}] * 2
+
+
+def test_the_suites_fake_devices_come_with_other_xla_flags_of_the_environment():
+    # conftest.py's 4 fake CPU devices, for the sharding tests, when XLA_FLAGS already
+    # holds a flag of the user's (it used to leave them one device)
+    here = os.path.dirname(__file__)
+    code = "import conftest, jax; print(jax.device_count(), flush=True)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=here,
+                         env=dict(os.environ, XLA_FLAGS="--xla_backend_optimization_level=3",
+                                  PYTHONPATH=os.pathsep.join([here, *sys.path])))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "4"
