@@ -120,21 +120,31 @@ def test_every_notebook_has_its_checks():
     assert sorted(CHECKS) == [p.name for p in NOTEBOOKS]
 
 
-def test_the_analysis_notebook_reads_a_run_without_evaluations(tmp_path, capsys):
-    # eval.every = eval.final_games = 0: it printed a table without columns and an empty plot
-    run = tmp_path / "run"
-    run.mkdir()
+def _analysis_of(run: Path, iterations: int, evaluations: dict) -> dict:
+    """Run the analysis notebook's cells on a stand-in run of ``iterations`` logged rows,
+    a final report of no games and ``evaluations`` ({iteration: result}) in its ``eval/``;
+    returns the notebook's namespace."""
+    (run / "eval").mkdir(parents=True)
     columns = ["iteration", "seconds", "moves_per_second", "loss", "policy_loss", "value_loss",
                "explained_variance", "entropy", "kl"]
     (run / "metrics.csv").write_text(",".join(columns) + "\n" + "\n".join(
-        ",".join(str(i + 1 if c == "iteration" else 0.5) for c in columns) for i in range(3)))
-    (run / "report.json").write_text(json.dumps({"iterations": 3, "evaluation": {}}))
+        ",".join(str(i + 1 if c == "iteration" else 0.5) for c in columns)
+        for i in range(iterations)))
+    for it, result in evaluations.items():
+        (run / "eval" / f"iter_{it:06d}.json").write_text(json.dumps(result))
+    (run / "report.json").write_text(json.dumps({"iterations": iterations, "evaluation": {}}))
     nb = json.loads((Path(__file__).parent.parent / "notebooks" / "analysis.ipynb").read_text())
     namespace = {"__name__": "__notebook__"}
     for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
         exec(compile("".join(cell["source"]), f"analysis.ipynb[cell {i}]", "exec"), namespace)
         if i == 0:  # the knobs
             namespace.update(RUN=str(run), TOURNAMENT=None)
+    return namespace
+
+
+def test_the_analysis_notebook_reads_a_run_without_evaluations(tmp_path, capsys):
+    # eval.every = eval.final_games = 0: it printed a table without columns and an empty plot
+    namespace = _analysis_of(tmp_path / "run", 3, {})
     out = capsys.readouterr().out
     assert "3 iterations" in out and "this run played no evaluation games" in out
     assert "| iteration |" not in out and namespace["opponents"] == []
@@ -144,23 +154,9 @@ def test_the_analysis_notebook_keeps_a_periodic_evaluation_when_the_final_played
         tmp_path, capsys):
     # a run stopped by --iterations at an evaluation, with eval.final_games 0: the report's
     # empty final evaluation hid the periodic one of the same iteration (an empty row)
-    run = tmp_path / "run"
-    (run / "eval").mkdir(parents=True)
-    columns = ["iteration", "seconds", "moves_per_second", "loss", "policy_loss", "value_loss",
-               "explained_variance", "entropy", "kl"]
-    (run / "metrics.csv").write_text(",".join(columns) + "\n" + "\n".join(
-        ",".join(str(i + 1 if c == "iteration" else 0.5) for c in columns) for i in range(4)))
     periodic = {"heuristic": {"wins": 1, "losses": 1, "draws": 0, "games": 2, "score": 0.5,
                               "interval": [0.1, 0.9]}}
-    for it in (2, 4):
-        (run / "eval" / f"iter_{it:06d}.json").write_text(json.dumps(periodic))
-    (run / "report.json").write_text(json.dumps({"iterations": 4, "evaluation": {}}))
-    nb = json.loads((Path(__file__).parent.parent / "notebooks" / "analysis.ipynb").read_text())
-    namespace = {"__name__": "__notebook__"}
-    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
-        exec(compile("".join(cell["source"]), f"analysis.ipynb[cell {i}]", "exec"), namespace)
-        if i == 0:  # the knobs
-            namespace.update(RUN=str(run), TOURNAMENT=None)
+    namespace = _analysis_of(tmp_path / "run", 4, {2: periodic, 4: periodic})
     out = capsys.readouterr().out
     assert namespace["evals"] == {2: periodic, 4: periodic}
     assert "| 4 | 0.50 (1-1-0 of 2) |" in out
