@@ -419,16 +419,18 @@ def _resumable(path: str, stored, given, config: Mapping | None = None) -> bool 
     return True
 
 
-def stored_config_differences(stored: dict, config, algorithm: str) -> list[str]:
+def stored_config_differences(stored: dict, config, algorithm: str,
+                              resumable: bool = True) -> list[str]:
     """How a run's stored ``config.json`` (``stored``, its ``algorithm`` included) differs
     from ``config`` of ``algorithm``: one line per setting (see
     `gomoku_jax.io.config_differences`), none when it is the same run, settings that
-    may change on resume aside (`RESUMABLE_SETTINGS`)."""
+    may change on resume aside (`RESUMABLE_SETTINGS`) unless ``resumable`` is False."""
     stored = dict(stored)
     stored_algorithm = stored.pop("algorithm", "alphazero")  # as config.algorithm_of
     given = to_dict(config)
     diff = gio.config_differences(stored, given, _upgrade_class(type(config)),
-                                  functools.partial(_resumable, config=given))
+                                  functools.partial(_resumable, config=given)
+                                  if resumable else None)
     if stored_algorithm != algorithm:
         diff.insert(0, f"algorithm: stored {json.dumps(stored_algorithm)}, "
                        f"given {json.dumps(algorithm)}")
@@ -1083,11 +1085,10 @@ def _other_config(path: pathlib.Path, config, algorithm: str) -> bool:
     """Whether the ``config.json`` at ``path`` is not ``config`` of ``algorithm``: missing,
     unreadable, or other in a setting (settings added since it was written aside)."""
     try:
-        stored = dict(gio.read_json_object(path, ""))
+        stored = gio.read_json_object(path, "")
     except gio.CheckpointError:
         return True
-    return stored.pop("algorithm", "alphazero") != algorithm or bool(gio.config_differences(
-        stored, to_dict(config), _upgrade_class(type(config))))
+    return bool(stored_config_differences(stored, config, algorithm, resumable=False))
 
 
 def _placement(learner) -> dict:
