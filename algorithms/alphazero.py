@@ -412,6 +412,10 @@ class AlphaZeroConfig:
         """The play-time search (`algorithms.common.play_search`)."""
         return play_search(self.search, self.eval.simulations, simulations, algorithm)
 
+    def batch_sizes(self) -> dict[str, int]:
+        """The batches split over the devices, by key (`common.check_batches`)."""
+        return {"selfplay.batch": self.selfplay.batch, "train.batch_size": self.train.batch_size}
+
     @property
     def sgd_steps(self) -> int:
         """SGD steps per iteration: ``epochs`` passes over the iteration's new positions."""
@@ -504,8 +508,7 @@ class Learner(SearchPlayer, ShardedLearner):
 
     def __init__(self, config: AlphaZeroConfig, devices=None):
         self._setup_player(config)
-        self._setup_mesh(devices, {"selfplay.batch": config.selfplay.batch,
-                                   "train.batch_size": config.train.batch_size})
+        self._setup_mesh(devices, config.batch_sizes())
         self._pending_sharding = NamedSharding(self.mesh, P(None, "data"))
         self._derive()
         self._opponent = _selfplay_agent(config.selfplay.opponent, "opponent", self.env)

@@ -389,6 +389,10 @@ class DQNConfig:
         plain_fields(self)
         check_run(self, "q", "DQN")
 
+    def batch_sizes(self) -> dict[str, int]:
+        """The batches split over the devices, by key (`common.check_batches`)."""
+        return {"acting.batch": self.acting.batch, "train.batch_size": self.train.batch_size}
+
     def inert_settings(self) -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
         they are (`gomoku_jax.config.load_file` warns of them)."""
@@ -593,8 +597,7 @@ class Learner(ShardedLearner):
         self.config = config
         self.env: Gomoku = config.game.env()
         self.module = config.network.module(config.game.size)
-        self._setup_mesh(devices, {"acting.batch": config.acting.batch,
-                                   "train.batch_size": config.train.batch_size})
+        self._setup_mesh(devices, config.batch_sizes())
         self._derive()
         phases = config.curriculum.phases
         top_k = config.curriculum.heuristic_top_k

@@ -261,6 +261,11 @@ class ImitationConfig:
         """The play-time search (`algorithms.common.play_search`)."""
         return play_search(self.search, self.eval.simulations, simulations, algorithm)
 
+    def batch_sizes(self) -> dict[str, int]:
+        """The batches split over the devices, by key (`common.check_batches`)."""
+        return {"train.batch_size": self.train.batch_size,
+                "train.validation_batch": self.train.validation_batch}
+
 
 # ------------------------------------------------------------------------- the data
 @struct.dataclass
@@ -462,8 +467,7 @@ class Learner(SearchPlayer, ShardedLearner):
 
     def __init__(self, config: ImitationConfig, devices=None):
         self._setup_player(config)
-        self._setup_mesh(devices, {"train.batch_size": config.train.batch_size,
-                                   "train.validation_batch": config.train.validation_batch})
+        self._setup_mesh(devices, config.batch_sizes())
         self._derive()
         self.data_errors: list = []
         self.data_summary: dict | None = None

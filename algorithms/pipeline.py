@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 STAGES = ("stage1_imitation", "stage2_selfplay", "stage3_master")
+# The config key of each stage's own settings, in the order of STAGES
+_STAGE_KEYS = ("imitation", "selfplay", "master")
 HANDOVERS = ("final", "best")  # what a stage hands to the next (`Pipeline.handed_over`)
 
 
@@ -161,7 +163,7 @@ class PipelineConfig:
         if self.checkpoint_every != 1:
             raise ValueError("checkpoint_every must be 1 for a pipeline (one checkpoint per "
                              f"stage), got {self.checkpoint_every}")
-        for stage, key in enumerate(("imitation", "selfplay", "master")):
+        for stage, key in enumerate(_STAGE_KEYS):
             try:  # every stage's config builds; an error says whose settings it is about
                 self.stage_config(stage)
             except ValueError as error:
@@ -208,7 +210,7 @@ class PipelineConfig:
         (`gomoku_jax.config.load_file` warns of them), named by the stage's keys, and the
         network's options and search settings that do nothing."""
         return self.network.inert_settings(self.game.size) + self.search.inert_settings() + [
-            text for stage, key in enumerate(("imitation", "selfplay", "master"))
+            text for stage, key in enumerate(_STAGE_KEYS)
             for text in self.stage_config(stage).inert_settings(prefix=f"{key}.")]
 
 
@@ -270,12 +272,8 @@ class Pipeline(SearchPlayer):
         devs = list(jax.devices() if devices is None else devices)
         # every stage's batches, now: not once the stages before one have trained
         check_batches(len(devs), {
-            "imitation.train.batch_size": config.imitation.train.batch_size,
-            "imitation.train.validation_batch": config.imitation.train.validation_batch,
-            "selfplay.selfplay.batch": config.selfplay.selfplay.batch,
-            "selfplay.train.batch_size": config.selfplay.train.batch_size,
-            "master.train.batch_size": config.master.train.batch_size,
-            "master.train.validation_batch": config.master.train.validation_batch})
+            f"{key}.{name}": size for stage, key in enumerate(_STAGE_KEYS)
+            for name, size in config.stage_config(stage).batch_sizes().items()})
         self._rep = NamedSharding(Mesh(np.asarray(devs), ("data",)), P())
         self.workdir: Path | None = None
         self.progress = True
