@@ -56,6 +56,11 @@ def _count_games(files) -> int:
     return sum(len(records.read_records(f)) for f in files)
 
 
+def _games_in(records_dir: Path) -> int:
+    """The games of the records files (``*.jsonl.gz``) in ``records_dir``."""
+    return _count_games(sorted(glob.glob(str(records_dir / "*.jsonl.gz"))))
+
+
 def generate(records_dir: Path, games: int, depth: int, opening_stones: int, chunk: int,
              workers: int) -> dict:
     """Top ``records_dir`` up to ``games`` games in chunks; returns what it holds."""
@@ -63,7 +68,7 @@ def generate(records_dir: Path, games: int, depth: int, opening_stones: int, chu
 
     records_dir.mkdir(parents=True, exist_ok=True)
     seed = 10_000
-    have = _count_games(sorted(glob.glob(str(records_dir / "*.jsonl.gz"))))
+    have = _games_in(records_dir)
     start = time.perf_counter()
     bot = f"gomokubot-{depth}"
     # one pool of workers for every chunk (a pool per chunk would start them again)
@@ -123,8 +128,7 @@ def run(args) -> dict:
     data = generate(records_dir, args.games, args.depth, args.opening_stones_data, args.chunk,
                     args.workers) if args.games else {}
     if args.generate_only:  # (--games 0 made none: the games there are counted)
-        have = data["games_available"] if data else _count_games(
-            sorted(glob.glob(str(records_dir / "*.jsonl.gz"))))
+        have = data["games_available"] if data else _games_in(records_dir)
         print(f"{records_dir}: {have} games")
         return data
     learner = imitation.make_learner(cfg)
