@@ -46,6 +46,12 @@ def test_bad_capacity_is_refused():
         replay.init({"x": jnp.int32(0)}, capacity=0)
 
 
+def test_capacity_past_int32_is_refused_before_it_is_allocated():
+    # positions are int32: a larger buffer would wrap; refused before 2**31 slots exist
+    with pytest.raises(ValueError, match=r"replay capacity must be at most 2147483647"):
+        replay.init({"x": jnp.int32(0)}, capacity=2**31)
+
+
 BOARD = {"board": jnp.zeros((7, 7), jnp.int8), "value": jnp.float32(0)}
 
 
