@@ -613,6 +613,9 @@ def make(spec: str, env: Gomoku) -> Agent:
     top_k = base[len("heuristic-"):] if base.startswith("heuristic-") else None
     if base == "heuristic" or (top_k is not None and digits(top_k)):
         top_k = whole_number(top_k, spec) if top_k else 3
+        if top_k < 1:  # refused here under the agent's name, not heuristic_agent's argument
+            raise ValueError(f"agent {spec!r}: its K (how many of the best moves it picks "
+                             f"among) must be a positive integer, got {top_k}")
         probability = 1.0
         if at:
             try:

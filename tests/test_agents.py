@@ -246,6 +246,10 @@ def test_make_builds_a_weakened_heuristic_by_name():
                          ("heuristic@1.5", r"^'heuristic@1.5': the block probability after "
                                            r"'@' must be a number in \[0, 1\], got '1.5'$"),
                          ("heuristic@nan", "after '@' must be a number in"),
+                         ("heuristic-0", r"^agent 'heuristic-0': its K \(how many of the "
+                                         r"best moves it picks among\) must be a positive "
+                                         r"integer, got 0$"),
+                         ("heuristic-00@0.5", r"^agent 'heuristic-00@0.5': its K"),
                          ("heuristic-x@0.5", "unknown agent"),
                          ("heuristic-\u00b2", "unknown agent"),  # a superscript 2
                          ("pure-mcts-\u00b2", "unknown agent"),  # int() refused it
