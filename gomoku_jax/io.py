@@ -154,6 +154,14 @@ def write_atomic(path, data: bytes | str) -> None:
             os.remove(tmp)
 
 
+def is_write_leftover(name: str, of) -> bool:
+    """Whether the file name ``name`` is what `write_atomic` leaves of one of the files
+    named in ``of`` when its process is killed mid-write (``<file>.tmp-<pid>``): no
+    result of a run, only a part of a file that was being replaced."""
+    file, dot, rest = name.rpartition(".tmp-")
+    return bool(dot) and file in of and rest.isascii() and rest.isdigit()
+
+
 def _can_write_in(folder: Path) -> str | None:
     """None if a file can be made in ``folder``, else why not. Permissions alone do not
     say (root passes ``os.access`` everywhere, and a read-only mount or a kernel folder

@@ -579,13 +579,15 @@ def _has_results(workdir: pathlib.Path) -> bool:
     """Whether ``workdir`` holds anything of an earlier start beyond what a start that
     failed (bad data, a bad opponent file) or was stopped before its first iteration
     leaves: its ``config.json``, ``starts.jsonl``, a ``metrics.csv`` without rows, empty
-    ``eval/`` and ``checkpoints/`` (a save cut short aside) and ``tensorboard/``. Only
+    ``eval/`` and ``checkpoints/`` (a save cut short aside), ``tensorboard/`` and the
+    part of one of those files left by a process killed while replacing it. Only
     such a folder may be taken over by another config; anything else (a logged
     iteration, an evaluation, a model, a pipeline's stage folder, a file of the user's)
     is kept."""
     for entry in workdir.iterdir():
         name = entry.name
-        if name in ("config.json", DATA, STARTS, "tensorboard"):
+        if name in ("config.json", DATA, STARTS, "tensorboard") or gio.is_write_leftover(
+                name, ("config.json", DATA, STARTS, "metrics.csv")):
             continue
         if name == "eval" and entry.is_dir() and not any(entry.iterdir()):
             continue

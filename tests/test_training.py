@@ -542,6 +542,13 @@ def test_a_start_stopped_before_its_first_iteration_is_taken_over_by_another_con
     other = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
         cfglib.to_dict(learner.config), {"train.learning_rate": 0.5})), devices=jax.devices()[:1])
     training._check_fresh_workdir(tmp_path, other, "alphazero")  # nothing to lose: taken over
+    # killed (not stopped) while replacing a file: the part it left is no result either
+    for leftover in ("config.json.tmp-4242", "metrics.csv.tmp-4242", "starts.jsonl.tmp-7"):
+        (tmp_path / leftover).write_text("iteration\n")
+    training._check_fresh_workdir(tmp_path, other, "alphazero")
+    (tmp_path / "notes.txt.tmp-4242").write_text("a file of the user's, kept")
+    with pytest.raises(ValueError, match="another experiment"):
+        training._check_fresh_workdir(tmp_path, other, "alphazero")
 
 
 def test_files_a_run_writes_without_a_config_of_one_are_not_overwritten(learner, tmp_path):
