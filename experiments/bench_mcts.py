@@ -62,27 +62,30 @@ def run(size=9, k=5, simulations=1000, batch=64, positions=4, numpy_simulations=
     batched = jax.jit(jax.vmap(lambda key, s: pure_mcts.search(env, config, key, s).action))
     openings = _positions(env, positions, seed)
     bar = tqdm(total=3 * len(openings), desc="bench mcts", disable=not progress)
+    # ``seed`` picks the openings, the NumPy reference's rollouts and the JAX searches' keys
+    single_key, batch_key = jax.random.split(jax.random.key(seed))
 
     start = time.perf_counter()
-    single(jax.random.key(0), env.init()).block_until_ready()
+    single(single_key, env.init()).block_until_ready()
     compile_single = time.perf_counter() - start
     move_times = []
     for i, moves in enumerate(openings):
         state = _state(env, moves)
         start = time.perf_counter()
-        int(single(jax.random.key(i + 1), state))
+        int(single(jax.random.fold_in(single_key, i + 1), state))
         move_times.append(time.perf_counter() - start)
         bar.update()
 
     start = time.perf_counter()
     stacked = jax.tree.map(lambda x: jnp.stack([x] * batch), env.init())
-    batched(jax.random.split(jax.random.key(0), batch), stacked).block_until_ready()
+    batched(jax.random.split(batch_key, batch), stacked).block_until_ready()
     compile_batch = time.perf_counter() - start
     batch_seconds = 0.0
     for i, moves in enumerate(openings):
         stacked = jax.tree.map(lambda x: jnp.stack([x] * batch), _state(env, moves))
         start = time.perf_counter()
-        batched(jax.random.split(jax.random.key(i + 1), batch), stacked).block_until_ready()
+        batched(jax.random.split(jax.random.fold_in(batch_key, i + 1), batch),
+                stacked).block_until_ready()
         batch_seconds += time.perf_counter() - start
         bar.update()
 
@@ -107,6 +110,7 @@ def run(size=9, k=5, simulations=1000, batch=64, positions=4, numpy_simulations=
         "board": f"{size}x{size}, k={k}",
         "simulations": simulations,
         "positions": len(openings),
+        "seed": seed,
         "single_game": {"seconds_per_move": float(np.mean(move_times)),
                         "max_seconds_per_move": float(np.max(move_times)),
                         "simulations_per_s": single_rate, "compile_s": compile_single},

@@ -729,6 +729,34 @@ def test_bench_mcts_reports_ratio_against_numpy(tmp_path):
     assert r["ratio_single"] == pytest.approx(r["single_game"]["simulations_per_s"] / numpy_rate)
 
 
+def test_bench_mcts_seed_reaches_the_searches(monkeypatch):
+    import types
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from experiments import bench_mcts
+
+    keys = []
+
+    def search(env, config, key, state):  # records the key each search is given
+        jax.debug.callback(lambda k: keys.append(np.asarray(k).tobytes()),
+                           jax.random.key_data(key))
+        return types.SimpleNamespace(action=jnp.int32(0))
+
+    monkeypatch.setattr(bench_mcts.pure_mcts, "search", search)
+    seen = {}
+    for seed in (0, 1, 0):
+        keys.clear()
+        report = bench_mcts.run(5, 4, simulations=1, batch=2, positions=2, numpy_simulations=1,
+                                seed=seed, progress=False)
+        assert report["seed"] == seed
+        seen.setdefault(seed, []).append(set(keys))
+    assert len(seen[0][0]) == 3 + 3 * 2  # compile and 2 openings, one game then a batch of 2
+    assert seen[0][0] == seen[0][1] and not seen[0][0] & seen[1][0]  # the seed decides them
+
+
 def test_bench_game_quick_is_one_small_batch(tmp_path):
     out = tmp_path / "game.json"
     assert cli.main(["bench", "game", "--quick", "--sizes", "5", "--k", "4", "--numpy-seconds",
