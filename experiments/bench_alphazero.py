@@ -421,7 +421,7 @@ def main(argv=None) -> dict:
                                "simulations a search (default 16 64 200 400 800)", 2,
                                "timed calls after the warm-up (default 2)",
                                "experiments/results/bench_alphazero_cpu.json")
-    parser.add_argument("--backend", choices=search_lib.BACKENDS, default="mctx",
+    parser.add_argument("--backend", choices=search_lib.BACKENDS, default=None,
                         help="search implementation: mctx's policies or the linear-time "
                              "gomoku_jax.tree_search (default mctx)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -437,6 +437,10 @@ def main(argv=None) -> dict:
     if args.set and "learner" not in args.parts:  # (they would go unread)
         parser.error(f"--set overrides the learner's config, which --parts "
                      f"{' '.join(args.parts)} does not measure")
+    if args.backend is not None and "search" not in args.parts:  # (it would go unused)
+        parser.error(f"--backend chooses the search timed, which --parts "
+                     f"{' '.join(args.parts)} does not measure")
+    backend = args.backend or "mctx"
     if not args.max_tree_gb > 0:  # (nan too, which would skip nothing)
         parser.error(f"--max-tree-gb must be above 0, got {args.max_tree_gb}")
     for n in sizes:
@@ -460,7 +464,7 @@ def main(argv=None) -> dict:
                  args.repeats, args.opening_stones, args.max_tree_gb, tuple(args.set),
                  args.quick, tuple(args.parts), args.seed, progress=not args.no_progress,
                  partial_path=partial_report(args.out), sgd_reference=args.sgd_reference,
-                 backend=args.backend)
+                 backend=backend)
     publish(report, format_report(report), args.out)
     if args.out is not None:  # the whole report is in --out now
         partial_report(args.out).unlink(missing_ok=True)

@@ -82,15 +82,19 @@ def test_bad_options_stop_before_any_timing(argv, named, capsys):
     assert named in capsys.readouterr().err.split("error:", 1)[1]  # after the usage lines
 
 
-def test_overrides_of_the_learner_are_refused_when_it_is_not_measured(monkeypatch, capsys):
+@pytest.mark.parametrize("argv, option", [
+    (["--parts", "search", "--set", "selfplay.batch=128"], "--set"),
+    (["--parts", "learner", "--backend", "linear"], "--backend"),
+])
+def test_options_of_a_part_not_measured_are_refused(argv, option, monkeypatch, capsys):
     # --parts search with --set: the overrides went unread (a bad one unchecked) and the
-    # search ran as if they were not given
+    # search ran as if they were not given; --parts learner with --backend: no search timed
     monkeypatch.setattr(bench, "run", lambda *a, **kw: pytest.fail("timing started"))
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["--parts", "search", "--set", "selfplay.batch=128", "--no-progress"])
+        bench.main(argv + ["--no-progress"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.split("error:", 1)[1]
-    assert "--set" in err and "--parts" in err
+    assert option in err and "--parts" in err and "does not measure" in err
 
 
 def test_quick_run_reports_search_learner_and_skipped(tmp_path, capsys):
