@@ -234,6 +234,25 @@ def _q_analysis_fn(module):
     return jax.jit(analyse)
 
 
+def _refuse_q_budget(path: str, budget_name: str | None = None) -> None:
+    """PlayError: the exported file ``path`` holds a Q network, which takes no budget
+    (``budget_name``: what the caller calls the budget it was given, named in a hint)."""
+    hint = f"; leave out {budget_name}" if budget_name else ""
+    raise PlayError(f"{path} holds a Q network, which plays without search: it takes "
+                    f"no budget{hint}")
+
+
+def _q_takes_no_budget(path: str) -> bool:
+    """Whether the exported file ``path`` holds a Q network (False when it cannot be
+    read: the agent built from it says why)."""
+    from gomoku_jax import exported
+
+    try:
+        return exported.load_network(path)[0].get("agent", "search") == "q-greedy"
+    except ValueError:
+        return False
+
+
 def _exported_player(path: str, budget: int | None, stored: int | None, env: Gomoku,
                      budget_name: str | None = None) -> _Player:
     from gomoku_jax import exported
@@ -250,9 +269,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
     kind = meta.get("agent", "search")
     if kind == "q-greedy":
         if budget is not None or stored is not None:
-            hint = f"; leave out {budget_name}" if budget_name and budget is not None else ""
-            raise PlayError(f"{path} holds a Q network, which plays without search: it takes "
-                            f"no budget{hint}")
+            _refuse_q_budget(path, budget_name if budget is not None else None)
         fn = _q_analysis_fn(module)
 
         def analyse_q(key, state):
@@ -486,6 +503,8 @@ class PlayApp:
             path, stored = exported
             if killer:  # the wrapped agent plays; its budget is in the name
                 if budget is not None:
+                    if _q_takes_no_budget(path):  # not in its name either
+                        _refuse_q_budget(path, budget_name)
                     raise PlayError(f"agent {spec!r} with +killer takes its budget in its "
                                     f"name (FILE.gjx@N+killer), not in {field}")
                 return _plain_player(spec, env), None

@@ -789,6 +789,26 @@ def test_exported_agent_brings_its_game_and_plays_as_load_agent(gjx):
         assert action == agent.act(game, key)
 
 
+def test_a_q_network_is_refused_a_budget_with_or_without_the_killer(tmp_path):
+    module = networks.make_network("resnet-q", board_size=5, blocks=1, filters=4, hidden=8)
+    variables = networks.init_network(module, jax.random.key(0), (5, 5, 3))
+    q = str(tmp_path / "q.gjx")
+    gio.write_exported(q, {"agent": "q-greedy", "network": {
+        "name": "resnet-q", "options": {"blocks": 1, "filters": 4, "hidden": 8}},
+        "game": {"size": 5, "k": 5, "rule": "freestyle", "observation": "stones-colour"}},
+        jax.device_get(variables))
+    app = PlayApp("random", size=5, k=5, seed=0)
+    env = Gomoku(5, 5)
+    assert app.player(q + "+killer", None, env).budget is None  # it plays, without budget
+    for name in (q, q + "+killer"):  # not "its budget in its name": a Q network takes none
+        with pytest.raises(PlayError, match=rf"^{re.escape(q)} holds a Q network, which plays "
+                                            r"without search: it takes no budget; leave out "
+                                            r"--simulations$"):
+            app.player(name, 5, env, "--simulations")
+        with pytest.raises(PlayError, match=r"it takes no budget$"):
+            app.player(name, 5, env)
+
+
 # ------------------------------------------------------------- the browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
