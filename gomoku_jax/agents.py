@@ -654,13 +654,19 @@ def _did_you_mean(spec: str) -> str:
     """`` (did you mean 'NAME'?)`` for a mistyped agent name: the closest built-in or
     registered name (a built-in prefix keeps the number typed after it: ``pure-mcst-100``
     -> ``pure-mcts-100``, letters typed for its digits mended: ``pure-mcts-1OO``;
-    ``+killer`` kept or mended); for a path, the closest exported
+    ``+killer`` kept or mended, or moved last when typed before an ``@``); for a path,
+    the closest exported
     file in its folder (`gomoku_jax.exported.closest_file`, the ``@N`` kept); else
     ``""``."""
     import os
 
     from gomoku_jax.exported import closest_file
 
+    head, killer, after = spec.rpartition("+killer@")  # "+killer" typed before its "@"
+    if killer and after and ((head.endswith(".gjx") and digits(after)) or head == "heuristic"
+                             or (head.startswith("heuristic-")
+                                 and digits(head[len("heuristic-"):]))):
+        return f" (did you mean {head + '@' + after + '+killer'!r}? +killer comes last)"
     path, at, sims = spec.rpartition("@")
     if not (at and digits(sims)):
         path, at, sims = spec, "", ""

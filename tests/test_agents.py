@@ -517,6 +517,20 @@ def test_a_mistyped_agent_name_or_file_gets_the_closest_one(spec, close, monkeyp
         assert message.startswith(f"unknown agent {spec!r} (did you mean {close!r}?): known")
 
 
+@pytest.mark.parametrize("spec, moved", [
+    ("heuristic+killer@0.5", "heuristic@0.5+killer"),
+    ("heuristic-5+killer@0", "heuristic-5@0+killer"),
+    ("runs/final.gjx+killer@64", "runs/final.gjx@64+killer"),
+])
+def test_killer_typed_before_the_at_gets_the_name_with_it_last(spec, moved):
+    with pytest.raises(ValueError) as error:
+        agents.make(spec, ENV)
+    assert str(error.value).startswith(f"unknown agent {spec!r} (did you mean {moved!r}? "
+                                       "+killer comes last): known")
+    if moved.startswith("heuristic"):  # the name suggested is one that is made
+        assert agents.make(moved, ENV).name == moved
+
+
 def test_a_missing_exported_file_gets_the_closest_one_in_its_folder(monkeypatch):
     monkeypatch.chdir(pathlib.Path(__file__).resolve().parents[1])
     for spec in ("experiments/results/az_9x9_cpu/finl.gjx",
