@@ -405,9 +405,12 @@ def _resumable(path: str, stored, given, config: Mapping | None = None) -> bool 
     if not any(named(name) for name in RESUMABLE_SETTINGS):
         return False
     if any(named(name) for name in _STOP_MEASURES) and config is not None:
-        section = config
-        for key in path.split(".")[:-1]:
+        section, searches = config, False
+        for key in path.split(".")[:-1]:  # down to the eval section, past those around it
+            searches = searches or (isinstance(section, Mapping) and "search" in section)
             section = section.get(key, {}) if isinstance(section, Mapping) else {}
+        if named("eval.simulations") and not searches:  # DQN's agent plays without search
+            return True
         if isinstance(section, Mapping) and (section.get("patience") is not None
                                              or section.get("stop_score") is not None):
             return ("with eval.patience or eval.stop_score set, it decides when the run "

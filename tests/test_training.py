@@ -1369,10 +1369,14 @@ def test_an_iteration_with_a_new_best_is_checkpointed(learner, tmp_path, monkeyp
 def test_settings_that_decide_a_stop_may_not_change_while_evaluations_can_stop_the_run():
     note = "with eval.patience or eval.stop_score set, it decides when the run stops training"
     for path in ("eval.every", "eval.games", "eval.simulations", "eval.opening_stones"):
-        assert training._resumable(path, 1, 2, {"eval": {"patience": None}}) is True
-        assert training._resumable(path, 1, 2, {"eval": {"patience": 3}}) == note
-        assert training._resumable("imitation." + path, 1, 2, {
-            "imitation": {"eval": {"stop_score": 0.9}}, "eval": {}}) == note
+        assert training._resumable(path, 1, 2, {"eval": {"patience": None},
+                                                "search": {}}) is True
+        assert training._resumable(path, 1, 2, {"eval": {"patience": 3}, "search": {}}) == note
+        assert training._resumable("imitation." + path, 1, 2, {  # the pipeline's search
+            "imitation": {"eval": {"stop_score": 0.9}}, "eval": {}, "search": {}}) == note
+    # a learner without a search (DQN) evaluates without one: eval.simulations decides nothing
+    assert training._resumable("eval.simulations", 1, 2, {"eval": {"patience": 3}}) is True
+    assert training._resumable("eval.games", 1, 2, {"eval": {"patience": 3}}) == note
     # the final evaluation and checkpoints do not decide a stop
     for path in ("eval.final_games", "checkpoint_every"):
         assert training._resumable(path, 1, 2, {"eval": {"patience": 3}}) is True
