@@ -129,6 +129,13 @@ _OWN_SHAPES = ("open_two", "half_three", "open_three", "half_four", "open_four")
 REWARD_KEYS = tactics.SHAPES + ("win", "loss", "draw", "step", "double_threat")
 
 
+def _pays_patterns(table) -> bool:
+    """Whether the reward ``table`` (its values may be traced) pays for any pattern: else
+    the reward is the game's outcome and the step penalty, whatever ``rewards.form``."""
+    return any(switched_on(table[name]) for name
+               in ("blocked_three", "blocked_four", "double_threat") + _OWN_SHAPES)
+
+
 def _table(values) -> dict[str, float]:
     """A table from its values in `REWARD_KEYS` order; keys past the values weigh 0."""
     return {key: 0.0 for key in REWARD_KEYS} | dict(zip(REWARD_KEYS, map(float, values)))
@@ -404,6 +411,9 @@ class DQNConfig:
         if changed(self.eval, "simulations"):
             out.append(f"eval.simulations ({self.eval.simulations}) does nothing for DDQN: "
                        "its agent plays the legal move of highest Q, without a search")
+        if changed(self.rewards, "form") and not _pays_patterns(self.rewards.table()):
+            out.append(f"rewards.form ({self.rewards.form!r}) does nothing with "
+                       f"rewards.shaping {self.rewards.shaping!r}: no pattern is paid for")
         heuristic = OPPONENTS.index("heuristic")
         for i, phase in enumerate(self.curriculum.phases):
             if phase.weights()[heuristic] == 0:
@@ -808,8 +818,7 @@ class Learner(ShardedLearner):
         action = _epsilon_greedy(k_act, q, s.legal_action_mask, eps)
         s1 = select_games(acting, jax.vmap(env.step)(s, action), s)
         wins_now = acting & s1.terminated & (s1.winner == colour)
-        shaped = any(switched_on(w[name]) for name
-                     in ("blocked_three", "blocked_four", "double_threat") + _OWN_SHAPES)
+        shaped = _pays_patterns(w)
         potential = cfg.rewards.form == "potential"
         if shaped and not potential:
             pattern = pattern_reward(s.board, s1.board, colour, env.k, w, env.rule)

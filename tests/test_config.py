@@ -755,6 +755,14 @@ def test_a_setting_that_does_nothing_is_warned_of(tmp_path):
             "heuristic games",
             "curriculum.self_opponent ('latest') does nothing: no phase has self-play games")]
     assert _inert(tmp_path, dqn.DQNConfig, q, ['curriculum.self_opponent="latest"']) == []
+    # how patterns are paid for, with none paid for (the plain game's reward)
+    assert _inert(tmp_path, dqn.DQNConfig, q, ['rewards.shaping="none"',
+                                                'rewards.form="potential"']) == [
+        f"{where}, and the overrides: rewards.form ('potential') does nothing with "
+        "rewards.shaping 'none': no pattern is paid for"]
+    for paid in (['rewards.shaping="table1"'], ['rewards.shaping="none"',
+                                                 'rewards.weights={"open_three": 0.1}']):
+        assert _inert(tmp_path, dqn.DQNConfig, q, paid + ['rewards.form="potential"']) == []
 
     # a network's options: a ResNet's global-pooling settings without global pooling,
     # named once in a pipeline (whose stages share its network)
