@@ -654,7 +654,8 @@ def _did_you_mean(spec: str) -> str:
     """`` (did you mean 'NAME'?)`` for a mistyped agent name: the closest built-in or
     registered name (a built-in prefix keeps the number typed after it: ``pure-mcst-100``
     -> ``pure-mcts-100``, letters typed for its digits mended: ``pure-mcts-1OO``;
-    ``+killer`` kept or mended, or moved last when typed before an ``@``); for a path,
+    ``+killer`` kept or mended, or moved last when typed before an ``@``; an ``@`` after
+    a name that takes none said so); for a path,
     the closest exported
     file in its folder (`gomoku_jax.exported.closest_file`, the ``@N`` kept); else
     ``""``."""
@@ -677,6 +678,11 @@ def _did_you_mean(spec: str) -> str:
     names = [*_BUILTIN_NAMES, *(name for name in AGENTS if not name.endswith("-"))]
     prefixes = [*(p for p in _BUILTIN_PREFIXES if p != "minimax-"),  # takes no depth
                 *(name for name in AGENTS if name.endswith("-"))]
+    before, at_sign, _ = base.partition("@")  # "pure-mcts-10@3": a name that takes no "@"
+    if at_sign and (before in names or any(before.startswith(p) and digits(before[len(p):])
+                                           for p in prefixes)):
+        return (f" (did you mean {before + plus + suffix!r}? '@' follows only an exported "
+                "FILE.gjx, for its simulations, or a heuristic, for its block probability)")
     if base not in names and f"{base.rstrip('-')}-" in prefixes:  # "pure-mcts": no number
         return f" (did you mean '{base.rstrip('-')}-N' with a whole number N?)"
     typed = next((p for p in prefixes if base.startswith(p)), None)

@@ -531,6 +531,18 @@ def test_killer_typed_before_the_at_gets_the_name_with_it_last(spec, moved):
         assert agents.make(moved, ENV).name == moved
 
 
+@pytest.mark.parametrize("spec, name", [("pure-mcts-10@3", "pure-mcts-10"),
+                                        ("uct-50@200+killer", "uct-50"),  # the killer's agent
+                                        ("random@0.5", "random"), ("alphabeta-2@4", "alphabeta-2")])
+def test_an_at_after_a_name_that_takes_none_is_said(spec, name):
+    with pytest.raises(ValueError) as error:
+        agents.make(spec, ENV)
+    assert str(error.value).startswith(
+        f"unknown agent {spec.removesuffix('+killer')!r} (did you mean {name!r}? '@' follows "
+        "only an exported "
+        "FILE.gjx, for its simulations, or a heuristic, for its block probability): known")
+
+
 def test_a_missing_exported_file_gets_the_closest_one_in_its_folder(monkeypatch):
     monkeypatch.chdir(pathlib.Path(__file__).resolve().parents[1])
     for spec in ("experiments/results/az_9x9_cpu/finl.gjx",
