@@ -371,7 +371,10 @@ the evaluations since it, which ``eval.patience`` counts) stays honest:
 * A finished run given a change of what its final evaluation reads (``eval.final_games``,
   ``eval.opponents``, ``eval.simulations``, ``eval.opening_stones``) is evaluated again,
   and ``final.gjx`` and the reports are written again; with ``eval.final_games`` 0 its
-  report is kept as it is (nothing is evaluated, and nothing is emptied).
+  report is kept as it is (nothing is evaluated, and nothing is emptied). The report
+  records the settings its final evaluation read (``final_evaluation_settings``): a run
+  whose report was made with the settings given is not evaluated again, whether or not
+  the change is stored yet.
 
 A resumed run with such a change says so in one line (each setting, stored -> given) and
 stores the new config (``config.json``; the checkpoints' copy with its next save, or once
@@ -382,6 +385,19 @@ the stages still to run."""
 # what the final evaluation reads (a finished run is evaluated again when one changes)
 _FINAL_EVALUATION = ("eval.final_games", "eval.opponents", "eval.simulations",
                      "eval.opening_stones")
+# report.json's record of the settings of its final evaluation (`_final_settings`)
+_FINAL_SETTINGS = "final_evaluation_settings"
+
+
+def _final_settings(config) -> dict:
+    """What the final evaluation of a run of ``config`` reads (`_FINAL_EVALUATION`; its
+    search's simulations only for a learner that searches), as report.json records it."""
+    ev = config.eval
+    return {"final_games": ev.final_games, "opponents": list(ev.opponents),
+            **({"simulations": ev.simulations} if hasattr(config, "search") else {}),
+            "opening_stones": ev.opening_stones}
+
+
 # what a periodic score measures, the first opponent aside (it may not change)
 _SCORE_SETTINGS = ("eval.simulations", "eval.opening_stones")
 # what decides how long a run trains: refused, with a note saying so
@@ -887,10 +903,13 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         if forget:
             prog = _forget_best(prog)
         # a finished run given another final evaluation is evaluated again (none asked
-        # for, eval.final_games 0: the report it has is kept, not emptied)
-        again = bool(read & set(_FINAL_EVALUATION)) and config.eval.final_games > 0
-        done = (None if again else
-                _finished_report(workdir, int(restored.iteration), stop_at, was_stopped))
+        # for, eval.final_games 0: the report it has is kept, not emptied), unless its
+        # report was made with these settings (a change not stored yet, see `defer`)
+        done = _finished_report(workdir, int(restored.iteration), stop_at, was_stopped)
+        if done is not None and config.eval.final_games > 0 and (
+                done.get(_FINAL_SETTINGS, {}) != _final_settings(config)
+                if _FINAL_SETTINGS in done else bool(read & set(_FINAL_EVALUATION))):
+            done = None
         if jax.process_count() > 1:  # every process takes process 0's path and report
             done = _from_first_process(done)
         if done is not None:  # nothing left to train: the run's own report, not a new one
@@ -928,8 +947,9 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if data is not None:  # files it trains on or plays against
         _check_data(workdir, data, restored is not None, write)
     ckpt = _checkpointer(learner, workdir, cleanup=True)
-    write(workdir / "config.json",
-          json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
+    if restored is None or not defer:  # a change not stored yet is not in config.json either
+        write(workdir / "config.json",
+              json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
     if restored is not None and (start >= stop_at or was_stopped):
@@ -1046,7 +1066,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
               "best_iteration": _best_iteration(prog),
               **_where_trained(workdir, learner, trained=int(state.iteration) > start,
                                iteration=int(state.iteration)),
-              "evaluation": {}}
+              "evaluation": {}, _FINAL_SETTINGS: _final_settings(config)}
     if ev.final_games:
         agent = learner.agent(state.variables, name="learner")
         report["evaluation"] = evaluate(env, agent, ev.opponents, ev.final_games,

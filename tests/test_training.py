@@ -1326,6 +1326,37 @@ def test_a_changed_evaluation_search_forgets_the_best_score(learner, tmp_path, m
     assert all(stored["eval"]["simulations"] == 8 for stored in _stored_configs(tmp_path))
 
 
+def test_a_final_evaluation_made_with_a_change_not_stored_yet_is_not_played_again(
+        learner, tmp_path, monkeypatch, capsys):
+    """A run stopped by ``iterations`` and given another eval.simulations evaluates its
+    agent again but stores the change only once it trains on (its best score was measured
+    otherwise): the same command again keeps that report, as its report records the
+    settings it was made with; the stored settings again evaluate again."""
+    finals = []
+    play = training.evaluate
+
+    def counted(env, agent, opponents, games, seed, opening_stones, progress=False):
+        if games != SCRIPTED_GAMES:
+            finals.append(games)
+        return play(env, agent, opponents, games, seed, opening_stones, progress)
+
+    monkeypatch.setattr(training, "evaluate", counted)
+    report, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [0.75],
+                                          iterations=1, final_games=2)
+    assert finals == [2] and report[training._FINAL_SETTINGS]["simulations"] == 4
+    again, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [], iterations=1,
+                                         final_games=2, simulations=8)
+    assert finals == [2, 2] and again[training._FINAL_SETTINGS]["simulations"] == 8
+    assert all(stored["eval"]["simulations"] == 4 for stored in _stored_configs(tmp_path))
+    before = _digests(tmp_path)
+    kept, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [], iterations=1,
+                                        final_games=2, simulations=8)
+    assert finals == [2, 2] and kept == again and _digests(tmp_path) == before
+    back, _ = _run_with_scripted_scores(learner, tmp_path, monkeypatch, [], iterations=1,
+                                        final_games=2)  # the stored settings: evaluated so
+    assert finals == [2, 2, 2] and back[training._FINAL_SETTINGS]["simulations"] == 4
+
+
 def test_a_resume_that_forgets_the_best_score_still_writes_the_best_its_export_lost(
         learner, tmp_path, monkeypatch):
     """best.gjx is the best_iteration's until a new best: a resume that forgets the best
