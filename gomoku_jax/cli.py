@@ -223,8 +223,15 @@ def _tournament(args: argparse.Namespace) -> int:
              else f"tournament config {args.config}"}
     if args.out is not None:  # checked before any game: a long round robin is not lost
         check_folder(args.out, "--out", "give a folder for the reports")
-        check_new_files([args.out / name for name in TOURNAMENT_REPORTS], args.force,
-                        f"--out {args.out}")
+        try:
+            check_new_files([args.out / name for name in TOURNAMENT_REPORTS], args.force,
+                            f"--out {args.out}")
+        except ValueError as err:  # cut short while writing its reports: say what is kept
+            kept = args.out / TOURNAMENT_CHECKPOINT
+            if not kept.exists():
+                raise
+            raise ValueError(f"{err} (with --force, the finished matches kept in {kept} "
+                             "are not played again)") from None
     env = Gomoku(**config["game"])
     players = [agents.make(name, env) for name in config["agents"]]
     built: dict[str, str] = {}  # an agent's full name -> the name it was asked for by

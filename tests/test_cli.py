@@ -464,6 +464,14 @@ def test_an_interrupted_tournament_plays_only_its_unfinished_matches(tmp_path, c
     assert [k["agents"] for k in report["kept_matches"]] == [["random", "heuristic"]]
     assert "1 of 3 matches were played by an earlier run" in (
         tmp_path / "tournament.md").read_text()
+    # cut short while writing its reports: refused, saying --force keeps the matches
+    kept.write_text("")
+    assert cli.main(argv) == 2
+    assert (f"pass --force to replace, or choose another path (with --force, the finished "
+            f"matches kept in {kept} are not played again)") in capsys.readouterr().err
+    kept.unlink()
+    assert cli.main(argv) == 2
+    assert "not played again" not in capsys.readouterr().err  # none kept: nothing said
     # a damaged checkpoint is refused; --force plays from the start
     for name in cli.TOURNAMENT_REPORTS:
         (tmp_path / name).unlink()
