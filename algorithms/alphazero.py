@@ -269,8 +269,9 @@ class TrainSettings:
 
     def __post_init__(self):
         plain_fields(self)
-        for name in ("iterations", "batch_size", "buffer_capacity", "min_buffer"):
+        for name in ("iterations", "batch_size", "min_buffer"):
             check_int("train", name, getattr(self, name))
+        check_int("train", "buffer_capacity", self.buffer_capacity, 1, replay.MAX_CAPACITY)
         check_number("train", "epochs", self.epochs, 0.0, 1e4, low_open=True)
         if self.optimizer not in ("sgd", "adam"):
             raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")

@@ -362,9 +362,10 @@ class DQNTrainSettings:
 
     def __post_init__(self):
         plain_fields(self)
-        for name in ("iterations", "updates", "batch_size", "buffer_capacity", "min_buffer",
-                     "n_step", "target_period"):
+        for name in ("iterations", "updates", "batch_size", "min_buffer", "n_step",
+                     "target_period"):
             check_int("train", name, getattr(self, name))
+        check_int("train", "buffer_capacity", self.buffer_capacity, 1, replay.MAX_CAPACITY)
         check_number("train", "learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
         check_number("train", "gamma", self.gamma, 0.0, 1.0)
         check_number("train", "huber_delta", self.huber_delta, 0.0, 1e6, low_open=True)

@@ -28,9 +28,10 @@ from flax import struct
 from gomoku_jax.config import check_count
 from gomoku_jax.game import check_key
 
-__all__ = ["ReplayBuffer", "init", "add", "sample"]
+__all__ = ["MAX_CAPACITY", "ReplayBuffer", "init", "add", "sample"]
 
-_INT32_MAX = 2**31 - 1
+MAX_CAPACITY = 2**31 - 1
+"""The most items a buffer holds: its positions and sizes are int32 on the device."""
 
 
 @struct.dataclass
@@ -48,8 +49,8 @@ class ReplayBuffer:
 def init(example: Any, capacity: int) -> ReplayBuffer:
     """An empty buffer of ``capacity`` items shaped like ``example`` (one item, no item axis)."""
     capacity = check_count("replay capacity", capacity)
-    if capacity > _INT32_MAX:  # positions and sizes are int32 on the device
-        raise ValueError(f"replay capacity must be at most {_INT32_MAX} (2**31 - 1: the "
+    if capacity > MAX_CAPACITY:  # before the buffer is allocated
+        raise ValueError(f"replay capacity must be at most {MAX_CAPACITY} (2**31 - 1: the "
                          f"buffer's positions are int32), got {capacity}")
     leaves = jax.tree.leaves(example)
     if not leaves or not all(isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int, float))

@@ -414,6 +414,8 @@ def test_an_empty_list_of_devices_is_refused(smoke_config):
     ("search.num_simulations=0", "num_simulations"),
     ("selfplay.batch=-1", "selfplay.batch"),
     ("selfplay.gumbel_moves=-1", "selfplay.gumbel_moves"),
+    ("train.buffer_capacity=2147483648",  # refused before a buffer is sized
+     r"train.buffer_capacity must be an integer from 1 to 2147483647, got 2147483648"),
     ("game.size=2", "size"),
     ("network.name=resnet-q", "AlphaZero trains a policy-value network .*'resnet-q' is a q"),
 ])

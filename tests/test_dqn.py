@@ -688,6 +688,8 @@ def test_bad_opponent_mixtures_are_refused(opponent, message):
     ({"acting.epsilon_end": 1.5}, "acting.epsilon_end"),
     ({"train.n_step": 0}, "train.n_step"),
     ({"train.min_buffer": 5000}, "train.min_buffer"),
+    ({"train.buffer_capacity": 2**31},
+     r"train.buffer_capacity must be an integer from 1 to 2147483647, got 2147483648"),
 ])
 def test_bad_config_values_are_named(override, message):
     with pytest.raises(cfglib.ConfigError, match=message):

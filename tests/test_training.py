@@ -730,7 +730,7 @@ def test_a_state_that_would_not_fit_is_refused_before_it_is_allocated(learner, t
     # the message names the part that grew, not settings that were left alone
     with pytest.raises(ValueError, match=r"GiB, more than the .*; the largest parts: "
                                          r"buffer \d+\.\d\d GiB\. Make") as caught:
-        training.run(changed("train.buffer_capacity", 10**10), tmp_path / "huge",
+        training.run(changed("train.buffer_capacity", 2 * 10**9), tmp_path / "huge",
                      progress=False)  # at once, not after a wait
     parts = str(caught.value).split("the largest parts: ")[1].split(". Make")[0]
     assert parts.startswith("buffer ") and "games" not in parts and "pending" not in parts
