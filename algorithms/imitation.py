@@ -16,7 +16,8 @@ malformed game is left out
 and reported with its file and line (a ``UserWarning``; all of them are kept in
 ``learner.data_errors``). Unfinished games (no result) are left out. The games are
 split into training and validation sets by game (``data.validation_fraction``, drawn
-with the config's seed). The positions live on the device; nothing goes back to the
+with the config's seed; a share above 0 holds out one game at least, and one that leaves
+no game to train on is refused). The positions live on the device; nothing goes back to the
 host during an iteration.
 
 **Balance** (seed 001 IV-D3: the games are split by winner, black wins / white wins /
@@ -141,7 +142,8 @@ class DataSettings:
     ``max_games``: keep only the first N finished games (files in sorted order);
     ``skip_opening``: leave out the positions of each game's random opening (not the
     players' choices); ``imitate``: player names whose moves are policy targets (empty:
-    every move); ``validation_fraction``: share of the games held out."""
+    every move); ``validation_fraction``: share of the games held out (one at least when
+    above 0)."""
 
     paths: tuple[str, ...] = ()
     balance: str = "splits"
@@ -417,7 +419,12 @@ def load_dataset(config: ImitationConfig, errors: list | None = None
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(games))
     n_val = int(round(data.validation_fraction * len(games)))
-    n_val = min(n_val, len(games) - 1)
+    if data.validation_fraction > 0:  # a share asked for holds out one game at least
+        n_val = max(n_val, 1)
+        if n_val >= len(games):
+            raise ValueError(f"data.validation_fraction ({data.validation_fraction}) holds out "
+                             f"{n_val} of the {len(games)} finished games, which leaves none "
+                             "to train on; give more games or set it to 0")
     val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
     train, train_summary = _to_dataset([games[i] for i in train_idx], env, data)
     if data.imitate and train_summary["policy_targets"] == 0:

@@ -139,6 +139,30 @@ def test_validation_games_without_an_imitated_move_are_said(tmp_path, capsys):
     assert said[False] == ""
 
 
+def test_a_validation_share_holds_out_one_game_at_least(tmp_path):
+    """A share of a few games that rounds down to none still holds out one game (else the
+    val_* metrics would have nothing behind them); one game alone is refused, as nothing
+    would be left to train on."""
+    path = tmp_path / "few.jsonl"
+    records.write_records(path, [_game(BLACK_WINS, 0), _game(WHITE_WINS, 1),
+                                 _game(BLACK_WINS, 0, opening=2)], ENV)
+
+    def load(fraction, file=path):
+        return im.load_dataset(cfglib.from_dict(im.ImitationConfig, cfglib.apply_overrides(
+            cfglib.to_dict(_config([file])), {"data.validation_fraction": fraction})))
+
+    train, val, summary = load(0.05)  # 0.15 of a game
+    assert summary["validation"]["games"] == 1 and summary["train"]["games"] == 2
+    assert val.size > 0
+    assert load(0.0)[2]["validation"]["games"] == 0  # none asked for, none held out
+    records.write_records(path, [_game(BLACK_WINS, 0)], ENV)
+    with pytest.raises(ValueError, match=r"data.validation_fraction \(0.05\) holds out 1 of "
+                                         r"the 1 finished games, which leaves none to train "
+                                         r"on"):
+        load(0.05)
+    assert load(0.0)[2]["train"]["games"] == 1
+
+
 def test_malformed_records_are_reported_with_file_and_line_and_skipped(tmp_path, one_move_file):
     path = tmp_path / "bad.jsonl"
     records.write_records(path, [_game(BLACK_WINS, 0)] * 2, ENV)
