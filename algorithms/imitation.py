@@ -83,7 +83,7 @@ from flax import struct
 from algorithms.alphazero import EvalSettings, GameSettings, NetworkSettings, check_run
 from algorithms.common import (SearchPlayer, ShardedLearner, make_optimizer, play_search,
                                sgd_step, unused_optimizer_settings)
-from gomoku_jax import features, networks, ops, records, symmetry
+from gomoku_jax import features, networks, ops, records, symmetry, training
 from gomoku_jax import io as gio
 from gomoku_jax import search as search_lib
 from gomoku_jax.config import changed, check_int, check_number, check_seed, plain_fields
@@ -111,8 +111,9 @@ _SPLITS = ("black", "white", "draw")  # split ids 0, 1, 2 (a game's winner)
 class GenerateSettings:
     """Games to play into ``out`` (default: ``data.paths[0]``) when no file matches
     ``data.paths`` (`experiments.generate_records.generate`: ``black`` against
-    ``white``, any `gomoku_jax.agents.make` names, from ``opening_stones`` random
-    stones); ``out`` must be one of the files ``data.paths`` names."""
+    ``white``, any `gomoku_jax.agents.make` names, checked when the config is built,
+    from ``opening_stones`` random stones); ``out`` must be one of the files
+    ``data.paths`` names."""
 
     games: int = 8
     black: str = "gomokubot-2"
@@ -239,6 +240,8 @@ class ImitationConfig:
     def __post_init__(self):
         plain_fields(self)
         check_run(self, "policy-value", "imitation")
+        if self.data.generate is not None:  # refused now, not at the first iteration
+            _check_players(self.data.generate, self.game.env())
 
     def inert_settings(self, prefix: str = "") -> list[str]:
         """The settings changed from their defaults that do nothing with the others as
@@ -317,11 +320,20 @@ def _say(text: str) -> None:
         tqdm.write(text)
 
 
+def _check_players(settings: GenerateSettings, env: Gomoku, load_files: bool = False) -> None:
+    """ValueError naming ``data.generate.black`` or ``.white`` unless it is an agent
+    that can play ``env`` (an exported one's file is read only with ``load_files``)."""
+    for side in ("black", "white"):
+        training.check_agent_name(env, getattr(settings, side), f"data.generate.{side}",
+                                  load_files)
+
+
 def _generate(path: str, settings: GenerateSettings, env: Gomoku) -> None:
     """Play ``settings``'s games into ``path`` (a relative one is from the current
     directory) and print a line naming the file in full."""
     from experiments import generate_records
 
+    _check_players(settings, env, load_files=True)
     played = generate_records.generate(
         env.size, env.k, env.rule, settings.games, settings.black, settings.white,
         settings.opening_stones, settings.workers, settings.seed, progress=False)

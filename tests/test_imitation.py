@@ -528,6 +528,28 @@ def test_generated_records_are_named_when_written_and_when_reused(tmp_path, monk
     assert capsys.readouterr().out == ""
 
 
+def test_an_unknown_agent_to_generate_with_is_refused_naming_its_setting(tmp_path,
+                                                                         monkeypatch):
+    """Refused when the config is built, not when the first iteration would play the
+    games; an exported agent's file is read only then, and named then too."""
+    monkeypatch.chdir(tmp_path)
+
+    def generating(black, white):
+        return cfglib.apply_overrides(cfglib.to_dict(_config(["made/records.jsonl.gz"])),
+                                      {"data.generate": {"games": 2, "black": black,
+                                                         "white": white}})
+
+    with pytest.raises(cfglib.ConfigError, match=r"data.generate.white: unknown agent "
+                                                 r"'gomokubt-2' \(did you mean 'gomokubot-2'"):
+        cfglib.from_dict(im.ImitationConfig, generating("random", "gomokubt-2"))
+    with pytest.raises(cfglib.ConfigError, match=r"data.generate.black: unknown agent 'nobody'"):
+        cfglib.from_dict(im.ImitationConfig, generating("nobody", "random"))
+    cfg = cfglib.from_dict(im.ImitationConfig, generating("gone.gjx", "random"))
+    with pytest.raises(ValueError, match=r"data.generate.black: .*gone.gjx"):
+        im.load_dataset(cfg)
+    assert not (tmp_path / "made").exists()  # nothing was played
+
+
 @pytest.mark.slow
 def test_the_smoke_variant_generates_its_records_and_trains(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the smoke variant generates its records under runs/
