@@ -257,9 +257,13 @@ class ActingSettings:
                              f"got {self.decay_unit!r}")
 
 
+_INT32_MAX = 2**31 - 1
+
+
 @dataclasses.dataclass(frozen=True)
 class CurriculumSettings:
-    """The opponents: ``phases`` in order (the last one lasts for ever), seed 000's
+    """The opponents: ``phases`` in order (the last one lasts for ever; their episodes
+    sum to 2**31 - 1 at most, as the device counts them in int32), seed 000's
     OPPONENT_EPSILON, OLD_OPPONENT_CHANCE and CHECKPOINT_INTERVAL (``snapshot_every``
     episodes) for the pool of ``pool_size`` frozen versions; the heuristic picks among
     its ``heuristic_top_k`` most central cells. ``self_opponent``: whom a ``self`` game
@@ -284,6 +288,10 @@ class CurriculumSettings:
         if not self.phases or not all(isinstance(p, Phase) for p in self.phases):
             raise ValueError(f"curriculum.phases must be a non-empty list of phases, "
                              f"got {self.phases!r}")
+        if self.total_episodes > _INT32_MAX:  # the phases' ends are int32 on the device
+            raise ValueError(f"curriculum.phases: the phases' episodes sum to "
+                             f"{self.total_episodes}, more than {_INT32_MAX} (2**31 - 1), "
+                             "the most the device's int32 episode counts hold")
         check_number("curriculum", "opponent_epsilon", self.opponent_epsilon, 0.0, 1.0)
         check_number("curriculum", "old_opponent_probability", self.old_opponent_probability,
                    0.0, 1.0)

@@ -690,10 +690,25 @@ def test_bad_opponent_mixtures_are_refused(opponent, message):
     ({"train.min_buffer": 5000}, "train.min_buffer"),
     ({"train.buffer_capacity": 2**31},
      r"train.buffer_capacity must be an integer from 1 to 2147483647, got 2147483648"),
+    # the phases' ends are int32 on the device: a sum past 2**31 - 1 would wrap round
+    ({"curriculum.phases": [{"opponent": "random", "episodes": 2**31 - 10},
+                            {"opponent": "self", "episodes": 10}]},
+     r"curriculum.phases: the phases' episodes sum to 2147483648, more than 2147483647 "
+     r"\(2\*\*31 - 1\)"),
+    ({"curriculum.phases": [{"opponent": "random", "episodes": 3 * 10**9}]},
+     r"curriculum.phases: the phases' episodes sum to 3000000000, more than 2147483647"),
 ])
 def test_bad_config_values_are_named(override, message):
     with pytest.raises(cfglib.ConfigError, match=message):
         _config(TINY, **override)
+
+
+def test_a_curriculum_of_2_to_the_31_minus_1_episodes_fits_the_device_counts():
+    cfg = _config(TINY, **{"curriculum.phases": [{"opponent": "random", "episodes": 2**31 - 10},
+                                                  {"opponent": "self", "episodes": 9}]})
+    assert cfg.curriculum.total_episodes == 2**31 - 1
+    ends = dqn._curriculum_tables(cfg.curriculum.phases)["ends"]
+    assert ends.dtype == np.int32 and ends.tolist() == [2**31 - 10, 2**31 - 1]
 
 
 def test_batch_must_divide_over_devices():
