@@ -99,8 +99,9 @@ class SelfPlayStage:
 class MasterStage:
     """Stage 3 (see the module docstring): ``rounds`` x (``games`` against ``agent``,
     then imitation training on all the games so far with ``train``).
-    ``validation_fraction``: share of those games held out, drawn afresh each round (with
-    the round's seed), so a round can validate on games an earlier round trained on."""
+    ``validation_fraction``: share of those games held out (one at least when above 0),
+    drawn afresh each round (with the round's seed), so a round can validate on games an
+    earlier round trained on."""
 
     agent: str = "gomokubot-4"
     rounds: int = 4
@@ -126,6 +127,11 @@ class MasterStage:
         # the data settings of a round are checked when the pipeline builds them
         im.DataSettings(paths=("x",), balance=self.balance,
                         validation_fraction=self.validation_fraction)
+        if self.validation_fraction > 0 and self.games < 2:
+            raise ValueError(f"master.validation_fraction ({self.validation_fraction}) holds "
+                             f"out one game at least, so the first round's master.games "
+                             f"({self.games}) would leave none to train on; play 2 games a "
+                             "round at least or set it to 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,10 @@ def test_configs_and_variants_load(path):
      "the selfplay stage's settings: eval.opponents[0]: unknown agent"),
     ({"master.agent": "nosuch"}, "master.agent: unknown agent 'nosuch'"),
     ({"master.opening_stones": 50}, "master.opening_stones must be at most 2*(k-1) = 8"),
+    # a validation share holds out one game at least: one game a round leaves none
+    ({"master.validation_fraction": 0.1, "master.games": 1},
+     "master.validation_fraction (0.1) holds out one game at least, so the first round's "
+     "master.games (1) would leave none to train on"),
 ])
 def test_a_pipelines_evaluations_and_master_are_checked_when_it_loads(overrides, message):
     import re
