@@ -8,7 +8,8 @@ and turns them into arrays.
 
 The records format (``.jsonl``, or ``.jsonl.gz`` gzip-compressed)
 -----------------------------------------------------------------
-JSON Lines, UTF-8: one JSON object per line; blank lines are ignored. Everything is
+JSON Lines, UTF-8 (a leading byte-order mark, as Windows tools write, is allowed): one
+JSON object per line; blank lines are ignored. Everything is
 data (nothing is pickled or evaluated). The first line is a header::
 
     {"format": "gomoku-jax-records", "version": 1, "size": 9, "k": 5,
@@ -63,7 +64,8 @@ move line anywhere (it starts ``number,number`` but is not ``x,y`` or ``x,y,time
 in whole numbers: ``1.5,5,0``, ``5,5,abc``): no move is dropped unsaid. The winner
 comes from the replay (``None`` when the moves end without a result, e.g. a time
 loss). A ``.psq`` does not say k or the rule: they come from ``env``
-(default 5 in a row, freestyle, Gomocup's freestyle rule).
+(default 5 in a row, freestyle, Gomocup's freestyle rule). A file that begins with a
+UTF-8 byte-order mark (as Windows tools save it) reads as one without.
 """
 
 from __future__ import annotations
@@ -563,8 +565,9 @@ def _numbered_lines(path: Path):
         raise RecordError(str(path), 0, f"cannot read: {err.strerror or err}") from None
     try:
         # undecodable bytes become lone surrogates, found line by line below; lines end at
-        # \n, \r\n or \r as in any text file
-        with io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape") as f:
+        # \n, \r\n or \r as in any text file; a leading UTF-8 byte-order mark (as Windows
+        # tools write) is dropped
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape") as f:
             for number, text in enumerate(_bounded_lines(f), start=1):
                 if text is None:
                     yield number, RecordError(
@@ -771,7 +774,8 @@ def read_psq(path, env: Gomoku | None = None) -> Game:
     """One game from a ``.psq`` file (see `parse_psq`); ``source`` is the path."""
     path = _check_path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        # (utf-8-sig: a byte-order mark that Windows tools write first is dropped)
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as err:
         raise RecordError(str(path), 0, f"cannot read: {err}") from None
     return parse_psq(text, env, source=str(path))

@@ -92,6 +92,22 @@ def test_write_read_round_trip(tmp_path, name):
     assert again.read_bytes() == path.read_bytes()
 
 
+@pytest.mark.parametrize("name", ["games.jsonl", "games.jsonl.gz"])
+def test_a_records_file_with_a_byte_order_mark_reads_as_one_without(tmp_path, name):
+    # as Windows tools save UTF-8 text: the bytes EF BB BF first
+    games = [game(BLACK_WIN, 0), game(WHITE_WIN, 1)]
+    plain, marked = tmp_path / name, tmp_path / ("bom-" + name)
+    records.write_records(plain, games, ENV)
+    text = plain.read_bytes()
+    if name.endswith(".gz"):
+        marked.write_bytes(gzip.compress(b"\xef\xbb\xbf" + gzip.decompress(text)))
+    else:
+        marked.write_bytes(b"\xef\xbb\xbf" + text)
+    assert records.read_header(marked) == records.read_header(plain)
+    back = records.read_records(marked, ENV, on_error="raise")
+    assert [(g.moves, g.winner) for g in back] == [(g.moves, g.winner) for g in games]
+
+
 def test_two_writers_of_one_file_at_once_both_finish_and_leave_it_whole(tmp_path,
                                                                        monkeypatch):
     # as the processes of a multi-process run that generate the same records file: each
@@ -370,6 +386,15 @@ def test_psq_round_trip(tmp_path, moves, winner):
     assert text.startswith("Piskvorky 5x5, 0:0, 0\n") and f"{moves[0] % N + 1},{moves[0] // N + 1},0" in text
     back = records.read_psq(path, ENV)
     assert back == Game(N, 3, "freestyle", moves, winner, "Embryo 21", "pbrain-x", 0, str(path))
+
+
+def test_a_psq_file_with_a_byte_order_mark_reads_as_one_without(tmp_path):
+    plain, marked = tmp_path / "g.psq", tmp_path / "bom.psq"
+    plain.write_text(PSQ, encoding="utf-8")
+    marked.write_text(PSQ, encoding="utf-8-sig")  # as Windows tools save it
+    assert marked.read_bytes()[:3] == b"\xef\xbb\xbf"
+    back = records.read_psq(marked)
+    assert back == dataclasses.replace(records.read_psq(plain), source=str(marked))
 
 
 # ------------------------------------------------------------------ training data
