@@ -827,10 +827,12 @@ class EngineAgent(PythonAgent):
       command: the brain's command line, e.g. ``["pbrain-foo.exe"]``.
       env: the game; five in a row on a 5x5 to 19x19 board.
       name: the agent's name (default: from the command line).
-      turn_ms: ``timeout_turn`` sent when `act` gets no deadline.
-      grace_s: how long past the deadline (or ``turn_ms``) to wait for an answer.
+      turn_ms: ``timeout_turn`` sent when `act` gets no deadline (a positive whole
+        number of milliseconds).
+      grace_s: how long past the deadline (or ``turn_ms``) to wait for an answer (seconds,
+        positive and finite).
       start_timeout_s: how long ``START`` (and ``RESTART``) may take (engines may load
-        or compile).
+        or compile; seconds, positive and finite).
       stderr: where the engine's stderr goes (``subprocess`` convention; default: ours).
     """
 
@@ -842,12 +844,24 @@ class EngineAgent(PythonAgent):
         if env.k != K or not MIN_SIZE <= env.size <= MAX_SIZE:
             raise ValueError(f"Gomocup engines play five in a row on {MIN_SIZE}x{MIN_SIZE} "
                              f"to {MAX_SIZE}x{MAX_SIZE} boards, not {env.id}")
+        # checked before the process starts: a bad time would only show at the first move
+        # (a wait that ends at once, or never)
+        if (isinstance(turn_ms, bool) or not isinstance(turn_ms, (int, np.integer))
+                or turn_ms < 1):
+            raise ValueError(f"turn_ms must be a positive whole number of milliseconds, "
+                             f"got {turn_ms!r}")
+        for what, seconds in (("grace_s", grace_s), ("start_timeout_s", start_timeout_s)):
+            if (isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer,
+                                                                      np.floating))
+                    or not 0 < seconds < math.inf):
+                raise ValueError(f"{what} must be a positive, finite number of seconds, "
+                                 f"got {seconds!r}")
         self.command = [str(c) for c in command]
         self.env = env
         self.name = name or "engine:" + os.path.basename(self.command[-1])
-        self.turn_ms = turn_ms
-        self.grace_s = grace_s
-        self.start_timeout_s = start_timeout_s
+        self.turn_ms = int(turn_ms)
+        self.grace_s = float(grace_s)
+        self.start_timeout_s = float(start_timeout_s)
         self._stderr = stderr
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue | None = None

@@ -5,6 +5,7 @@ import collections
 import functools
 import io
 import json
+import math
 import queue
 import random
 import re
@@ -799,6 +800,43 @@ def test_engine_agent_reads_moves_and_skips_messages():
         state = env.play(env.init(), 0, 0)
         assert agent.act(state, None, deadline=time.perf_counter() + 60) == 37
     assert agent.returncode == 0
+
+
+@pytest.mark.parametrize("what, value, phrase", [
+    ("turn_ms", 0, "positive whole number of milliseconds"),
+    ("turn_ms", -5, "positive whole number of milliseconds"),
+    ("turn_ms", 1.5, "positive whole number of milliseconds"),
+    ("turn_ms", "5000", "positive whole number of milliseconds"),
+    ("turn_ms", True, "positive whole number of milliseconds"),
+    ("grace_s", 0, "positive, finite number of seconds"),
+    ("grace_s", -1.0, "positive, finite number of seconds"),
+    ("grace_s", math.inf, "positive, finite number of seconds"),
+    ("grace_s", math.nan, "positive, finite number of seconds"),
+    ("grace_s", "2", "positive, finite number of seconds"),
+    ("grace_s", True, "positive, finite number of seconds"),
+    ("start_timeout_s", 0.0, "positive, finite number of seconds"),
+    ("start_timeout_s", math.inf, "positive, finite number of seconds"),
+    ("start_timeout_s", None, "positive, finite number of seconds"),
+    ("start_timeout_s", False, "positive, finite number of seconds"),
+])
+def test_engine_agent_refuses_bad_times_before_starting_the_engine(what, value, phrase,
+                                                                   monkeypatch):
+    def no_spawn(self):
+        raise AssertionError("the engine was started")
+
+    monkeypatch.setattr(gomocup.EngineAgent, "_spawn", no_spawn)
+    with pytest.raises(ValueError, match=rf"^{what} must be a {phrase}, got "
+                                         rf"{re.escape(repr(value))}$"):
+        gomocup.EngineAgent(fake_engine("pass"), Gomoku(7, 5), name="fake", **{what: value})
+
+
+def test_engine_agent_takes_times_of_numpy_and_python_number_types():
+    with gomocup.EngineAgent(fake_engine("if w == 'END': sys.exit(0)"), Gomoku(7, 5),
+                             name="fake", turn_ms=np.int64(200), grace_s=1,
+                             start_timeout_s=np.float32(30.0)) as agent:
+        assert (agent.turn_ms, agent.grace_s, agent.start_timeout_s) == (200, 1.0, 30.0)
+        assert [type(t) for t in (agent.turn_ms, agent.grace_s, agent.start_timeout_s)] == [
+            int, float, float]
 
 
 def test_engine_agent_reads_a_message_that_is_not_utf8():
