@@ -660,7 +660,8 @@ def round_robin(env: Gomoku, agents: Sequence[Agent], games_per_pair: int, seed:
     it once the reports are kept). A match cut off while it was being written is played
     again. A checkpoint of other settings (agents, ``games_per_pair``, ``seed``, the board,
     ``opening_stones``, ``identity``) raises `CheckpointMismatch` naming what differs, and
-    a damaged one `CheckpointRefused` naming its line; neither is overwritten.
+    a damaged one (a match line that is not one, or that holds another number of games
+    than ``games_per_pair``) `CheckpointRefused` naming its line; neither is overwritten.
     ``identity``: per agent name, what else makes it the same agent (the command line
     gives an exported file's SHA-256), checked with the settings."""
     check_game(env)
@@ -809,7 +810,12 @@ def _read_round_robin_checkpoint(path, settings: dict
             if not (isinstance(i, int) and isinstance(j, int) and 0 <= i < j < len(names)):
                 raise ValueError(f"pair {data['pair']!r} is not one of the round robin's")
             where = (str(data.get("device", "unknown device")), str(data.get("date", "")))
-            done[(i, j)] = _match_from_state(data, (names[i], names[j])), where
+            match = _match_from_state(data, (names[i], names[j]))
+            if len(match.records) != settings["games_per_pair"]:  # edited, or mixed up
+                raise ValueError(f"the match of {names[i]} and {names[j]} holds "
+                                 f"{len(match.records)} games, but this round robin plays "
+                                 f"{settings['games_per_pair']} per pair")
+            done[(i, j)] = match, where
         except (ValueError, KeyError, TypeError) as err:
             raise CheckpointRefused(f"{path}:{number}: a damaged match ({gio.brief(err, 200)}"
                                     "); remove the file to play the round robin again"

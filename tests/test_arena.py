@@ -1,5 +1,6 @@
 """The arena: reproducible matches, colours and openings, forfeits, round robins."""
 
+import json
 import random
 import re
 import types
@@ -753,6 +754,18 @@ def test_a_round_robin_checkpoint_of_other_settings_or_damaged_is_refused(tmp_pa
     path.write_text(lines[0] + "\n" + lines[1].replace('"winner": ', '"winner": 7 + ') + "\n")
     with pytest.raises(arena.CheckpointRefused, match=rf"{path}:2: a damaged match"):
         arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
+    # a match that holds another number of games than the round robin plays per pair
+    # (its header edited, or lines of two checkpoints put together): refused, not used
+    for games in (1, 3):
+        match = json.loads(lines[1])
+        match["records"] = (match["records"] * 2)[:games]
+        path.write_text(lines[0] + "\n" + json.dumps(match) + "\n")
+        with pytest.raises(arena.CheckpointRefused,
+                           match=rf"{path}:2: a damaged match \(the match of random and "
+                                 rf"heuristic holds {games} games, but this round robin plays "
+                                 r"2 per pair\)"):
+            arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
+        assert json.loads(path.read_text().splitlines()[1]) == match  # not overwritten
     path.write_text('{"games": []}\n')
     with pytest.raises(arena.CheckpointRefused, match=rf"{path}:1: not a round robin "
                                                      r"checkpoint"):
