@@ -10,7 +10,8 @@ Coordinates. The protocol writes a cell as ``x,y`` with ``x`` the column and ``y
 row, both from 0, row 0 on top; here an action is ``row * size + col``, so ``x,y`` is
 action ``y * size + x``. In ``BOARD`` lines the field is 1 for the brain's own stone,
 2 for the opponent's and 3 for a dead stone of a continuous game (part of an earlier
-winning line): occupied, owned by nobody. Internally the board has colours (1 black,
+winning line): occupied, owned by nobody (an agent is shown it as a stone of one side
+or the other, in a fixed pattern: see `_Game.state`). Internally the board has colours (1 black,
 the first mover; 2 white): when the brain is to move with as many stones as the
 opponent it is black, with one stone fewer it is white.
 
@@ -219,11 +220,19 @@ class _Game:
         return self.colour_hint
 
     def state(self, env: Gomoku) -> State:
-        """The position as a `State` with the brain to move. Dead stones are shown to the
-        agent as the opponent's (they block the brain's lines just the same)."""
+        """The position as a `State` with the brain to move. A `State` has no stone owned
+        by nobody, so each dead stone is shown as a stone of one side, in a fixed pattern
+        that mixes the two: the one at (row, col) is the brain's own when
+        ``(row + 2 * col) % 4 < 2``, else the opponent's. A dead line (five or more in a
+        row, the win of an earlier game) so never shows as a run of more than two stones
+        of one side: shown all as the opponent's, it was a five that one more stone at
+        either end extends to a win, which the agent would spend its moves blocking."""
         me = self.colour()
         own, other = me + 1, 2 - me
-        board = np.where(self.cells == _OWN, own, np.where(self.cells == 0, 0, other))
+        rows, cols = np.indices(self.cells.shape)
+        dead_own = (rows + 2 * cols) % 4 < 2
+        board = np.where(self.cells == _OWN, own, np.where(self.cells == _OPP, other, 0))
+        board = np.where(self.cells == _DEAD, np.where(dead_own, own, other), board)
         return env.from_board(board.astype(np.int8), to_move=me, last_action=self.last)
 
 

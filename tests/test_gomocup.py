@@ -157,8 +157,59 @@ def test_dead_stones_of_continuous_games():
     assert one(engine, "DONE") == "3,0"  # dead stones are occupied
     state, _ = recorder.states[-1]
     board = np.asarray(state.board)
-    assert board[0, 0] == board[0, 1] == 2  # shown to the agent as the opponent's
+    # shown to the agent in a fixed pattern: the brain's own (black here) at (row, col)
+    # when (row + 2 * col) % 4 < 2, else the opponent's
+    assert (board[0, 0], board[0, 1]) == (1, 2)
     assert one(engine, "TURN 0,0").startswith("ERROR TURN 0,0 is occupied by a dead stone")
+
+
+def _runs(line) -> int:
+    """The longest run of one side's stones (1 or 2) in ``line``."""
+    best = run = 0
+    for previous, cell in zip([0, *line], line):
+        run = run + 1 if cell and cell == previous else (1 if cell else 0)
+        best = max(best, run)
+    return best
+
+
+@pytest.mark.parametrize("own, opp, brain", [([], [], 1), ([(8, 8)], [(7, 7), (8, 7)], 2)])
+def test_dead_lines_are_shown_as_a_mix_of_both_sides(own, opp, brain):
+    n = 9
+    recorder = Recorder(Gomoku(n, 5))
+    engine = gomocup.Engine(lambda e: recorder, warmup=False)
+    say(engine, "INFO rule 2", "START 9")
+    # dead fives in each direction, as (row, col)
+    dead = ([(0, c) for c in range(5)] + [(r, 7) for r in range(1, 6)]
+            + [(2 + d, d) for d in range(5)] + [(2 + d, 6 - d) for d in range(5)])
+    dead = list(dict.fromkeys(dead))
+    lines = ([f"{c},{r},3" for r, c in dead] + [f"{c},{r},1" for r, c in own]
+             + [f"{c},{r},2" for r, c in opp])
+    replies = say(engine, "BOARD", *lines, "DONE")
+    assert len(replies) == 1 and xy(replies[0])
+    board = np.asarray(recorder.states[-1][0].board)
+    other = 3 - brain  # the brain is white when the opponent has a stone more
+    assert int(recorder.states[-1][0].current_player) == brain - 1
+    for r, c in dead:
+        assert board[r, c] == (brain if (r + 2 * c) % 4 < 2 else other), (r, c)
+    for r, c in own:
+        assert board[r, c] == brain
+    for r, c in opp:
+        assert board[r, c] == other
+    # no dead line reads as a run of more than two stones of one side
+    shown = np.where(np.isin(np.arange(n * n), [r * n + c for r, c in dead]).reshape(n, n),
+                     board, 0)
+    assert [_runs(shown[0, :5]), _runs(shown[1:6, 7]), _runs([shown[2 + d, d] for d in range(5)]),
+            _runs([shown[2 + d, 6 - d] for d in range(5)])] == [1, 2, 2, 2]
+
+
+def test_a_brain_does_not_block_the_end_of_a_dead_line():
+    # shown all as the opponent's, the dead five was one stone short of a six (a win under
+    # freestyle): the heuristic brain answered 5,0, the end of the line, not a real move
+    engine = gomocup.Engine(lambda e: agents.make("heuristic", e), warmup=False)
+    say(engine, "INFO rule 2", "START 9")
+    reply = say(engine, "BOARD", "0,0,3", "1,0,3", "2,0,3", "3,0,3", "4,0,3", "4,4,1", "4,5,2",
+                "DONE")
+    assert len(reply) == 1 and xy(reply[0]) != (5, 0)
 
 
 def test_engine_never_plays_occupied_or_illegal_cells():
