@@ -68,3 +68,29 @@ def test_the_python_search_example_runs_as_written(capsys):
     assert scope["out"].action.shape == (16,)
     assert bool(scope["states"].legal_action_mask[
         np.arange(16), np.asarray(scope["out"].action)].all())
+
+
+def test_the_plugin_example_runs_and_can_be_imported_again(tmp_path, monkeypatch, registries):
+    """The README's ``my_plugin.py``, written to a file: its names work as the example
+    after it uses them, and the module reloaded (a notebook cell run again) registers
+    them again without an error."""
+    import importlib
+    import sys
+
+    from gomoku_jax import Gomoku, agents, networks
+
+    import jax
+
+    block = README.split("```python\n# my_plugin.py\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "readme_plugin.py").write_text(block)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env, key = Gomoku(9, 5), jax.random.key(0)
+    try:
+        plugin = importlib.import_module("readme_plugin")
+        assert networks.make_network("tiny-mlp", board_size=9, hidden=32).hidden == 32
+        assert agents.make("first-empty", env).act(env.init(), key) == 0
+        assert agents.make("nth-empty-3", env).act(env.init(), key) == 3
+        importlib.reload(plugin)
+        assert agents.make("first-empty", env).act(env.init(), key) == 0
+    finally:
+        sys.modules.pop("readme_plugin", None)
