@@ -807,8 +807,11 @@ def _read_round_robin_checkpoint(path, settings: dict
         try:
             data = json.loads(line)
             i, j = data["pair"]
-            if not (isinstance(i, int) and isinstance(j, int) and 0 <= i < j < len(names)):
+            if not (all(isinstance(x, int) and not isinstance(x, bool) for x in (i, j))
+                    and 0 <= i < j < len(names)):
                 raise ValueError(f"pair {data['pair']!r} is not one of the round robin's")
+            if (i, j) in done:  # one match a pair: a second one is an edit or a mix-up
+                raise ValueError(f"the match of {names[i]} and {names[j]} is kept twice")
             where = (str(data.get("device", "unknown device")), str(data.get("date", "")))
             match = _match_from_state(data, (names[i], names[j]))
             if len(match.records) != settings["games_per_pair"]:  # edited, or mixed up

@@ -766,6 +766,15 @@ def test_a_round_robin_checkpoint_of_other_settings_or_damaged_is_refused(tmp_pa
                                  r"2 per pair\)"):
             arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
         assert json.loads(path.read_text().splitlines()[1]) == match  # not overwritten
+    # a pair kept twice, or named by booleans (which Python counts as 0 and 1): refused
+    boolean = json.loads(lines[1]) | {"pair": [False, True]}
+    for text, why in ((lines[1] + "\n" + lines[1], r"3: a damaged match \(the match of "
+                                                   r"random and heuristic is kept twice\)"),
+                      (json.dumps(boolean), r"2: a damaged match \(pair \[False, True\] is "
+                                            r"not one of the round robin's\)")):
+        path.write_text(lines[0] + "\n" + text + "\n")
+        with pytest.raises(arena.CheckpointRefused, match=rf"{path}:{why}"):
+            arena.round_robin(ENV, field, 2, seed=1, checkpoint=path, identity={"random": "v1"})
     path.write_text('{"games": []}\n')
     with pytest.raises(arena.CheckpointRefused, match=rf"{path}:1: not a round robin "
                                                      r"checkpoint"):
