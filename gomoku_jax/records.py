@@ -374,7 +374,8 @@ def _open_for_writing(path: Path, gz: bool):
 
 
 def _gz(path: Path) -> bool:
-    return path.suffix == ".gz"
+    """Whether ``path`` names a gzip file: ``.gz``, in any case (``GAMES.JSONL.GZ``)."""
+    return path.suffix.lower() == ".gz"
 
 
 class _ClosingText(io.TextIOWrapper):

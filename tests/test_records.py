@@ -69,7 +69,8 @@ def test_files_joined_together_read_every_game_and_name_the_second_header(tmp_pa
             "after it are read, checked against the first header)")]
 
 
-@pytest.mark.parametrize("name", ["games.jsonl", "games.jsonl.gz"])
+@pytest.mark.parametrize("name", ["games.jsonl", "games.jsonl.gz",
+                                  "GAMES.JSONL.GZ"])  # compressed whatever the case
 def test_write_read_round_trip(tmp_path, name):
     games = [game(BLACK_WIN, 0, opening=1, black="alpha"), game(WHITE_WIN, 1, white="beta"),
              game(UNFINISHED, None)]
@@ -80,7 +81,7 @@ def test_write_read_round_trip(tmp_path, name):
     assert back == [dataclasses.replace(g, source="hand") for g in games]
     assert records.read_header(path)["metadata"] == {"seed": 3}
     raw = path.read_bytes()
-    if name.endswith(".gz"):
+    if name.lower().endswith(".gz"):
         assert raw[:2] == b"\x1f\x8b"
         raw = gzip.decompress(raw)
     lines = raw.decode().splitlines()
