@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None, pool: WorkerPool | None = None) -> int:
     args = build_parser().parse_args(argv)
     from gomoku_jax.io import check_new_files
 
-    if not args.out.name.endswith((".jsonl", ".jsonl.gz")):
+    if not args.out.name.lower().endswith((".jsonl", ".jsonl.gz")):  # as records reads it
         raise ValueError(f"--out {args.out}: a records file is .jsonl, or .jsonl.gz "
                          "compressed (the name tells readers which)")
     # (--out's folder was checked as the option was read, by `output_file`)

@@ -582,6 +582,10 @@ def test_generator_settings_are_checked(tmp_path, capsys):
     assert cli.main(["records", "generate"] + ARGS + ["--out", str(text)]) == 2
     assert "a records file is .jsonl, or .jsonl.gz compressed" in capsys.readouterr().err
     assert not text.exists()
+    capitals = tmp_path / "X.JSONL.GZ"  # the name read in any case, and written compressed
+    assert cli.main(["records", "generate"] + ARGS + ["--workers", "1", "--out",
+                                                      str(capitals)]) == 0
+    assert capitals.read_bytes()[:2] == b"\x1f\x8b" and records.read_records(capitals)
     inside = out / "games.jsonl"  # `out` is a file: no folder can be made there
     with pytest.raises(SystemExit) as exit_:  # refused as the option is read
         cli.main(["records", "generate"] + ARGS + ["--out", str(inside)])
