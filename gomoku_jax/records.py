@@ -712,7 +712,7 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     if env is not None and not isinstance(env, Gomoku):
         raise ValueError(f"env must be a Gomoku or None, got {env!r}")
-    lines = text.splitlines()
+    lines = text.removeprefix("\ufeff").splitlines()  # a byte-order mark, decoded
     numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not numbered:
         raise RecordError(source, 0, "empty .psq file")
@@ -775,8 +775,7 @@ def read_psq(path, env: Gomoku | None = None) -> Game:
     """One game from a ``.psq`` file (see `parse_psq`); ``source`` is the path."""
     path = _check_path(path)
     try:
-        # (utf-8-sig: a byte-order mark that Windows tools write first is dropped)
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")  # (parse_psq drops a BOM)
     except OSError as err:
         raise RecordError(str(path), 0, f"cannot read: {err}") from None
     return parse_psq(text, env, source=str(path))

@@ -396,6 +396,8 @@ def test_a_psq_file_with_a_byte_order_mark_reads_as_one_without(tmp_path):
     assert marked.read_bytes()[:3] == b"\xef\xbb\xbf"
     back = records.read_psq(marked)
     assert back == dataclasses.replace(records.read_psq(plain), source=str(marked))
+    # the text of such a file read some other way (e.g. as bytes decoded as UTF-8)
+    assert records.parse_psq("\ufeff" + PSQ) == records.parse_psq(PSQ)
 
 
 # ------------------------------------------------------------------ training data
