@@ -8,7 +8,8 @@ and turns them into arrays.
 
 The records format (``.jsonl``, or ``.jsonl.gz`` gzip-compressed)
 -----------------------------------------------------------------
-JSON Lines, UTF-8 (a leading byte-order mark, as Windows tools write, is allowed): one
+JSON Lines, UTF-8 (a byte-order mark, as Windows tools write first, is allowed, also at
+the start of a later line, as files joined together have it): one
 JSON object per line; blank lines are ignored. Everything is
 data (nothing is pickled or evaluated). The first line is a header::
 
@@ -581,8 +582,8 @@ def _numbered_lines(path: Path):
                     yield number, RecordError(
                         str(path), number, "not UTF-8 text; records files are JSON Lines "
                         "(.jsonl, or .jsonl.gz compressed)")
-                else:
-                    yield number, text
+                else:  # a mark that starts a later line: files with one joined together
+                    yield number, text.removeprefix("\ufeff")
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         why = (f"not a complete gzip file, as its .gz name says ({type(err).__name__}: "
                f"{err})")

@@ -107,6 +107,12 @@ def test_a_records_file_with_a_byte_order_mark_reads_as_one_without(tmp_path, na
     assert records.read_header(marked) == records.read_header(plain)
     back = records.read_records(marked, ENV, on_error="raise")
     assert [(g.moves, g.winner) for g in back] == [(g.moves, g.winner) for g in games]
+    # two such files joined together: the second's mark starts a line, its header's
+    joined = tmp_path / ("joined-" + name)
+    joined.write_bytes(marked.read_bytes() * 2)
+    back = records.read_records(joined, ENV, errors=(errors := []))
+    assert [g.moves for g in back] == [g.moves for g in games] * 2
+    assert [e.line for e in errors] == [4] and "a second header line" in errors[0].reason
 
 
 def test_two_writers_of_one_file_at_once_both_finish_and_leave_it_whole(tmp_path,
