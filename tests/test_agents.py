@@ -191,11 +191,12 @@ def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind
 
     native = exported.load_agent(path)  # plays the trained game's own states
     key = jax.random.key(3)
+    native_policy, policy = jax.jit(native.policy), jax.jit(agent.policy)  # as agents run
 
     def move(state, last=None):  # the native agent's move, the last move moved to ``last``
         if last is not None:
             state = state.replace(last_action=jnp.int32(last))
-        return int(native.policy(agent.params, key, state))
+        return int(native_policy(agent.params, key, state))
 
     unmarked, earlier = [], []
     for n in range(2, len(MOVES) + 1):
@@ -203,7 +204,7 @@ def test_an_exported_agent_sees_positions_in_its_own_input_planes(tmp_path, kind
         own = trained.play_moves(MOVES[:n])
         assert int(own.last_action) == int(position.last_action) >= 0
         expected = move(own)
-        assert int(agent.policy(agent.params, key, position)) == expected, MOVES[:n]
+        assert int(policy(agent.params, key, position)) == expected, MOVES[:n]
         unmarked.append(move(own, last=-1) != expected)
         r, c = MOVES[n - 2]  # the move before the last
         earlier.append(move(own, last=r * 5 + c) != expected)
