@@ -610,8 +610,8 @@ def make(spec: str, env: Gomoku) -> Agent:
         return agent
     if spec == "random":
         return random_agent()
-    top_k = base[len("heuristic-"):] if base.startswith("heuristic-") else None
-    if base == "heuristic" or (top_k is not None and digits(top_k)):
+    if _is_heuristic_name(base):
+        top_k = base.removeprefix("heuristic").removeprefix("-")
         top_k = whole_number(top_k, spec) if top_k else 3
         if top_k < 1:  # refused here under the agent's name, not heuristic_agent's argument
             raise ValueError(f"agent {spec!r}: its K (how many of the best moves it picks "
@@ -650,6 +650,12 @@ def make(spec: str, env: Gomoku) -> Agent:
     )
 
 
+def _is_heuristic_name(base: str) -> bool:
+    """Whether ``base`` (a name without its ``@P``) is ``heuristic`` or ``heuristic-K``."""
+    return base == "heuristic" or (base.startswith("heuristic-")
+                                   and digits(base[len("heuristic-"):]))
+
+
 def _did_you_mean(spec: str) -> str:
     """`` (did you mean 'NAME'?)`` for a mistyped agent name: the closest built-in or
     registered name (a built-in prefix keeps the number typed after it: ``pure-mcst-100``
@@ -664,9 +670,8 @@ def _did_you_mean(spec: str) -> str:
     from gomoku_jax.exported import closest_file
 
     head, killer, after = spec.rpartition("+killer@")  # "+killer" typed before its "@"
-    if killer and after and ((head.endswith(".gjx") and digits(after)) or head == "heuristic"
-                             or (head.startswith("heuristic-")
-                                 and digits(head[len("heuristic-"):]))):
+    if killer and after and ((head.endswith(".gjx") and digits(after))
+                             or _is_heuristic_name(head)):
         return f" (did you mean {head + '@' + after + '+killer'!r}? +killer comes last)"
     path, at, sims = spec.rpartition("@")
     if not (at and digits(sims)):
