@@ -117,6 +117,9 @@ _READS_AT_ONCE = 64  # values read together by the data check (bounds its memory
 # In the name of a save not finished (``<step>.orbax-checkpoint-tmp-<t>``): in progress, or
 # cut short by a crash or Ctrl-C.
 UNFINISHED_SAVE = ".orbax-checkpoint-tmp"
+# Between a file's name and the writer's process id in `write_atomic`'s temporary file
+# (``<file>.tmp-<pid>``, which `is_write_leftover` knows).
+_WRITING = ".tmp-"
 
 
 def _reason(error) -> str:
@@ -144,7 +147,7 @@ def write_atomic(path, data: bytes | str) -> None:
     it: a reader (another process of a run, a crash half-way) sees the old file or the
     new one, never a part. An OSError names ``path`` (see `naming`)."""
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = f"{path}{_WRITING}{os.getpid()}"
     try:
         with naming(path), open(tmp, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -158,7 +161,7 @@ def is_write_leftover(name: str, of) -> bool:
     """Whether the file name ``name`` is what `write_atomic` leaves of one of the files
     named in ``of`` when its process is killed mid-write (``<file>.tmp-<pid>``): no
     result of a run, only a part of a file that was being replaced."""
-    file, dot, rest = name.rpartition(".tmp-")
+    file, dot, rest = name.rpartition(_WRITING)
     return bool(dot) and file in of and rest.isascii() and rest.isdigit()
 
 
