@@ -389,12 +389,18 @@ _FINAL_EVALUATION = ("eval.final_games", "eval.opponents", "eval.simulations",
 _FINAL_SETTINGS = "final_evaluation_settings"
 
 
+def _evaluation_searches(config) -> bool:
+    """Whether the agent of a run of ``config`` searches when it is evaluated, and so
+    reads ``eval.simulations`` (DQN's plays the move of highest Q, without a search)."""
+    return hasattr(config, "search")
+
+
 def _final_settings(config) -> dict:
     """What the final evaluation of a run of ``config`` reads (`_FINAL_EVALUATION`; its
     search's simulations only for a learner that searches), as report.json records it."""
     ev = config.eval
     return {"final_games": ev.final_games, "opponents": list(ev.opponents),
-            **({"simulations": ev.simulations} if hasattr(config, "search") else {}),
+            **({"simulations": ev.simulations} if _evaluation_searches(config) else {}),
             "opening_stones": ev.opening_stones}
 
 
@@ -887,10 +893,10 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     config_dict = to_dict(config)
     algorithm = getattr(learner, "algorithm", "alphazero")
     changed_names = {path for path, _, _ in changed}
+    defer = False  # a change stored only once the run trains on (set below)
     if restored is not None:
         trains_on = int(restored.iteration) < stop_at and not was_stopped
-        # eval.simulations is read only by a learner that searches (DQN's agent does not)
-        read = changed_names - (set() if hasattr(config, "search") else {"eval.simulations"})
+        read = changed_names - (set() if _evaluation_searches(config) else {"eval.simulations"})
         # a changed measure of the periodic scores: the best so far is not comparable
         rescored = bool(read & set(_SCORE_SETTINGS)) and float(
             prog["best_score"]) >= 0
@@ -947,7 +953,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     if data is not None:  # files it trains on or plays against
         _check_data(workdir, data, restored is not None, write)
     ckpt = _checkpointer(learner, workdir, cleanup=True)
-    if restored is None or not defer:  # a change not stored yet is not in config.json either
+    if not defer:  # a change not stored yet is not in config.json either
         write(workdir / "config.json",
               json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
