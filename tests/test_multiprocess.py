@@ -59,6 +59,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# The suite's XLA flags (conftest.py) without its fake devices: one CPU device a process.
+_ONE_DEVICE_FLAGS = " ".join(flag for flag in os.environ.get("XLA_FLAGS", "").split()
+                             if not flag.startswith("--xla_force_host_platform_device_count"))
+
+
 def _launch_two(args):
     """Run the two processes on a free port (``args``: the script, then its arguments
     after the process number and the port); ``[(returncode, stdout, stderr)]`` of each.
@@ -66,7 +71,7 @@ def _launch_two(args):
     is then stopped)."""
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, args[0], str(i), port, *args[1:]],
-                              env=dict(os.environ, XLA_FLAGS="",
+                              env=dict(os.environ, XLA_FLAGS=_ONE_DEVICE_FLAGS,
                                        PYTHONPATH=os.pathsep.join(sys.path)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
