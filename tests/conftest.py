@@ -12,6 +12,8 @@ other is still writing gets a warning and compiles the program itself.
 import atexit
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 # Fake CPU devices for sharding tests; must be set before jax is imported. Added to any
@@ -27,9 +29,21 @@ if "--xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
 # XLA's CPU backend emits fusions through its older LLVM emitters, not its MLIR fusion
 # emitters: the same programs, compiled in about half the time (the tests of
-# tests/test_search.py took 97 s in place of 178 s in one process). Unless XLA_FLAGS say.
-if "--xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " --xla_cpu_use_fusion_emitters=false"
+# tests/test_search.py took 97 s in place of 178 s in one process). Unless XLA_FLAGS say,
+# or this jaxlib does not know the flag (XLA aborts on an unknown one): one process asks,
+# the first to load this file; the workers and subprocesses find the flag already set.
+_FUSION_FLAG = "--xla_cpu_use_fusion_emitters"
+
+
+def _xla_knows(flag: str) -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices('cpu')"],
+                           env=dict(os.environ, XLA_FLAGS=flag, JAX_PLATFORMS="cpu"),
+                           capture_output=True, timeout=300)
+    return probe.returncode == 0
+
+
+if _FUSION_FLAG not in os.environ["XLA_FLAGS"] and _xla_knows(f"{_FUSION_FLAG}=false"):
+    os.environ["XLA_FLAGS"] += f" {_FUSION_FLAG}=false"
 # The suite runs in several processes (`pytest -n 2`); on a GPU machine they share the GPU,
 # so none of them takes most of its memory up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -90,7 +104,5 @@ def console():
     background job of a non-interactive shell, nohup), which a child inherits. (Not a
     ``preexec_fn``: that runs Python code between fork and exec of this multithreaded
     process.)"""
-    import sys
-
     return [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
             "signal.default_int_handler); from gomoku_jax.cli import console; console()"]

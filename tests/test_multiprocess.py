@@ -149,3 +149,14 @@ def test_the_suites_fake_devices_come_with_other_xla_flags_of_the_environment():
                                   PYTHONPATH=os.pathsep.join([here, *sys.path])))
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[-1] == "4"
+
+
+def test_the_suite_adds_the_fusion_emitter_flag_only_where_xla_knows_it():
+    # An XLA flag this jaxlib does not know aborts the process, so conftest.py asks first.
+    import conftest
+
+    assert not conftest._xla_knows("--xla_cpu_no_such_flag=true")
+    knows = conftest._xla_knows("--xla_cpu_use_fusion_emitters=false")
+    named = [f for f in os.environ["XLA_FLAGS"].split()
+             if f.startswith("--xla_cpu_use_fusion_emitters=")]  # the suite's, or yours
+    assert knows == bool(named)
