@@ -30,8 +30,8 @@ if "--xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
 # XLA's CPU backend emits fusions through its older LLVM emitters, not its MLIR fusion
 # emitters: the same programs, compiled in about half the time (the tests of
 # tests/test_search.py took 97 s in place of 178 s in one process). Unless XLA_FLAGS say,
-# or this jaxlib does not know the flag (XLA aborts on an unknown one): one process asks,
-# the first to load this file; the workers and subprocesses find the flag already set.
+# or this jaxlib does not know the flag (XLA aborts on an unknown one): the first process
+# to load this file asks; where the flag is known, the workers and subprocesses find it set.
 _FUSION_FLAG = "--xla_cpu_use_fusion_emitters"
 
 
