@@ -16,34 +16,36 @@ import subprocess
 import sys
 import tempfile
 
-# Fake CPU devices for sharding tests; must be set before jax is imported. Added to any
-# XLA_FLAGS of the environment (other flags alone left the suite one device).
-if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = " ".join(
-        [*os.environ.get("XLA_FLAGS", "").split(), "--xla_force_host_platform_device_count=4"])
-# The suite's programs are small and most are compiled for a call or two, so compiling is
-# most of its time: with LLVM's optimisations off (XLA's own passes, fusion among them,
-# still run) the suite's summed test time fell from 92 to 68 minutes on a 2-core CPU.
-# Unless the environment's XLA_FLAGS name a level; subprocesses inherit the flag.
-if "--xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
-# XLA's CPU backend emits fusions through its older LLVM emitters, not its MLIR fusion
-# emitters: the same programs, compiled in about half the time (the tests of
-# tests/test_search.py took 97 s in place of 178 s in one process). Unless XLA_FLAGS say,
-# or this jaxlib does not know the flag (XLA aborts on an unknown one): the first process
-# to load this file asks; where the flag is known, the workers and subprocesses find it set.
-_FUSION_FLAG = "--xla_cpu_use_fusion_emitters"
-
 
 def _xla_knows(flag: str) -> bool:
+    """Whether this jaxlib's XLA accepts ``flag`` (it aborts on one it does not know)."""
     probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices('cpu')"],
                            env=dict(os.environ, XLA_FLAGS=flag, JAX_PLATFORMS="cpu"),
                            capture_output=True, timeout=300)
     return probe.returncode == 0
 
 
-if _FUSION_FLAG not in os.environ["XLA_FLAGS"] and _xla_knows(f"{_FUSION_FLAG}=false"):
-    os.environ["XLA_FLAGS"] += f" {_FUSION_FLAG}=false"
+def _default_xla_flag(name: str, value, ask: bool = False) -> None:
+    """Add ``name=value`` to the environment's XLA_FLAGS (kept) unless they name ``name``;
+    with ``ask``, only if this jaxlib knows the flag. Called before jax is imported, in the
+    environment that subprocesses, pytest-xdist's workers among them, inherit."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if name not in flags and (not ask or _xla_knows(f"{name}={value}")):
+        os.environ["XLA_FLAGS"] = " ".join([*flags.split(), f"{name}={value}"])
+
+
+# Fake CPU devices for sharding tests. (Other flags of the environment alone used to leave
+# the suite one device.)
+_default_xla_flag("--xla_force_host_platform_device_count", 4)
+# The suite's programs are small and most are compiled for a call or two, so compiling is
+# most of its time: with LLVM's optimisations off (XLA's own passes, fusion among them,
+# still run) the suite's summed test time fell from 92 to 68 minutes on a 2-core CPU.
+_default_xla_flag("--xla_backend_optimization_level", 0)
+# XLA's CPU backend emits fusions through its older LLVM emitters, not its MLIR fusion
+# emitters: the same programs, compiled in about half the time (the tests of
+# tests/test_search.py took 97 s in place of 178 s in one process). A newer jaxlib may
+# not know the flag: then the suite runs without it.
+_default_xla_flag("--xla_cpu_use_fusion_emitters", "false", ask=True)
 # The suite runs in several processes (`pytest -n 2`); on a GPU machine they share the GPU,
 # so none of them takes most of its memory up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

@@ -1114,7 +1114,7 @@ def test_a_recurrent_fn_of_another_dtype_than_the_root_gives_mctx_tree(root_dtyp
         assert got.search_tree.node_values.dtype == root_dtype
         # Not bit for bit: the two are different programs, and XLA's code generation may
         # round the same formula differently in each (compiled unoptimised with its older
-        # emitters, one backed-up value differed by 4e-7 of itself). A relative 1e-6 is still 4,000 times
-        # finer than bfloat16's resolution (2 ** -8), so a value rounded to the wrong dtype
-        # on its way up shows.
+        # emitters, one backed-up value differed by 4e-7 of itself). A relative 1e-6 is
+        # still 4,000 times finer than bfloat16's resolution (2 ** -8), so a value rounded
+        # to the wrong dtype on its way up shows.
         assert_same_output(got, want, atol=0, rtol=1e-6)
