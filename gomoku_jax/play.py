@@ -54,10 +54,13 @@ the request names no other. The budget is the number of simulations of a search 
 (``pure-mcts-N``, ``uct-N``, an exported search agent); other agents take none.
 
 The overlay (``analysis``): for an exported search agent the search's root visit shares
-and the network's prior and value; for pure MCTS its root visit shares and the mean
-result of its simulations; for an exported Q network its Q-values. An agent's move is
-computed by the same function as its analysis, so the overlay shows exactly why it moved.
-Rule-based agents, alpha-beta searches and ``+killer`` wrappers have no overlay.
+and the network's prior and value (one whose search keeps its tree, as
+`gomoku_jax.search.ReusingSearchAgent`, searches from the tree kept after its last reply:
+the shares include the visits carried over, ``carried_visits``; an analysis asked with
+``/api/analyse`` searches from that tree and keeps nothing); for pure MCTS its root visit
+shares and the mean result of its simulations; for an exported Q network its Q-values.
+An agent's move is computed by the same function as its analysis, so the overlay shows
+exactly why it moved. Rule-based agents, alpha-beta searches and ``+killer`` wrappers have no overlay.
 
 Each (game, agent, budget) is built and compiled once and cached (an exported file again
 once it is written again); the cache keeps the `MAX_PLAYERS` most recently used (a page
@@ -161,11 +164,21 @@ class _Player:
     env: Gomoku  # the game it plays (for an exported file: the file's game)
     act: Callable[[jax.Array, State], int]
     analyse: Callable[[jax.Array, State], tuple[int, dict]] | None
+    # an exported search that keeps its tree between moves: ``analyse(key, state,
+    # keep=False)`` leaves the tree as it was
+    keeps_tree: bool = False
 
     def move(self, key: jax.Array, state: State) -> tuple[int, dict | None]:
         if self.analyse is not None:
             return self.analyse(key, state)
         return self.act(key, state), None
+
+    def look(self, key: jax.Array, state: State) -> tuple[int, dict]:
+        """The analysis of ``state``, leaving the agent as it was (``analyse`` must be
+        set): a search that keeps its tree searches from it but does not keep the result."""
+        if self.keeps_tree:
+            return self.analyse(key, state, keep=False)
+        return self.analyse(key, state)
 
     def info(self, default_budget: int | None) -> dict:
         return {
@@ -201,6 +214,18 @@ def _number(value) -> float | None:
     return value if np.isfinite(value) else None
 
 
+def _root_summary(evaluate, params, tree, state: State):
+    """``(visits [A], prior [A], value, search value)`` of a searched ``tree`` (a batch
+    of one game) at ``state``, its root: the root's visits on legal moves, the network's
+    prior over them and its value, and the root's value."""
+    states = jax.tree.map(lambda x: x[None], state)
+    visits = tree.children_visits[0, tree.ROOT_INDEX].astype(jnp.float32)  # [A]
+    visits = jnp.where(state.legal_action_mask, visits, 0.0)
+    logits, value = evaluate(params, states)
+    prior = jax.nn.softmax(jnp.where(state.legal_action_mask, logits[0], -jnp.inf))
+    return visits, prior, value[0], tree.node_values[0, tree.ROOT_INDEX]
+
+
 def _search_analysis_fn(env: Gomoku, module, config):
     """``(params, key, state) -> (action, visits [A], prior [A], value, search value)``,
     the same computation as `gomoku_jax.search.search_policy` at temperature 0."""
@@ -213,14 +238,27 @@ def _search_analysis_fn(env: Gomoku, module, config):
         search_key, action_key = jax.random.split(key)
         output = search_lib.run_search(env, evaluate, params, states, search_key, config)
         action = search_lib.select_action(output, action_key, 0.0)[0]
-        tree = output.search_tree
-        visits = tree.children_visits[0, tree.ROOT_INDEX].astype(jnp.float32)  # [A]
-        visits = jnp.where(state.legal_action_mask, visits, 0.0)
-        logits, value = evaluate(params, states)
-        prior = jax.nn.softmax(jnp.where(state.legal_action_mask, logits[0], -jnp.inf))
-        return action, visits, prior, value[0], tree.node_values[0, tree.ROOT_INDEX]
+        return (action, *_root_summary(evaluate, params, output.search_tree, state))
 
     return jax.jit(analyse)
+
+
+def _reusing_analysis_fn(env: Gomoku, module, config, params, name: str):
+    """``(key, state, keep) -> (action, visits [A], prior [A], value, search value, visits
+    carried)`` of a `gomoku_jax.search.ReusingSearchAgent` (the agent `exported.load_agent`
+    makes of a file whose search keeps its tree, at temperature 0): it searches from the
+    tree it kept after its last move (``keep`` False: and keeps that tree as it was)."""
+    from gomoku_jax import search as search_lib
+
+    evaluate = search_lib.network_evaluate(module)
+    agent = search_lib.ReusingSearchAgent(name, env, evaluate, params, config)
+    summary = jax.jit(functools.partial(_root_summary, evaluate))
+
+    def analyse(key, state, keep):
+        found = agent.search(state, key, keep)
+        return (found.action, *summary(params, found.tree, state), found.carried)
+
+    return analyse
 
 
 def _q_analysis_fn(module):
@@ -292,24 +330,39 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
     sims = budget if budget is not None else stored
     if sims is not None:
         config = dataclasses.replace(config, num_simulations=sims)
-    fn = _search_analysis_fn(file_env, module, config)
+    name = f"{path}@{config.num_simulations}"
+    if config.reuse_tree:
+        reusing = _reusing_analysis_fn(file_env, module, config, variables, name)
+    else:
+        fn = _search_analysis_fn(file_env, module, config)
 
-    def analyse_search(key, state):
-        action, visits, prior, value, root = fn(variables, key, file_env.with_planes(state))
+    def analyse_search(key, state, keep=True):
+        state = file_env.with_planes(state)
+        carried = None
+        if config.reuse_tree:
+            action, visits, prior, value, root, carried = reusing(key, state, keep)
+        else:
+            action, visits, prior, value, root = fn(variables, key, state)
         visits = np.asarray(visits, np.float64)
         total = visits.sum()
+        label = (f"share of the search's {config.num_simulations} simulations "
+                 f"({config.algorithm}) at the root")
+        if carried is not None:
+            label = (f"share of the root's {total:.0f} visits ({config.algorithm}, tree kept "
+                     f"between moves: {carried} carried over from the last search, the rest "
+                     f"this search's, of {config.num_simulations} simulations a move)")
         return int(action), {
             "kind": "search", "heat": _grid(visits / total if total > 0 else visits, n),
-            "heat_label": f"share of the search's {config.num_simulations} simulations "
-                          f"({config.algorithm}) at the root",
+            "heat_label": label,
             "value": _number(root),
             "value_label": "search value for the player to move (-1 lost, +1 won)",
             "network_value": _number(value),
             "prior": _grid(prior, n), "cells": _grid(prior, n),
-            "cells_label": "network prior"}
+            "cells_label": "network prior",
+            **({} if carried is None else {"carried_visits": carried})}
 
-    return _Player(f"{path}@{config.num_simulations}", path, "simulations",
-                   config.num_simulations, file_env, None, analyse_search)
+    return _Player(name, path, "simulations", config.num_simulations, file_env, None,
+                   analyse_search, keeps_tree=config.reuse_tree)
 
 
 def _mcts_player(base: str, prefix: str, options: dict, simulations: int,
@@ -704,7 +757,7 @@ class PlayApp:
                     "note": f"{player.name} has no policy or value to show"}
         key = jax.random.fold_in(jax.random.fold_in(self._key, self._games),
                                  int(state.move_count))
-        action, analysis = player.analyse(key, state)
+        action, analysis = player.look(key, state)
         # whoever is to move: on the page, usually the human (the agent replies at once)
         return {"analysis": {**analysis, "move": list(divmod(action, player.env.size)),
                              "position": int(state.move_count),

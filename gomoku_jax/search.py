@@ -60,7 +60,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -79,6 +79,7 @@ __all__ = [
     "QTRANSFORMS",
     "Evaluate",
     "network_evaluate",
+    "KeptSearch",
     "ReusingSearchAgent",
     "SearchConfig",
     "TacticalPrior",
@@ -961,10 +962,14 @@ def _descend(tree: mctx.Tree, states: State) -> mctx.Tree:
 def _reusing_move(env, evaluate, config, temperature, params, key, state: State, tree):
     states = jax.tree.map(lambda x: x[None], state)  # a batch of one game
     tree = _descend(tree, states)
+    # the root's visits the search starts from (0 where `run_search_reusing` clears it)
+    carried = jnp.where(tree_matches(tree, states), tree.node_visits[:, mctx.Tree.ROOT_INDEX],
+                        0)[0]
     search_key, action_key = jax.random.split(key)
     output = run_search_reusing(env, evaluate, params, states, search_key, config, None, tree)
     action = select_action(output, action_key, temperature)
-    return action[0], output.search_tree, advance_tree(output.search_tree, action, config)
+    return (action[0], output.search_tree, advance_tree(output.search_tree, action, config),
+            carried)
 
 
 def _empty_for_one(env, config, state: State) -> mctx.Tree:
@@ -1130,13 +1135,15 @@ class ReusingSearchAgent(JaxAgent):
     """A search agent that keeps its tree between the moves it is asked for.
 
     `act` (the sequential paths: the Gomocup brain, matches against Python agents, the
-    play server's plain agents) searches from the tree it kept: after its move it keeps
+    play server's agents) searches from the tree it kept: after its move it keeps
     the played child's subtree (`advance_tree`); at the next call it follows the one
     stone the opponent added (or none, when asked about that very position again) and
     searches from that node's subtree when the node's stored state is the position
     asked about (`tree_matches`); any other position (a new game, a takeback, a board
     set by hand) starts from an empty tree. ``last_tree`` is the tree of the latest
-    search, ``tree`` the one kept for the next; `reset` drops it.
+    search, ``tree`` the one kept for the next; `reset` drops it. `search` is `act` that
+    also returns the tree it searched, and can leave the kept tree as it was (the play
+    server's analysis of a position).
 
     As a `JaxAgent` its ``policy`` is `search_policy` with a fresh tree per move: the
     arena's batched JAX-vs-JAX matches search all their games with it at once (no
@@ -1162,6 +1169,12 @@ class ReusingSearchAgent(JaxAgent):
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
         del deadline  # a fixed number of simulations
+        return self.search(state, key).action
+
+    def search(self, state: State, key: jax.Array, keep: bool = True) -> "KeptSearch":
+        """The search `act` makes from the kept tree, with the tree it searched and the
+        visits its root carried over. ``keep`` False leaves ``tree`` and ``last_tree``
+        as they were, so the next move searches as if this search had not been made."""
         # in the game's own planes, as `run_search_reusing` reads it: so that a kept
         # tree's embeddings compare with it
         state = self.env.with_planes(state)
@@ -1172,7 +1185,17 @@ class ReusingSearchAgent(JaxAgent):
                 tree = None  # a state of another kind
             if tree is None:
                 tree = self._empty(state)
-            action, searched, kept = self._move(self.params, key, state, tree)
-            object.__setattr__(self, "last_tree", searched)
-            object.__setattr__(self, "tree", kept)
-            return int(action)
+            action, searched, kept, carried = self._move(self.params, key, state, tree)
+            if keep:
+                object.__setattr__(self, "last_tree", searched)
+                object.__setattr__(self, "tree", kept)
+            return KeptSearch(int(action), searched, int(carried))
+
+
+class KeptSearch(NamedTuple):
+    """`ReusingSearchAgent.search`'s answer: the move, the tree searched (a batch of one
+    game) and the visits its root had before the search (0 from an empty tree)."""
+
+    action: int
+    tree: mctx.Tree
+    carried: int

@@ -380,3 +380,68 @@ def test_agent_plays_a_whole_game_reusing(agent, play_env):
         state = env.step(state, jnp.int32(action))
         ply += 1
     assert carried > 0
+
+
+def test_the_browser_keeps_an_exported_agents_tree_between_its_replies(tmp_path):
+    """`gomoku-jax play` with an exported PUCT agent whose search keeps its tree: each
+    reply searches from the tree kept after the agent's last move (the overlay says how
+    many root visits it carried), exactly as `exported.load_agent`'s agent plays; an
+    analysis searches from the kept tree but keeps nothing; a takeback starts afresh."""
+    from gomoku_jax import exported, networks
+    from gomoku_jax import io as gio
+    from gomoku_jax.play import PlayApp
+
+    env = Gomoku(5, 4, observation="stones-colour")
+    module = networks.make_network("simplenet", board_size=5, channels=(4, 4), value_hidden=8)
+    variables = networks.init_network(module, jax.random.key(3), env.observation_shape)
+    config = search_lib.SearchConfig(num_simulations=PLAY_SIMS, backend="linear",
+                                     reuse_tree=True, dirichlet_fraction=0.0)
+    path = str(tmp_path / "reuse.gjx")
+    gio.write_exported(path, {
+        "agent": "search", "search": config.to_dict(),
+        "game": {"size": 5, "k": 4, "rule": "freestyle", "observation": "stones-colour"},
+        "network": {"name": "simplenet", "options": {"channels": [4, 4], "value_hidden": 8}}},
+        jax.device_get(variables))
+    direct = exported.load_agent(path)  # never asked to analyse
+    assert isinstance(direct, search_lib.ReusingSearchAgent)
+    app = PlayApp(path, colour="white", seed=0)  # the agent opens
+    keys = jax.random.fold_in(jax.random.key(0), 1)  # the app's: its seed, its first game
+
+    def analysis(snapshot):
+        found = snapshot["analysis"]
+        return np.asarray(found["heat"]).ravel(), found["carried_visits"], found["heat_label"]
+
+    s0 = env.init()
+    snap = app.reply()
+    a0 = direct.act(s0, jax.random.fold_in(keys, 0))
+    first = jax.device_get(direct.last_tree)
+    assert snap["moves"] == [list(divmod(a0, 5))]
+    heat, carried, label = analysis(snap)
+    assert carried == 0 and "0 carried over" in label  # a new game: an empty tree
+    np.testing.assert_allclose(heat, first.children_visits[0, 0] / PLAY_SIMS, atol=1e-6)
+
+    # the human answers with the agent's most searched reply, which is in the kept tree
+    child = first.children_index[0, 0, a0]
+    reply = int(np.argmax(np.where(first.children_index[0, child] >= 0,
+                                   first.children_visits[0, child], -1)))
+    s1 = env.step(s0, jnp.int32(a0))
+    looked = app.analyse()["analysis"]  # the human's position, from the kept tree
+    peek = direct.search(s1, jax.random.fold_in(keys, 1), keep=False)
+    assert looked["carried_visits"] == peek.carried == first.node_visits[0, child] > 0
+    assert looked["move"] == list(divmod(peek.action, 5))
+    app.move({"row": reply // 5, "col": reply % 5})
+    snap = app.reply()
+    s2 = env.step(s1, jnp.int32(reply))
+    found = direct.search(s2, jax.random.fold_in(keys, 2))
+    second = jax.device_get(found.tree)
+    grandchild = first.children_index[0, child, reply]
+    # as the agent that never analysed: the analysis kept nothing
+    assert snap["moves"][-1] == list(divmod(found.action, 5))
+    heat, carried, label = analysis(snap)
+    assert carried == found.carried == first.node_visits[0, grandchild] > 0
+    total = second.node_visits[0, 0] - 1  # the root's first visit is its own evaluation
+    assert f"{total} visits" in label and f"{carried} carried over" in label
+    np.testing.assert_allclose(heat, second.children_visits[0, 0] / total, atol=1e-6)
+    # a takeback: the kept tree's root is no longer on the board's path
+    app.undo()
+    assert app.analyse()["analysis"]["carried_visits"] == 0
