@@ -164,9 +164,10 @@ class _Player:
     env: Gomoku  # the game it plays (for an exported file: the file's game)
     act: Callable[[jax.Array, State], int]
     analyse: Callable[[jax.Array, State], tuple[int, dict]] | None
-    # an exported search that keeps its tree between moves: ``analyse(key, state,
-    # keep=False)`` leaves the tree as it was
-    keeps_tree: bool = False
+    # the `gomoku_jax.search.ReusingSearchAgent` that keeps a search tree between this
+    # player's moves (an exported file's search with ``reuse_tree``, alone or +killer),
+    # else None; with it, ``analyse(key, state, keep=False)`` leaves the tree as it was
+    kept: Any = None
 
     def move(self, key: jax.Array, state: State) -> tuple[int, dict | None]:
         if self.analyse is not None:
@@ -176,9 +177,15 @@ class _Player:
     def look(self, key: jax.Array, state: State) -> tuple[int, dict]:
         """The analysis of ``state``, leaving the agent as it was (``analyse`` must be
         set): a search that keeps its tree searches from it but does not keep the result."""
-        if self.keeps_tree:
+        if self.kept is not None:
             return self.analyse(key, state, keep=False)
         return self.analyse(key, state)
+
+    def forget(self) -> None:
+        """Drop the search tree kept between moves, if any: the next move searches
+        afresh (a new game, a takeback)."""
+        if self.kept is not None:
+            self.kept.reset()
 
     def info(self, default_budget: int | None) -> dict:
         return {
@@ -244,10 +251,11 @@ def _search_analysis_fn(env: Gomoku, module, config):
 
 
 def _reusing_analysis_fn(env: Gomoku, module, config, params, name: str):
-    """``(key, state, keep) -> (action, visits [A], prior [A], value, search value, visits
-    carried)`` of a `gomoku_jax.search.ReusingSearchAgent` (the agent `exported.load_agent`
-    makes of a file whose search keeps its tree, at temperature 0): it searches from the
-    tree it kept after its last move (``keep`` False: and keeps that tree as it was)."""
+    """``(analyse, agent)``: ``analyse(key, state, keep) -> (action, visits [A], prior [A],
+    value, search value, visits carried)`` of ``agent``, a
+    `gomoku_jax.search.ReusingSearchAgent` (the agent `exported.load_agent` makes of a file
+    whose search keeps its tree, at temperature 0): it searches from the tree it kept
+    after its last move (``keep`` False: and keeps that tree as it was)."""
     from gomoku_jax import search as search_lib
 
     evaluate = search_lib.network_evaluate(module)
@@ -258,7 +266,7 @@ def _reusing_analysis_fn(env: Gomoku, module, config, params, name: str):
         found = agent.search(state, key, keep)
         return (found.action, *summary(params, found.tree, state), found.carried)
 
-    return analyse
+    return analyse, agent
 
 
 def _q_analysis_fn(module):
@@ -292,7 +300,10 @@ def _q_takes_no_budget(path: str) -> bool:
 
 
 def _exported_player(path: str, budget: int | None, stored: int | None, env: Gomoku,
-                     budget_name: str | None = None) -> _Player:
+                     budget_name: str | None = None) -> tuple[_Player, int | None]:
+    """The player of exported file ``path`` (``stored``: the N of ``FILE.gjx@N``) with
+    ``budget`` simulations (None: its own), and its own budget: ``stored``, else the
+    simulations of the file's search (None for a Q network)."""
     from gomoku_jax import exported
 
     try:
@@ -322,17 +333,19 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
                 "value": _number(hi), "value_label": "best Q-value",
                 "cells": _grid(np.where(legal, q, np.nan), n), "cells_label": "Q"}
 
-        return _Player(path, path, None, None, file_env, None, analyse_q)
+        return _Player(path, path, None, None, file_env, None, analyse_q), None
     try:  # a "search" agent (load_network refuses any other kind)
         config = exported.stored_search(path, meta)
     except ValueError as err:
         raise PlayError(str(err)) from None
-    sims = budget if budget is not None else stored
-    if sims is not None:
-        config = dataclasses.replace(config, num_simulations=sims)
+    own = stored if stored is not None else config.num_simulations
+    if budget is not None or stored is not None:
+        config = dataclasses.replace(
+            config, num_simulations=budget if budget is not None else stored)
     name = f"{path}@{config.num_simulations}"
+    kept = None
     if config.reuse_tree:
-        reusing = _reusing_analysis_fn(file_env, module, config, variables, name)
+        reusing, kept = _reusing_analysis_fn(file_env, module, config, variables, name)
     else:
         fn = _search_analysis_fn(file_env, module, config)
 
@@ -362,7 +375,7 @@ def _exported_player(path: str, budget: int | None, stored: int | None, env: Gom
             **({} if carried is None else {"carried_visits": carried})}
 
     return _Player(name, path, "simulations", config.num_simulations, file_env, None,
-                   analyse_search, keeps_tree=config.reuse_tree)
+                   analyse_search, kept=kept), own
 
 
 def _mcts_player(base: str, prefix: str, options: dict, simulations: int,
@@ -395,6 +408,8 @@ def _mcts_player(base: str, prefix: str, options: dict, simulations: int,
 
 
 def _plain_player(spec: str, env: Gomoku) -> _Player:
+    from gomoku_jax import search as search_lib
+
     try:
         agent = agents_lib.make(spec, env)
     except ValueError as err:
@@ -403,7 +418,9 @@ def _plain_player(spec: str, env: Gomoku) -> _Player:
     def act(key, state):
         return agent.act(state, key)
 
-    return _Player(spec, spec, None, None, env, act, None)
+    inner = getattr(agent, "inner", agent)  # a +killer wrapper's agent
+    kept = inner if isinstance(inner, search_lib.ReusingSearchAgent) else None
+    return _Player(spec, spec, None, None, env, act, None, kept=kept)
 
 
 def _check_budget(budget, budget_name: str | None = None) -> int | None:
@@ -561,8 +578,7 @@ class PlayApp:
                     raise PlayError(f"agent {spec!r} with +killer takes its budget in its "
                                     f"name (FILE.gjx@N+killer), not in {field}")
                 return _plain_player(spec, env), None
-            player = _exported_player(path, budget, stored, env, budget_name)
-            return player, (stored if stored is not None else player.budget)
+            return _exported_player(path, budget, stored, env, budget_name)
         mcts = agents_lib.pure_mcts_name(base)
         if mcts is not None:
             prefix, count, options = mcts
@@ -607,7 +623,7 @@ class PlayApp:
             body = {"colour": kept["colour"], **({} if "agent" in body else {
                 "agent": kept["agent"], "budget": kept["budget"]}), **body}
         colour = body.get("colour", "black")
-        if colour not in _COLOURS:
+        if not isinstance(colour, str) or colour not in _COLOURS:
             raise PlayError(f"colour must be \"black\" or \"white\", got {_json(colour)}")
         env = self._game_of(body)
         player, default = self._player_and_default(body.get("agent", "heuristic"),
@@ -625,6 +641,7 @@ class PlayApp:
             self._analysis = None
             self._games += 1
             self._version += 1
+        player.forget()  # a kept tree is another game's
 
     # -------------------------------------------------------------------- state
     def _turn(self, state: State) -> str | None:
@@ -713,23 +730,25 @@ class PlayApp:
                                      int(state.move_count))
         action, analysis = player.move(key, state)  # outside the lock: it may take a while
         with self._lock:
-            if self._version != version:
-                raise PlayError("the game changed while the agent was thinking", status=409)
-            n = player.env.size
-            # Judged as the arena judges a move: any integer (a NumPy one too) on an empty cell.
-            legal = arena.illegal_reason(player.env, state, action) is None
-            action = int(action) if legal else action
-            # The engine's rule: an illegal answer (-1 here) loses the game at once.
-            new = _step(player.env)(state, jnp.int32(action if legal else -1))
-            self._states.append(new)
-            self._movers.append("agent")
-            self._moves.append(action if legal else -1)
-            if analysis is not None:
-                analysis = {**analysis, "move": list(divmod(action, n)),
-                            "position": int(state.move_count), "to_move": "agent"}
-            self._analysis = analysis
-            self._version += 1
-            return self._snapshot()
+            if self._version == version:
+                n = player.env.size
+                # Judged as the arena judges a move: any integer (a NumPy one too) on an
+                # empty cell.
+                legal = arena.illegal_reason(player.env, state, action) is None
+                action = int(action) if legal else action
+                # The engine's rule: an illegal answer (-1 here) loses the game at once.
+                new = _step(player.env)(state, jnp.int32(action if legal else -1))
+                self._states.append(new)
+                self._movers.append("agent")
+                self._moves.append(action if legal else -1)
+                if analysis is not None:
+                    analysis = {**analysis, "move": list(divmod(action, n)),
+                                "position": int(state.move_count), "to_move": "agent"}
+                self._analysis = analysis
+                self._version += 1
+                return self._snapshot()
+        player.forget()  # the tree it kept is of a position the game has left
+        raise PlayError("the game changed while the agent was thinking", status=409)
 
     def undo(self, body: Any = None) -> dict:
         """Take back the human's last move and the agent's replies after it."""
@@ -743,7 +762,9 @@ class PlayApp:
             del self._moves[i:]
             self._analysis = None
             self._version += 1
-            return self._snapshot()
+            snapshot, player = self._snapshot(), self._player
+        player.forget()  # a takeback starts the agent's search afresh
+        return snapshot
 
     def analyse(self, body: Any = None) -> dict:
         """What the agent thinks of the current position (None when it cannot say)."""

@@ -227,6 +227,8 @@ def test_an_illegal_move_is_refused_and_changes_nothing(served, move, problem):
     ("/api/move", b"\xff\xfe", "not valid JSON"),
     ("/api/move", b"[1, 2]", "must be a JSON object, got list"),
     ("/api/new", b'{"colour": "red"}', "colour must be \"black\" or \"white\", got \"red\""),
+    ("/api/new", b'{"colour": ["black"]}', 'colour must be "black" or "white", got ["black"]'),
+    ("/api/new", b'{"colour": {"a": 1}}', 'colour must be "black" or "white", got {"a": 1}'),
     ("/api/new", b'{"agent": "nobody"}', "unknown agent 'nobody'"),
     ("/api/new", b'{"agent": ""}', "agent must be a non-empty string"),
     ("/api/new", b'{"agent": "random", "budget": 10}', "has no search budget"),
@@ -761,8 +763,14 @@ def test_exported_agent_brings_its_game_and_plays_as_load_agent(gjx):
     state = app.new_game({"agent": gjx, "colour": "white"})
     assert state["game"]["size"] == 5 and state["game"]["k"] == 4  # the file's game
     assert state["agent"]["name"] == gjx + "@8" and state["agent"]["budget"]["default"] == 8
+    state = app.new_game({"agent": gjx, "budget": 6, "colour": "white"})
+    # the budget asked for plays; the agent's own stays the file's
+    assert state["agent"]["name"] == gjx + "@6"
+    assert state["agent"]["budget"] == {"kind": "simulations", "default": 8, "value": 6}
+    assert app.agent_info(gjx, 6)["budget"] == {"kind": "simulations", "default": 8, "value": 6}
     state = app.new_game({"agent": gjx + "@4", "budget": 6, "colour": "white"})
     assert state["agent"]["name"] == gjx + "@6"
+    assert state["agent"]["budget"] == {"kind": "simulations", "default": 4, "value": 6}
     state = app.reply()
     analysis = state["analysis"]
     assert analysis["kind"] == "search" and analysis["move"] == state["last_move"]

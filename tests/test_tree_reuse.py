@@ -445,3 +445,20 @@ def test_the_browser_keeps_an_exported_agents_tree_between_its_replies(tmp_path)
     # a takeback: the kept tree's root is no longer on the board's path
     app.undo()
     assert app.analyse()["analysis"]["carried_visits"] == 0
+
+    # A new game starts afresh, even at a position the kept tree holds: the agent's kept
+    # root is the board after its move; the human plays that move in a new game.
+    app.new_game({"colour": "white"})
+    app.reply()
+    (row, col), = app.snapshot()["moves"]
+    app.new_game({"colour": "black"})
+    app.move({"row": row, "col": col})
+    assert app.reply()["analysis"]["carried_visits"] == 0
+    # the same for the agent inside a +killer wrapper (no overlay: its kept tree is looked at)
+    killer = path + "+killer"
+    app.new_game({"agent": killer, "colour": "white"})
+    app.reply()
+    inner = app.player(killer, None, env).kept
+    assert isinstance(inner, search_lib.ReusingSearchAgent) and inner.tree is not None
+    app.new_game({})
+    assert inner.tree is None
