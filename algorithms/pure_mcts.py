@@ -444,11 +444,12 @@ def _batch_policy(env: Gomoku, config: MCTSConfig, params, keys: jax.Array,
 
 
 @functools.lru_cache(maxsize=16)
-def _chunked(env: Gomoku, config: MCTSConfig, chunk: int):
-    """A deadline search's compiled pieces, shared by the agents of one game and config:
-    a new tree, ``chunk`` more simulations, the move."""
+def _chunked(env: Gomoku, config: MCTSConfig):
+    """`PureMCTSAgent.act`'s compiled pieces, shared by the agents of one game and config:
+    a new tree, ``count`` more simulations from simulation ``first`` (both traced: one
+    program for every chunk, the last one's remainder included), the move."""
     new = jax.jit(lambda state: _new_tree(env, config, state))
-    run = jax.jit(lambda tree, key, first: _run(env, config, tree, key, first, chunk))
+    run = jax.jit(lambda tree, key, first, count: _run(env, config, tree, key, first, count))
     result = jax.jit(lambda tree, state: _result(config, tree, state).action)
     return new, run, result
 
@@ -457,17 +458,18 @@ def _chunked(env: Gomoku, config: MCTSConfig, chunk: int):
 class PureMCTSAgent(JaxAgent):
     """Pure MCTS as an agent. In the arena's batched loop it runs its full simulation
     count; on its own (``act``) it also honours a deadline: it searches in chunks and
-    answers with the simulations done when the next chunk would overrun."""
+    answers with the simulations done when the next chunk would overrun. Without a
+    deadline ``act`` runs all the chunks: the same tree as one search, and the same
+    programs as with one, so a move with a deadline compiles all that any move needs (a
+    Gomocup brain's warm-up)."""
 
     env: Gomoku | None = None
     config: MCTSConfig | None = None
     chunk: int = 50
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
-        if deadline is None:
-            return super().act(state, key)
-        tree, _ = self.search_by(state, key, deadline)
-        return int(_chunked(self.env, self.config, self.chunk)[2](tree, state))
+        tree, _ = self.search_by(state, key, math.inf if deadline is None else deadline)
+        return int(_chunked(self.env, self.config)[2](tree, state))
 
     def search_by(self, state: State, key: jax.Array, deadline: float):
         """The tree of the simulations done by ``deadline`` (a ``time.perf_counter()``
@@ -475,15 +477,14 @@ class PureMCTSAgent(JaxAgent):
         remainder) while the next is expected to end in time; the first always runs.
         With time for all, the tree of the search without a deadline."""
         sims = self.config.simulations
-        new, run, _ = _chunked(self.env, self.config, self.chunk)
+        new, run, _ = _chunked(self.env, self.config)
         tree, done, per_sim = new(state), 0, 0.0
         while done < sims:
             count = min(self.chunk, sims - done)
             if done and time.perf_counter() + per_sim * count > deadline:
                 break
             start = time.perf_counter()
-            step = run if count == self.chunk else _chunked(self.env, self.config, count)[1]
-            tree = step(tree, key, done)
+            tree = run(tree, key, done, count)
             jax.block_until_ready(tree.visits)
             per_sim = max(per_sim, (time.perf_counter() - start) / count)
             done += count

@@ -109,6 +109,7 @@ _RULE_EXACT, _RULE_CONTINUOUS = 1, 2
 _SUPPORTED_RULE_BITS = _RULE_EXACT | _RULE_CONTINUOUS
 _RESERVE_FRACTION, _RESERVE_S = 0.10, 0.050
 _LATE_S = 0.05  # an answer later than the deadline by more than this is reported
+_WARM_UP_S = 0.5  # the deadline of each of the warm-up's moves
 _MIN_MOVES_LEFT, _MAX_MOVES_LEFT = 5, 25
 
 _RULE_WORDS = {"freestyle": "five or more in a row wins", "standard": "exactly five wins"}
@@ -117,8 +118,20 @@ _COMMANDS = ("START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", 
 # Integers as managers write them: 2147483647 (INT_MAX, "no limit") and longer are common in
 # INFO; the bound only keeps int() away from its digit limit.
 _INT = re.compile(r"[+-]?\d{1,100}", re.ASCII)
-# INFO times: some managers write the milliseconds left as a float ("178532.71")
-_MS = re.compile(r"[+-]?\d{1,100}(?:\.\d{0,100})?", re.ASCII)
+# INFO times: some managers write the milliseconds left as a float ("178532.71"); any
+# number of digits (`_milliseconds` reads them)
+_MS = re.compile(r"([+-]?)(\d+)(?:\.(\d*))?", re.ASCII)
+_MS_DIGITS = 100  # a time of more digits (after leading zeros) is read as 10 ** 100 ms
+
+
+def _milliseconds(match: re.Match) -> fractions.Fraction:
+    """The time `_MS` matched, exactly; leading zeros and fraction digits past the
+    100th dropped, and a whole part of more than 100 digits read as ``10 ** 100`` (far
+    beyond any clock, and within the digits ``int()`` reads)."""
+    sign, whole, part = match.group(1), match.group(2).lstrip("0") or "0", match.group(3)
+    if len(whole) > _MS_DIGITS:
+        whole, part = "1" + "0" * _MS_DIGITS, ""
+    return fractions.Fraction(f"{sign}{whole}.{(part or '')[:_MS_DIGITS] or '0'}")
 
 
 class EngineError(RuntimeError):
@@ -397,7 +410,7 @@ class Engine:
         and after a centre stone. What the agent raises is raised."""
         game = _Game(env.size)
         for move in range(2):
-            agent.act(game.state(env), self._next_key(), time.perf_counter() + 0.5)
+            agent.act(game.state(env), self._next_key(), time.perf_counter() + _WARM_UP_S)
             if move == 0:
                 centre = (env.size // 2) * env.size + env.size // 2
                 game.cells.reshape(-1)[centre] = _OPP
@@ -631,9 +644,10 @@ class Engine:
             if not _INT.fullmatch(value):
                 raise _ProtocolError(f"INFO {key}: expected an integer, got {clip(value)!r}")
             return self._set_rule(int(value))
-        if not _MS.fullmatch(value):
+        match = _MS.fullmatch(value)
+        if not match:
             raise _ProtocolError(f"INFO {key}: expected milliseconds, got {clip(value)!r}")
-        exact = fractions.Fraction(value)
+        exact = _milliseconds(match)
         if key == "time_left":  # a manager that allows some tolerance writes an overdrawn
             number = max(math.floor(exact), 0)  # clock as negative: no time left
         elif exact < 0:  # milliseconds; 0 has a meaning (as fast as possible / no limit)

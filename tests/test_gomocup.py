@@ -294,6 +294,11 @@ def test_errors_leave_the_state_unchanged():
     for key in ("timeout_turn", "timeout_match", "time_left"):  # milliseconds
         # managers write "no limit" as INT_MAX or more: taken silently, as the protocol has
         # no reply to INFO
+        # any number of digits: leading zeros, and more digits than any clock holds
+        assert say(engine, f"INFO {key} {'0' * 200}5000") == []
+        assert getattr(engine, f"_{key}") == 5000
+        assert say(engine, f"INFO {key} {'9' * 5000}.{'9' * 5000}") == []
+        assert getattr(engine, f"_{key}") == 10**100
         assert say(engine, f"INFO {key} 2147483647") == [] == say(engine, f"INFO {key} {10**30}")
         assert getattr(engine, f"_{key}") == 10**30
         assert one(engine, f"INFO {key} 1.5e3").startswith(f"ERROR INFO {key}: expected "
@@ -1458,3 +1463,32 @@ def test_a_reply_its_output_encoding_cannot_write_does_not_stop_the_brain():
     assert lines[0] == "OK" and lines[1].startswith("UNKNOWN command 'FOO ?'"), lines
     assert lines[2].startswith("ERROR START: expected a board size"), lines
     assert MOVE.fullmatch(lines[3]), lines
+
+
+def test_the_warm_up_compiles_all_that_a_pure_mcts_brain_plays_with(monkeypatch):
+    """``START`` compiles every program of pure MCTS's moves: the first moves after it,
+    with a time limit or without one, trace nothing new. 70 simulations are a chunk of
+    50 and a remainder of 20, which a warm-up whose deadline has passed never reaches (a
+    large N in the warm-up's half second)."""
+    import jax
+    from jax._src import dispatch
+
+    monkeypatch.setattr(gomocup, "_WARM_UP_S", -1.0)
+    engine = gomocup.Engine(lambda env: agents.make("pure-mcts-70", env), warmup=True,
+                            log=io.StringIO())
+    one(engine, "START 7")
+    new = []
+
+    def listener(event, duration, **kwargs):
+        if event in (dispatch.JAXPR_TRACE_EVENT, dispatch.BACKEND_COMPILE_EVENT):
+            new.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        xy(one(engine, "BEGIN"))  # no limit: all 70 simulations
+        xy(one(engine, "TURN 0,0"))
+        say(engine, "INFO timeout_turn 60000")
+        xy(one(engine, "TURN 0,1"))  # a limit with time for every chunk
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert new == []

@@ -267,7 +267,7 @@ def test_pure_mcts_agents_built_alike_share_their_compiled_search():
     assert a.policy == b.policy and a._jit_policy is b._jit_policy
     assert pm.pure_mcts_agent(ENV, 60).policy != a.policy
     # the deadline search's chunks too
-    assert pm._chunked(a.env, a.config, a.chunk) is pm._chunked(b.env, b.config, b.chunk)
+    assert pm._chunked(a.env, a.config) is pm._chunked(b.env, b.config)
 
 
 # ------------------------------------------------------- limits: simulations and memory
