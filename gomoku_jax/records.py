@@ -62,7 +62,7 @@ in brackets that would otherwise read as a number or a move, ``[2]``, is read as
 moves are strict: a coordinate off the board or a repeated cell is an error naming the
 line, and so is a line that ends the moves while move lines follow it, or a garbled
 move line anywhere (it starts ``number,number`` but is not ``x,y`` or ``x,y,time_ms``
-in whole numbers: ``1.5,5,0``, ``5,5,abc``): no move is dropped unsaid. The winner
+in whole numbers: ``1.5,5,0``, ``5,5,abc``, ``5,5 0``): no move is dropped unsaid. The winner
 comes from the replay (``None`` when the moves end without a result, e.g. a time
 loss). A ``.psq`` does not say k or the rule: they come from ``env``
 (default 5 in a row, freestyle, Gomocup's freestyle rule). A file that begins with a
@@ -89,7 +89,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gomoku_jax import io as gio
-from gomoku_jax.config import DuplicateKeyError, loads
+from gomoku_jax.config import DuplicateKeyError, clip, loads
 from gomoku_jax.game import MAX_SIZE, MIN_SIZE, GameConfig, Gomoku
 
 __all__ = [
@@ -273,8 +273,19 @@ def _engine(size: int, k: int, rule: str) -> Gomoku:
     return Gomoku(size, k, rule)
 
 
+def _unwritable(text: str) -> str | None:
+    """Why UTF-8 cannot write ``text`` (a lone surrogate: a JSON escape of half a
+    character, ``"\\ud800"``, or a byte that was not UTF-8), else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{text!r} is not text UTF-8 can write (a lone surrogate escape)"
+    return None
+
+
 def _check_shape(g: Game) -> str | None:
-    """Checks of a game that need no replay: moves in range, opening, winner code."""
+    """Checks of a game that need no replay: moves in range, opening, winner code,
+    names and source that a file can hold."""
     nn = g.size * g.size
     if len(g.moves) > nn:
         return f"{len(g.moves)} moves do not fit on a {g.size}x{g.size} board"
@@ -291,6 +302,9 @@ def _check_shape(g: Game) -> str | None:
             return f"{side} must be a name (a string), got {getattr(g, side)!r}"
     if not isinstance(g.source, str):
         return f"source must be a string, got {g.source!r}"
+    for field in ("black", "white", "source"):
+        if why := _unwritable(getattr(g, field)):
+            return f"{field} {why}"
     return None
 
 
@@ -348,6 +362,9 @@ def _as_game(game: Any, env: Gomoku, index: int) -> Game:
         fields = dict(black=game.black, white=game.white, opening=game.opening, winner=game.winner)
     except AttributeError as err:
         raise RecordError("<games>", index, f"game {index} is not a game record: {err}") from None
+    except TypeError:  # tuple() of a number, of None
+        raise RecordError("<games>", index, f"game {index}: moves must be a sequence of "
+                          f"actions, got {clip(repr(game.moves))}") from None
     if isinstance(game, Game):
         if (game.size, game.k, game.rule) != (env.size, env.k, env.rule):
             raise RecordError("<games>", index, f"game {index} is {game.size}x{game.size} "
@@ -406,6 +423,8 @@ def _header(env: Gomoku, metadata: Mapping | None) -> dict:
             if "Out of range float" in why:
                 why += " (NaN and infinity are not JSON: use null or a string)"
             raise ValueError(f"metadata must hold JSON data only: {why}") from None
+        if why := _unwritable(json.dumps(head["metadata"], ensure_ascii=False)):
+            raise ValueError(f"metadata must hold text UTF-8 can write: {why[:120]}")
     return head
 
 
@@ -432,6 +451,8 @@ def write_records(path, games: Iterable[Any], env: Gomoku, *, metadata: Mapping 
     if source is not None:
         if not isinstance(source, str):
             raise ValueError(f"source must be a string, got {source!r}")
+        if why := _unwritable(source):
+            raise ValueError(f"source {why}")
         checked = [g if g.source else dataclasses.replace(g, source=source) for g in checked]
     head = _header(env, metadata)
     if not path.parent.is_dir():
@@ -501,11 +522,8 @@ def _parse_game(obj: Any, config: GameConfig) -> Game:
     for key in ("black", "white", "source"):
         if key in obj and not isinstance(obj[key], str):
             raise ValueError(f"{key} must be a string, got {obj[key]!r}")
-        try:  # a JSON escape of half a character ("\ud800") reads, but cannot be written
-            obj.get(key, "").encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{key} {obj[key]!r} is not text UTF-8 can write (a lone "
-                             "surrogate escape)") from None
+        if why := _unwritable(obj.get(key, "")):  # a JSON escape of half a character
+            raise ValueError(f"{key} {why}")  # ("\ud800") reads, but cannot be written
     winner = obj["winner"]
     if not (winner is None or (isinstance(winner, str) and winner in _WINNER_CODES)):
         raise ValueError(f'winner must be "black", "white", "draw" or null, got {winner!r}')
@@ -693,8 +711,9 @@ _PSQ_MOVE = re.compile(r"^\s*([+-]?\d{1,9})\s*,\s*([+-]?\d{1,9})\s*(?:,\s*[+-]?\
                        re.ASCII)
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$", re.ASCII)
 # A line that starts like a move (two numbers and a comma) but is not `_PSQ_MOVE`, digits
-# of other scripts included; or a move cut after its first number and comma (``7,``).
-_PSQ_GARBLED = re.compile(r"^\s*[+-]?[\d.]+\s*,\s*(?:[+-]?[\d.]+\s*(?:,|$)|$)")
+# of other scripts included, whatever follows the second number (``5,5 0``, ``5,5;0``); or
+# a move cut after its first number and comma (``7,``).
+_PSQ_GARBLED = re.compile(r"^\s*[+-]?[\d.]+\s*,\s*(?:[+-]?[\d.]+|$)")
 
 
 def _check_psq_trailer_line(source: str, number: int, line: str) -> None:
@@ -713,7 +732,9 @@ def parse_psq(text: str, env: Gomoku | None = None, source: str = "<psq>") -> Ga
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     if env is not None and not isinstance(env, Gomoku):
         raise ValueError(f"env must be a Gomoku or None, got {env!r}")
-    lines = text.removeprefix("\ufeff").splitlines()  # a byte-order mark, decoded
+    # a byte-order mark, decoded; lines end at \n, \r\n or \r only, as a text file's (and
+    # the line numbers of the errors): str.splitlines also breaks at \f, \x85, \u2028 ...
+    lines = re.split(r"\r\n|\r|\n", text.removeprefix("\ufeff"))
     numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not numbered:
         raise RecordError(source, 0, "empty .psq file")
@@ -891,7 +912,7 @@ def positions(games: Sequence[Any], env: Gomoku, skip_opening: bool = False) -> 
                 raise RecordError("<games>", gi, f"game {gi}: winner must be 0, 1 or -1 "
                                   f"(finished), got {winner!r}")
             moves = np.asarray(g.moves)
-            length = len(moves)
+            length = len(moves) if moves.ndim == 1 else 0  # not a sequence: refused below
             good = (moves.ndim == 1 and (moves.dtype.kind in "iu" or not length)
                     and not getattr(g, "forfeit", None)
                     and not isinstance(opening, bool) and isinstance(opening, (int, np.integer))

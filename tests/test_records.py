@@ -703,7 +703,8 @@ def test_a_psq_line_that_cuts_the_moves_short_is_an_error(bad, phrase):
         records.parse_psq(short)
 
 
-@pytest.mark.parametrize("garbled", ["5,5,abc", "1.5,5,0", "5,5,", "7,", " 7 , "])
+@pytest.mark.parametrize("garbled", ["5,5,abc", "1.5,5,0", "5,5,", "7,", " 7 , ", "5,5 0",
+                                     "5,5\t0", "5,5;0", "5,5 x"])
 def test_a_garbled_psq_move_is_an_error_even_as_the_last_line(garbled):
     text = PSQ.replace("8,12,1\n", f"8,12,1\n{garbled}\n")  # no move line after it
     with pytest.raises(RecordError, match=r"bad.psq:11: .* is a garbled move line"):
@@ -724,7 +725,8 @@ def test_psq_trailer_lines_still_read_leniently():
 @pytest.mark.parametrize("name,line", [
     ("1.5,2,0", "[1.5,2,0]"), ("5,5,abc", "[5,5,abc]"), ("3,4", "[3,4]"), ("7", "[7]"),
     ("7,", "[7,]"), ("", "[]"), ("[7]", "[[7]]"), ("[[3,4]]", "[[[3,4]]]"),
-    ("[bot]", "[bot]"), ("[]x", "[]x"), ("a  b", "a b")])
+    ("[bot]", "[bot]"), ("[]x", "[]x"), ("a  b", "a b"), ("7,7 bot", "[7,7 bot]"),
+    ("6,6;0", "[6,6;0]")])
 def test_psq_names_that_look_like_moves_are_written_so_they_read_back(tmp_path, name, line):
     """A name a reader would take for a number or a move is written in brackets and
     read back without them; a name already in brackets is bracketed again only when
@@ -897,9 +899,48 @@ def test_write_psq_leaves_the_old_file_when_it_cannot_write(tmp_path):
     path = tmp_path / "g.psq"
     records.write_psq(path, game(BLACK_WIN, 0))
     before = path.read_bytes()
-    with pytest.raises(UnicodeEncodeError):
+    with pytest.raises(RecordError, match=r"game 0: black '\\ud800' is not text UTF-8 can "
+                                          r"write \(a lone surrogate escape\)"):
         records.write_psq(path, game(WHITE_WIN, 1, black="\ud800"))
     assert path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_text_utf8_cannot_write_is_refused_before_writing(tmp_path):
+    """A lone surrogate in a name, the source or the metadata: a named error, no file."""
+    path = tmp_path / "g.jsonl"
+    for games, kwargs, error, text in (
+            ([game(BLACK_WIN, 0, white="w\udc80")], {}, RecordError, r"game 0: white "),
+            ([dataclasses.replace(game(BLACK_WIN, 0), source="\udc80")], {}, RecordError,
+             r"game 0: source "),
+            ([game(BLACK_WIN, 0)], {"source": "\ud800"}, ValueError, r"^source "),
+            ([game(BLACK_WIN, 0)], {"metadata": {"run": ["\ud800"]}}, ValueError,
+             r"^metadata must hold text UTF-8 can write")):
+        with pytest.raises(error, match=text + r".*not text UTF-8 can write"):
+            records.write_records(path, games, ENV, **kwargs)
+        assert not list(tmp_path.iterdir())
+    with pytest.raises(RecordError, match=r"game 0: white 'w\\udc80' is not text"):
+        records.validate_games([game(BLACK_WIN, 0, white="w\udc80")], ENV)
+
+
+@pytest.mark.parametrize("moves", [None, 5])
+def test_moves_that_are_no_sequence_are_a_record_error(moves):
+    bad = dataclasses.replace(game(BLACK_WIN, 0), moves=moves)
+    for check in (records.validate_games, records.positions):
+        with pytest.raises(RecordError, match=rf"game 0: "):
+            check([bad], ENV)
+
+
+def test_psq_lines_end_only_at_line_breaks_a_text_file_has():
+    """\\f, \\x85 or \\u2028 in a line do not end it: error lines count as an editor does,
+    and two moves on one line are one garbled line."""
+    text = "Piskvorky 5x5, 0:0, 0\n1,1,0\x0c\n2,2,0\n2,2,0\n"
+    with pytest.raises(RecordError, match=r"^f.psq:4: move 3 .* occupied"):
+        records.parse_psq(text, ENV, "f.psq")
+    for sep in ("\u2028", "\x85", "\x1c"):
+        with pytest.raises(RecordError, match=r"^f.psq:2: .* is a garbled move line"):
+            records.parse_psq(f"Piskvorky 5x5, 0:0, 0\n1,1,0{sep}2,2,0\n", ENV, "f.psq")
+    crlf = records.parse_psq("Piskvorky 5x5, 0:0, 0\r\n1,1,0\r2,2,0\r\nb\rw\n", ENV)
+    assert crlf.moves == (a(0, 0), a(1, 1)) and (crlf.black, crlf.white) == ("b", "w")
 
 
 def test_psq_numbers_too_long_for_a_board_are_a_garbled_line():
