@@ -44,7 +44,7 @@ from gomoku_jax import io as gio
 from gomoku_jax import ratings as _ratings
 from gomoku_jax.agents import Agent, JaxAgent, check_env, plain_action
 from gomoku_jax.config import SEED_MAX, check_count, check_seed, plain_scalars
-from gomoku_jax.game import Gomoku, State, check_key
+from gomoku_jax.game import Gomoku, State, cell_or_off, check_key
 
 
 def device_description() -> str:
@@ -342,13 +342,16 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         a_moves = (state.current_player == 0) == a_is_black
         answers = [_batch_actions(act(params, k, state), batch) for act, params, k in (
             (act_a, params_a, keys[:batch]), (act_b, params_b, keys[batch:]))]
-        answer = jnp.where(a_moves, *answers)  # int64 under x64
+        # each in its own dtype (an int8 answer against 225 cells, a uint8 one and -1):
+        # the cell, -1 off the board; and the answer as said, for the forfeit's message
+        cell = jnp.where(a_moves, *(cell_or_off(x, nn) for x in answers))
+        said = jnp.where(a_moves, *(x.astype(bad.dtype) for x in answers))
         live = ~state.terminated
-        ok = (answer >= 0) & (answer < nn) & jnp.take_along_axis(
-            state.legal_action_mask, jnp.clip(answer, 0, nn - 1)[:, None], axis=1)[:, 0]
+        ok = (cell >= 0) & jnp.take_along_axis(
+            state.legal_action_mask, jnp.clip(cell, 0, nn - 1)[:, None], axis=1)[:, 0]
         illegal = illegal | (live & ~ok)
-        bad = jnp.where(live & ~ok, answer.astype(jnp.int32), bad)
-        action = jnp.where(ok, answer, -1).astype(jnp.int32)  # -1: the engine's forfeit
+        bad = jnp.where(live & ~ok, said, bad)
+        action = jnp.where(ok, cell, -1)  # -1: the engine's forfeit
         moves = moves.at[:, t].set(jnp.where(live & ok, action, moves[:, t]))
         return t + 1, step(state, action), moves, illegal, bad
 
@@ -357,7 +360,7 @@ def _lockstep(env, batch_a, batch_b, params_a, params_b, key, a_is_black, openin
         return (t < nn) & ~jnp.all(state.terminated)
 
     init = (jnp.int32(n_open), state, moves, jnp.zeros((batch,), bool),
-            jnp.zeros((batch,), jnp.int32))
+            jnp.zeros((batch,), jax.dtypes.canonicalize_dtype(jnp.int64)))  # int32 but x64
     _, state, moves, illegal, bad = jax.lax.while_loop(cond, body, init)
     return moves, state.winner, illegal, bad
 

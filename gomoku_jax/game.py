@@ -50,6 +50,7 @@ __all__ = [
     "IllegalMoveError",
     "State",
     "auto_reset",
+    "cell_or_off",
     "check_key",
     "describe_result",
     "game_words",
@@ -389,18 +390,7 @@ class Gomoku:
                    if np.shape(action) == (2,) else ""))
         if isinstance(action, (int, np.integer, np.ndarray)) and not 0 <= int(action) < nn:
             action = -1  # off the board, however large (int32 would wrap it onto the board)
-        action = jnp.asarray(action)
-        # The range is checked in the action's own dtype before it becomes int32: a
-        # 64-bit action (a traced or JAX one under x64) would otherwise wrap onto the
-        # board (2**32 + 40 to 40). Bounds a narrow dtype cannot reach are not compared
-        # (Python's 361 does not fit an int8).
-        info = jnp.iinfo(action.dtype)
-        on_board = jnp.bool_(True)
-        if info.min < 0:
-            on_board = on_board & (action >= 0)
-        if nn <= info.max:
-            on_board = on_board & (action < nn)
-        action = jnp.where(on_board, action.astype(jnp.int32), -1)
+        action = cell_or_off(action, nn)
         acts = ~(state.terminated | state.truncated)
         player = state.current_player
         stone = (player + 1).astype(jnp.int8)
@@ -503,6 +493,22 @@ class Gomoku:
             except IllegalMoveError as err:
                 raise IllegalMoveError(f"move {i + 1} {(row, col)}: {err}") from None
         return state
+
+
+def cell_or_off(action: jax.Array, num_actions: int) -> jax.Array:
+    """Integer ``action`` (any integer dtype, any shape) as an int32 cell, -1 where it is
+    off a board of ``num_actions`` cells. The range is checked in the action's own dtype
+    before it becomes int32: a 64-bit action (a traced or JAX one under x64) would
+    otherwise wrap onto the board (2**32 + 40 to 40), and Python's 361 compared with an
+    int8 would wrap to 105 (bounds a dtype cannot reach are not compared)."""
+    action = jnp.asarray(action)
+    info = jnp.iinfo(action.dtype)
+    on_board = jnp.ones(action.shape, bool)
+    if info.min < 0:
+        on_board = on_board & (action >= 0)
+    if num_actions <= info.max:
+        on_board = on_board & (action < num_actions)
+    return jnp.where(on_board, action.astype(jnp.int32), -1)
 
 
 def _dtype_of(value):

@@ -348,6 +348,44 @@ def test_batched_and_one_game_at_a_time_matches_agree():
     assert agents.with_killer(dataclasses.replace(first, batched=False), ENV).batched is False
 
 
+def test_narrow_integer_answers_are_judged_alike_batched_or_not():
+    """Actions as int8 or uint8 on a board of more cells than those types hold (17x17,
+    289), both agents answering in one type: a batched match judges them in that type, as
+    the game by game path does.
+    The first empty cell as int8 is legal until cell 128, which int8 cannot say (-128:
+    off the board; k = 17 keeps a line of stones from ending the game before); a uint8
+    cell answered twice is an occupied cell (and no stone on cell 255 or a forfeit blamed
+    on the other side)."""
+    import dataclasses
+
+    env = Gomoku(17, 17)
+
+    def first(dtype):
+        return lambda params, key, state: jnp.argmax(state.legal_action_mask).astype(dtype)
+
+    def fixed(cell):
+        return lambda params, key, state: jnp.uint8(cell)
+
+    pairs = [(agents.JaxAgent("first8", first(jnp.int8)),
+              agents.JaxAgent("also8", first(jnp.int8))),
+             (agents.JaxAgent("ten", fixed(10)), agents.JaxAgent("twenty", fixed(20)))]
+    for a, b in pairs:
+        runs = {batched: arena.play_match(env, dataclasses.replace(a, batched=batched),
+                                          dataclasses.replace(b, batched=batched), 2, seed=1)
+                for batched in (True, False)}
+        assert runs[True].lockstep and not runs[False].lockstep
+        got = [[(r.moves, r.winner, r.forfeit) for r in runs[batched].records]
+               for batched in (True, False)]
+        assert got[0] == got[1], (a.name, got)
+        assert all(forfeit for _, _, forfeit in got[0])
+    first8 = arena.play_match(env, *pairs[0], 2).records
+    assert first8[0].moves == tuple(range(128)) and "first8 played action -128" in (
+        first8[0].forfeit)
+    ten = arena.play_match(env, *pairs[1], 2).records
+    assert ten[0].moves == (10, 20) and ten[0].winner == 1 and ten[0].forfeit.startswith(
+        "ten played (0, 10), an occupied cell")
+
+
 def test_heatmap_makes_room_for_long_names(tmp_path):
     """Two agents, one named by a long file path: the picture is laid out without
     matplotlib giving up (it used to warn that the layout could not be applied)."""
