@@ -445,8 +445,11 @@ def _export(args: argparse.Namespace) -> int:
     if config_path.exists():
         config_class, make_learner = algorithms.learner_entry(
             config_lib.algorithm_of(config_path))
-        cfg = config_lib.from_dict(config_class, gio.read_json_object(
-            config_path, "restore the run's config.json or train again"))
+        data = gio.read_json_object(config_path, "restore the run's config.json or train again")
+        try:
+            cfg = config_lib.from_dict(config_class, data)
+        except ValueError as err:
+            raise ValueError(f"config file '{config_path}': {err}") from None
     else:
         cfg, make_learner = _config_kept_by_checkpoints(workdir)
     learner = make_learner(cfg)

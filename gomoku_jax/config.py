@@ -462,6 +462,13 @@ def apply_overrides(
     """
     out = json.loads(json.dumps(data))
     overrides = _override_mapping(overrides)
+    for key in overrides:  # one inside another: applied in turn, one would be lost
+        inside = next((k for k in overrides if k.startswith(f"{key}.")), None)
+        if inside is not None:
+            raise ConfigError(
+                f"override {inside!r} is inside override {key!r}, which is given too and "
+                f"sets that whole object; give {inside.rsplit('.', 1)[-1]!r} in the object "
+                f"or set single settings with dotted keys only")
     for key, value in overrides.items():
         node = out
         parts = key.split(".")
@@ -480,10 +487,10 @@ def apply_overrides(
             dropped = sorted(set(held) - set(value))
             if dropped:
                 raise ConfigError(
-                    f"{key}={clip(json.dumps(value), 60)}: an object replaces the whole "
-                    f"{key!r} section, which would drop its {', '.join(dropped)} as set "
-                    f"before; set single settings with dotted keys "
-                    f"({key}.{next(iter(value))}=...), or give every one")
+                    f"{key}={clip(json.dumps(plain_values(value), default=str), 60)}: an "
+                    f"object replaces the whole {key!r} section, which would drop its "
+                    f"{', '.join(dropped)} as set before; set single settings with dotted keys "
+                    f"({key}.{next(iter(value), dropped[0])}=...), or give every one")
         node[parts[-1]] = value
     return out
 

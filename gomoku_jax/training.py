@@ -25,6 +25,7 @@ and ``variables``. The driver adds what lives on the host:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import csv
 import io
 import json
@@ -773,8 +774,13 @@ def check_iterations(config, iterations: int | None, name: str, how: str) -> Non
     """ValueError when ``iterations`` (a stop asked for, named ``name``) is past the
     config's ``train.iterations``, where training stops whatever is asked; ``how`` says
     how to raise that."""
-    total = getattr(getattr(config, "train", None), "iterations", None)
+    train = getattr(config, "train", None)
+    total = getattr(train, "iterations", None)
     if iterations is not None and total is not None and iterations > total:
+        if not dataclasses.is_dataclass(train):  # no setting: e.g. a pipeline's stages
+            raise ValueError(f"{name} {iterations} is more than the {total} iterations of "
+                             f"this run, which its config fixes (train.iterations={total} is "
+                             "no setting of it)")
         raise ValueError(f"{name} {iterations} is more than train.iterations={total}, where "
                          f"the run's schedule ends and training stops: raise train.iterations "
                          f"instead ({how}; it also paces learning-rate schedules)")

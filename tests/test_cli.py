@@ -87,6 +87,16 @@ def test_export_writes_only_gjx_files_and_never_the_runs_own(tmp_path, capsys):
     assert (run / "final.gjx").read_bytes() == b"the run's agent"
 
 
+def test_export_names_the_runs_config_file_when_a_value_there_is_wrong(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"algorithm": "alphazero", "train": {"learning_rate": -1}}')
+    assert cli.main(["export", "--workdir", str(run), "--out", str(tmp_path / "a.gjx")]) == 2
+    err = capsys.readouterr().err
+    assert f"config file '{run / 'config.json'}': train: train.learning_rate must be" in err
+    assert not (tmp_path / "a.gjx").exists()
+
+
 def test_unknown_options_and_commands_are_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["random-game", "--colour", "red"])

@@ -108,6 +108,29 @@ def test_an_object_for_a_section_that_would_drop_its_settings_is_refused(tmp_pat
     assert (cfg.inner.depth, cfg.inner.rate) == (3, 0.5)
     cfg, _ = cfglib.load_file(Outer, path, ['maybe={"depth": 4}', "inner.depth=2"])
     assert cfg.maybe.depth == 4 and (cfg.inner.depth, cfg.inner.rate) == (2, 0.3)
+    # an empty object names a setting it would drop; NumPy numbers are shown as numbers
+    with pytest.raises(cfglib.ConfigError, match=re.escape(
+            "inner={}: an object replaces the whole 'inner' section, which would drop its "
+            "depth, rate as set before; set single settings with dotted keys "
+            "(inner.depth=...)")):
+        cfglib.load_file(Outer, path, ["inner={}"])
+    with pytest.raises(cfglib.ConfigError, match=re.escape('inner={"depth": 3}: an object')):
+        cfglib.load_file(Outer, path, {"inner": {"depth": np.int64(3)}})
+
+
+def test_an_override_inside_another_is_refused_not_silently_dropped(tmp_path):
+    """``inner.depth=2`` and ``inner={...}`` together: whichever comes last would undo or
+    drop the other, so both orders are refused, naming the two."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"inner": {"depth": 5, "rate": 0.3}}))
+    both = ["inner.depth=2", 'inner={"depth": 3, "rate": 0.5}']
+    for overrides in (both, both[::-1], {"inner.depth": 2, "inner": {"depth": 3, "rate": 1}}):
+        with pytest.raises(cfglib.ConfigError, match=re.escape(
+                "override 'inner.depth' is inside override 'inner', which is given too")):
+            cfglib.load_file(Outer, path, overrides)
+    # a key that only starts like another is not inside it
+    cfg, _ = cfglib.load_file(Outer, path, ["seed=3", "inner.depth=2"])
+    assert (cfg.seed, cfg.inner.depth) == (3, 2)
 
 
 def test_load_file_applies_variants_in_order_then_overrides(tmp_path):

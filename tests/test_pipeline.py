@@ -40,6 +40,18 @@ def test_configs_and_variants_load(path):
         assert cfg.train.iterations == 3
 
 
+def test_iterations_past_a_pipelines_stages_are_refused_without_a_setting_to_raise():
+    """A pipeline's three iterations are its stages, not a setting: asking for more names
+    no ``train.iterations`` to raise (that key is not one of its config's)."""
+    from gomoku_jax import training
+
+    cfg, _ = cfglib.load_file(pl.PipelineConfig, CPU, variants=["smoke"])
+    with pytest.raises(ValueError, match=r"^--iterations 4 is more than the 3 iterations of "
+                       r"this run, which its config fixes \(train.iterations=3 is no setting"):
+        training.check_iterations(cfg, 4, "--iterations", "--set train.iterations=N")
+    training.check_iterations(cfg, 3, "--iterations", "--set train.iterations=N")
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"eval.opponents": ["nosuch"]}, "PipelineConfig: eval.opponents[0]: unknown agent"),
     ({"selfplay.eval.opponents": ["nosuch"]},
