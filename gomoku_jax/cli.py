@@ -855,10 +855,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as err:  # bad settings or files: one clear line
         print(f"gomoku-jax: error: {err}", file=sys.stderr)
         return 2
-    except FloatingPointError as err:  # a run that diverged; others (JAX_DEBUG_NANS) raise
-        from gomoku_jax.training import TrainingDiverged
+    except (FloatingPointError, MemoryError) as err:  # a run that diverged, or ran out
+        # of device memory; others (JAX_DEBUG_NANS, Python's own MemoryError) raise
+        from gomoku_jax.training import OutOfDeviceMemory, TrainingDiverged
 
-        if not isinstance(err, TrainingDiverged):
+        if not isinstance(err, (TrainingDiverged, OutOfDeviceMemory)):
             raise
         print(f"gomoku-jax: error: {err}", file=sys.stderr)
         return 1

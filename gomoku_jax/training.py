@@ -60,6 +60,33 @@ class TrainingDiverged(FloatingPointError):
     finishes."""
 
 
+class OutOfDeviceMemory(MemoryError):
+    """An iteration ran out of its device's memory (XLA's ``RESOURCE_EXHAUSTED``): the
+    settings that size an iteration's work are too large for the device. The run stopped
+    before saving that iteration; its last checkpoint is kept."""
+
+
+def _out_of_memory(err: Exception, iteration: int, saved: int | None,
+                   config) -> OutOfDeviceMemory | None:
+    """`OutOfDeviceMemory` naming the iteration, XLA's words and the batch settings, when
+    ``err`` is XLA's out-of-memory error; else None."""
+    text = str(err)
+    if not isinstance(err, jax.errors.JaxRuntimeError) or "RESOURCE_EXHAUSTED" not in text:
+        return None
+    batches = getattr(config, "batch_sizes", dict)()
+    now = f" ({', '.join(f'{k}={v}' for k, v in batches.items())} now)" if batches else ""
+    if saved:  # a checkpoint resumes only the settings it was trained with
+        what = (f"the run keeps its checkpoint of iteration {saved}. Smaller settings for "
+                f"an iteration's work{now} make another experiment: train it in another "
+                "--workdir")
+    else:
+        what = (f"the run keeps no checkpoint yet. Make the settings that size an "
+                f"iteration's work smaller{now} and start it again (this --workdir may "
+                "be used)")
+    return OutOfDeviceMemory(
+        f"iteration {iteration} ran out of memory ({gio.brief(text, 160)}); {what}")
+
+
 DIVERGED = "diverged.json"  # {"iteration": N, "reason": "..."} of a run that diverged
 # The files a run reads that decide its training: a learner's data files (its
 # ``data_fingerprint()``, {"files": [{"path", "bytes", "sha256"}, ...]}) and, under
@@ -994,8 +1021,13 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         it = start
         while it < stop_at and not bool(prog["stopped"]):
             t0 = time.perf_counter()
-            state, metrics = learner.iteration(state)
-            metrics = {k: _plain(v) for k, v in jax.device_get(metrics).items()}
+            try:
+                state, metrics = learner.iteration(state)
+                metrics = {k: _plain(v) for k, v in jax.device_get(metrics).items()}
+            except Exception as err:  # noqa: BLE001 - only XLA's out-of-memory is said
+                if (short := _out_of_memory(err, it + 1, saved, config)) is not None:
+                    raise short from None
+                raise
             seconds = time.perf_counter() - t0
             it = int(state.iteration)
             metrics.update(seconds=seconds, moves_per_second=metrics["moves"] / seconds)

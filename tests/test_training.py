@@ -573,6 +573,57 @@ def test_files_a_run_writes_without_a_config_of_one_are_not_overwritten(learner,
     training._check_fresh_workdir(work, learner, "alphazero")
 
 
+def test_an_iteration_out_of_device_memory_is_said_in_a_line_naming_the_batches(
+        learner, tmp_path, monkeypatch, capsys):
+    """XLA's RESOURCE_EXHAUSTED in an iteration: `OutOfDeviceMemory` naming the iteration,
+    XLA's first line and the batch settings, the last checkpoint kept; the command line
+    says it in one line (exit 1), without a traceback. Other runtime errors pass as
+    they are."""
+    import copy
+
+    def failing(error, after=0):
+        changed = copy.copy(learner)
+
+        def iteration(state):
+            if int(state.iteration) >= after:
+                raise error
+            return learner.iteration(state)
+
+        changed.iteration = iteration
+        return changed
+
+    xla = jax.errors.JaxRuntimeError(
+        "RESOURCE_EXHAUSTED: Out of memory allocating 842983552528 bytes.\nmore lines")
+    cfg = learner.config
+    with pytest.raises(training.OutOfDeviceMemory) as caught:
+        training.run(failing(xla, after=1), tmp_path, progress=False)
+    batches = f"selfplay.batch={cfg.selfplay.batch}, train.batch_size={cfg.train.batch_size}"
+    assert str(caught.value) == (
+        "iteration 2 ran out of memory (RESOURCE_EXHAUSTED: Out of memory allocating "
+        "842983552528 bytes.); the run keeps its checkpoint of iteration 1. Smaller settings "
+        f"for an iteration's work ({batches} now) make another experiment: train it in "
+        "another --workdir")
+    assert training.restore(learner, tmp_path)[0].iteration == 1
+    with pytest.raises(training.OutOfDeviceMemory, match=re.escape(
+            "the run keeps no checkpoint yet. Make the settings that size an iteration's "
+            f"work smaller ({batches} now) and start it again (this --workdir may be used)")):
+        training.run(failing(xla), tmp_path / "first", progress=False)
+    smaller = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(cfg), {"train.batch_size": 8})), devices=jax.devices()[:1])
+    training._check_fresh_workdir(tmp_path / "first", smaller, "alphazero")  # not refused
+    other = jax.errors.JaxRuntimeError("INTERNAL: something else")
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL: something else"):
+        training.run(failing(other), tmp_path / "other", progress=False)
+    from gomoku_jax import cli
+
+    def train(args):
+        raise caught.value
+
+    monkeypatch.setattr(cli, "_train", train)
+    assert cli.main(["train", "--config", str(CONFIG), "--workdir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"gomoku-jax: error: {caught.value}\n"
+
+
 def _diverging(learner, at, poison):
     """A copy of ``learner`` whose iteration ``at`` returns ``poison(state, metrics)``."""
     import copy
