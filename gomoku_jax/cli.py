@@ -134,7 +134,8 @@ def _tournament_config(args: argparse.Namespace) -> dict:
     try:
         env = config_lib.from_dict(Gomoku, game, "game")
     except config_lib.ConfigError as err:
-        key = re.search(r"\b(?:game|GameConfig)\.(\w+)", str(err))
+        key = (re.search(r"\b(?:game|GameConfig)\.(\w+)", str(err))
+               or re.match(r"game: (\w+) ", str(err)))  # "game: positional_bias must ..."
         where = None if key is None else source.get(
             key.group(1), f"the default {key.group(1)}; give --{key.group(1)}" + (
                 f" or the config's game.{key.group(1)}" if args.config is not None else ""))

@@ -927,6 +927,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
     algorithm = getattr(learner, "algorithm", "alphazero")
     changed_names = {path for path, _, _ in changed}
     defer = False  # a change stored only once the run trains on (set below)
+    changes = None  # the line saying them, said once nothing refuses this start
     if restored is not None:
         trains_on = int(restored.iteration) < stop_at and not was_stopped
         read = changed_names - (set() if _evaluation_searches(config) else {"eval.simulations"})
@@ -938,7 +939,7 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         # the change is stored by the start that trains on, which forgets then
         defer = rescored and not trains_on and int(restored.iteration) < total
         if changed:
-            notice(_changes_line(workdir, changed, forget, defer))
+            changes = _changes_line(workdir, changed, forget, defer)
         if forget:
             prog = _forget_best(prog)
         # a finished run given another final evaluation is evaluated again (none asked
@@ -958,6 +959,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
             if changed and not defer:
                 with _checkpointer(learner, workdir) as ckpt:
                     ckpt.store_config()
+            if changes:
+                notice(changes)
             where, more = _standing(int(restored.iteration), stop_at, total, was_stopped)
             kept = "its results are as they were" if changed else "its files are as they were"
             notice(f"{workdir} {where}: nothing to train ({kept}"
@@ -991,6 +994,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
               json.dumps({"algorithm": algorithm, **config_dict}, indent=2) + "\n")
     state = learner.init() if restored is None else restored
     start = int(state.iteration)
+    if changes:
+        notice(changes)
     if restored is not None and (start >= stop_at or was_stopped):
         where, more = _standing(start, stop_at, total, was_stopped)
         notice(f"{workdir} {where}: nothing to train; writing its final agent and report "

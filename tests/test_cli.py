@@ -356,6 +356,9 @@ def test_tournament_from_config_writes_reports(tmp_path, capsys):
     ('{"game": [9], "agents": ["random", "heuristic"]}', "bad.json: game must be an object"),
     ('{"game": {"rule": 3}, "agents": ["random", "heuristic"]}',
      "game.rule: expected a string, got 3 (from tournament config "),
+    ('{"game": {"positional_bias": NaN}, "agents": ["random", "heuristic"]}',
+     "game: positional_bias must be a positive number (sigma in cells) or None, got nan "
+     "(from tournament config "),
     ('{"agents": "random"}', "agents must be a list of agent names, got 'random'"),
     ('{"agents": ["random", "heuristic"], "description": ["x"]}',
      "bad.json: description must be a string, got ['x']"),

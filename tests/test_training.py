@@ -1349,6 +1349,26 @@ def test_a_resume_refuses_settings_that_change_what_is_trained(learner, uninterr
     assert lines[1:] == [f"  {refused}", "use the run's original config or another directory"]
 
 
+def test_a_change_the_run_then_refuses_is_not_said_to_be_kept(learner, uninterrupted,
+                                                              tmp_path, capsys):
+    """A resumable change (another evaluation opponent) whose exported file is missing:
+    the start is refused, and says nothing of keeping the change; the files are as
+    they were."""
+    straight, _ = uninterrupted
+    work = tmp_path / "run"
+    shutil.copytree(straight, work)
+    before = _digests(work)
+    missing = str(tmp_path / "gone.gjx")
+    other = az.make_learner(cfglib.from_dict(az.AlphaZeroConfig, cfglib.apply_overrides(
+        cfglib.to_dict(learner.config), {"eval.opponents": [
+            *learner.config.eval.opponents, missing]})), devices=jax.devices()[:1])
+    capsys.readouterr()
+    with pytest.raises(ValueError, match=re.escape(f"{missing}: no such params file")):
+        training.run(other, work, progress=False)
+    assert "resumes with changed settings" not in capsys.readouterr().out
+    assert _digests(work) == before
+
+
 def test_a_changed_evaluation_search_forgets_the_best_score(learner, tmp_path, monkeypatch,
                                                             capsys):
     # the best score (0.75) was measured with 4 simulations; one with 8 (0.5) is not worse
