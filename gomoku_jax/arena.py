@@ -134,7 +134,8 @@ class MatchResult:
     seconds: dict[str, float]  # total thinking time per agent
     decisions: dict[str, int]  # moves each agent chose (openings excluded)
     # whether the games ran as one batched lockstep program (both agents batched JAX
-    # policies): each agent's seconds are then the program's time split evenly
+    # policies): each agent's seconds are then the program's time split evenly, and its
+    # decisions half of all the moves (both policies answer at every ply)
     lockstep: bool = False
 
     def _player(self, who) -> str:
