@@ -121,16 +121,10 @@ def _last_metrics(rows: list[dict]) -> dict:
 
 def _diverged(run_dir: pathlib.Path) -> dict | None:
     """``{"iteration", "reason"}`` of a run that stopped because it diverged
-    (`training.DIVERGED`), None otherwise (or when the file cannot be read)."""
+    (`training.diverged_record`), None otherwise."""
     from gomoku_jax import training
 
-    try:
-        info = config_lib.read_json(run_dir / training.DIVERGED)
-    except config_lib.ConfigError:
-        return None
-    if not isinstance(info, dict) or not isinstance(info.get("reason"), str):
-        return None
-    return {"iteration": info.get("iteration"), "reason": info["reason"]}
+    return training.diverged_record(run_dir)
 
 
 def _same_config(a, b) -> bool:
@@ -349,6 +343,12 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                             else make_learner(cfg, devices=devices))
         except config_lib.ConfigError as err:
             raise config_lib.ConfigError(f"sweep ({run}): {err}") from None
+        try:  # what a run checks as it starts: its opponents' files, its state's memory
+            training.check_evaluation(cfg.game.env(), cfg.eval.opponents,
+                                      cfg.eval.opening_stones, load_files=True)
+            training.check_state_memory(learners[-1])
+        except ValueError as err:
+            raise ValueError(f"sweep ({run}): {err}") from None
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for value, cfg, run_dir in zip(values, configs, run_dirs):

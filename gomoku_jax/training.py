@@ -49,8 +49,9 @@ from gomoku_jax import arena, compiled, exported, ratings
 from gomoku_jax import io as gio
 from gomoku_jax.config import check_int, from_dict, offset_seed, plain_values, to_dict
 
-__all__ = ["DIVERGED", "RESUMABLE_SETTINGS", "RunLog", "RunWarning", "TrainingDiverged",
-           "evaluate", "non_finite", "restore", "run", "sigterm_as_interrupt"]
+__all__ = ["DIVERGED", "RESUMABLE_SETTINGS", "OutOfDeviceMemory", "RunLog", "RunWarning",
+           "TrainingDiverged", "diverged_record", "evaluate", "non_finite", "restore", "run",
+           "sigterm_as_interrupt"]
 
 
 class TrainingDiverged(FloatingPointError):
@@ -1129,9 +1130,26 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
                                                   learner.env.words))
     if changed and not defer:  # (a run that saved a checkpoint stored it then)
         ckpt.store_config()
-    if lead:  # a resumed run that got past where it diverged (other code, a GPU's rounding)
+    # a resumed run that got past where it diverged (other code, a GPU's rounding); one
+    # stopped before that iteration (a shorter --iterations) keeps the record
+    diverged = diverged_record(workdir)
+    if lead and diverged is not None and not (
+            isinstance(diverged["iteration"], int)
+            and int(state.iteration) < diverged["iteration"]):
         (workdir / DIVERGED).unlink(missing_ok=True)
     return report
+
+
+def diverged_record(workdir) -> dict | None:
+    """``{"iteration", "reason"}`` from the `DIVERGED` file of a run that stopped because
+    it diverged (`TrainingDiverged`); None without one (or when it cannot be read)."""
+    try:
+        info = json.loads((pathlib.Path(workdir) / DIVERGED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("reason"), str):
+        return None
+    return {"iteration": info.get("iteration"), "reason": info["reason"]}
 
 
 def _resume_evaluations(workdir: pathlib.Path, start: int, prog, variables, export) -> None:

@@ -2,6 +2,7 @@
 
 import json
 import pathlib
+import re
 
 import jax
 import pytest
@@ -560,6 +561,26 @@ def test_an_object_value_written_in_another_key_order_finds_its_run(tmp_path, fa
     sweep.sweep(CONFIG, "network.options", [{"filters": 8, "blocks": 3}], iterations=1,
                 workdir=tmp_path, variant="smoke")
     assert fake_training[-1] == "00_network.options=filters_8_blocks_3"
+
+
+def test_what_a_run_checks_as_it_starts_is_checked_before_any_value_trains(tmp_path):
+    """A missing exported opponent in the second value: refused before the first value
+    trains."""
+    missing = str(tmp_path / "gone.gjx")
+    with pytest.raises(ValueError, match=re.escape(
+            f"sweep (the run eval.opponents=['{missing}']): eval.opponents[0]: {missing}: no "
+            "such params file")):
+        sweep.sweep(CONFIG, "eval.opponents", [["random"], [missing]], iterations=1,
+                    workdir=tmp_path / "a", variant="smoke", devices=jax.devices()[:1])
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_state_too_big_for_the_memory_is_refused_before_any_value_trains(tmp_path):
+    with pytest.raises(ValueError, match=r"^sweep \(the run train.buffer_capacity=2000000000\): "
+                                         r"the learner's state .* needs [\d.]+ GiB, more than"):
+        sweep.sweep(CONFIG, "train.buffer_capacity", [4096, 2 * 10**9], iterations=1,
+                    workdir=tmp_path / "b", variant="smoke", devices=jax.devices()[:1])
+    assert not (tmp_path / "b").exists()
 
 
 def test_a_run_that_diverged_past_the_sweeps_iterations_trains_to_them(tmp_path,

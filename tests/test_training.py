@@ -706,9 +706,14 @@ def test_a_run_whose_loss_or_network_turns_nan_stops_before_saving_it(
     # the broken network was neither evaluated (eval.every is 2) nor exported
     assert not (tmp_path / "best.gjx").exists() and not (tmp_path / "final.gjx").exists()
     assert not (tmp_path / "eval" / "iter_000002.json").exists()
-    if broken == "loss":  # resumed where it does not diverge (other code): the marker goes
-        training.run(learner, tmp_path, progress=False)
+    if broken == "loss":
+        # stopped before the divergence (a shorter --iterations): the marker stays
+        training.run(learner, tmp_path, iterations=1, progress=False)
         assert (tmp_path / "final.gjx").exists()
+        assert training.diverged_record(tmp_path) == {"iteration": 2,
+                                                      "reason": marker["reason"]}
+        # resumed where it does not diverge (other code): the marker goes
+        training.run(learner, tmp_path, progress=False)
         assert not (tmp_path / training.DIVERGED).exists()
 
 
