@@ -541,6 +541,13 @@ def _restore(learner, workdir):
                     f"{err}; to start afresh, move the run's results "
                     f"({', '.join(results)}) away too, as a new run would overwrite "
                     "them") from None
+        held = int(restored["state"].iteration)
+        if held != step:  # a step folder copied or renamed by hand
+            folder = pathlib.Path(workdir) / "checkpoints" / str(step)
+            raise gio.CheckpointError(
+                f"{folder} holds the state of iteration {held}, not {step}: a checkpoint "
+                f"folder copied or renamed by hand? Move it away (or name it {held}, if "
+                "there is no such folder) to resume from the checkpoint before it")
     return (_place(restored["state"], learner.state_sharding()), restored["progress"],
             changed)
 

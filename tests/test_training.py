@@ -1354,6 +1354,24 @@ def test_a_resume_refuses_settings_that_change_what_is_trained(learner, uninterr
     assert lines[1:] == [f"  {refused}", "use the run's original config or another directory"]
 
 
+def test_a_checkpoint_folder_copied_or_renamed_by_hand_is_refused(learner, uninterrupted,
+                                                                   tmp_path):
+    """A step folder whose state is of another iteration (``checkpoints/1`` copied to
+    ``checkpoints/7``) is refused naming it, not resumed from the wrong iteration."""
+    straight, _ = uninterrupted
+    work = tmp_path / "run"
+    shutil.copytree(straight, work)
+    shutil.copytree(work / "checkpoints" / "1", work / "checkpoints" / "7")
+    before = _digests(work)
+    with pytest.raises(gio.CheckpointError, match=re.escape(
+            f"{work / 'checkpoints' / '7'} holds the state of iteration 1, not 7: a "
+            "checkpoint folder copied or renamed by hand?")):
+        training.restore(learner, work)
+    with pytest.raises(gio.CheckpointError, match="copied or renamed by hand"):
+        training.run(learner, work, progress=False)
+    assert _digests(work) == before
+
+
 def test_a_change_the_run_then_refuses_is_not_said_to_be_kept(learner, uninterrupted,
                                                               tmp_path, capsys):
     """A resumable change (another evaluation opponent) whose exported file is missing:
