@@ -963,16 +963,19 @@ def variables_mismatch(module: nn.Module, variables, observation_shape) -> list[
         return [f"the network makes more than the {held} arrays given (at least "
                 f"{error.args[0]}; stopped building it there)"]
 
-    def flat(tree):
+    def flat(tree):  # leaf path (a tuple: a key with a dot in it is not two keys) -> leaf
         leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-        return {jax.tree_util.keystr(path, simple=True, separator="."):
+        return {tuple(str(getattr(k, "key", getattr(k, "idx", k))) for k in path):
                 f"{np.dtype(leaf.dtype).name} {tuple(np.shape(leaf))}" for path, leaf in leaves}
 
+    def named(path):  # params.stem.kernel; a key with a dot in it quoted
+        return ".".join(repr(k) if "." in k else k for k in path)
+
     want, have = flat(expected), flat(variables)
-    lines = [f"{name}: missing" for name in want if name not in have]
-    lines += [f"{name}: not in this network" for name in have if name not in want]
-    lines += [f"{name}: {have[name]}, expected {want[name]}"
-              for name in want if name in have and have[name] != want[name]]
+    lines = [f"{named(p)}: missing" for p in want if p not in have]
+    lines += [f"{named(p)}: not in this network" for p in have if p not in want]
+    lines += [f"{named(p)}: {have[p]}, expected {want[p]}"
+              for p in want if p in have and have[p] != want[p]]
     return lines
 
 

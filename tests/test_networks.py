@@ -742,3 +742,19 @@ def test_a_bare_tuple_option_takes_a_json_list(registry):
         nets.make_network("plain-tuple", board_size=5, widths=16)
     with pytest.raises(ValueError, match=r"must be a tuple"):
         nets.make_network("plain-tuple", board_size=5, widths=[{"a": 1}])
+
+
+def test_params_whose_keys_hold_dots_do_not_fit_the_network():
+    """``{"stem.kernel": ...}`` is one key, not ``stem`` then ``kernel``: such params are
+    named as not fitting (they would fail at every move), with the dotted key quoted."""
+    module = nets.make_network("simplenet", board_size=5, channels=(4, 4), value_hidden=8)
+    variables = nets.init_network(module, jax.random.key(0), (5, 5, 3))
+    assert nets.variables_mismatch(module, variables, (5, 5, 3)) == []
+    params = variables["params"]
+    layer = sorted(params)[0]
+    flat = {**{k: v for k, v in params.items() if k != layer},
+            **{f"{layer}.{leaf}": value for leaf, value in params[layer].items()}}
+    lines = nets.variables_mismatch(module, {**variables, "params": flat}, (5, 5, 3))
+    for leaf in params[layer]:
+        assert f"params.{layer}.{leaf}: missing" in lines
+        assert f"params.'{layer}.{leaf}': not in this network" in lines
