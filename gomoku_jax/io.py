@@ -47,18 +47,21 @@ Byte layout (all integers little-endian)::
     8        4     H: length of the header in bytes, unsigned 32-bit
     12       H     header: a UTF-8 JSON object
                      "format":         "gomoku-jax-params"  (EXPORT_FORMAT)
-                     "version":        1                    (EXPORT_VERSION)
+                     "version":        2                    (EXPORT_VERSION)
                      "payload_size":   P, the payload's length in bytes
                      "payload_sha256": SHA-256 of the payload, 64 lowercase hex digits
                      "metadata":       the writer's JSON object (network, game,
                                        observation encoding, search settings...)
+                     "metadata_sha256": SHA-256 of the metadata as `metadata_text`
+                                       writes it (sorted keys, ASCII, no spaces)
     12 + H   P     payload: the variables as a nested map of string keys to arrays,
                    encoded with flax.serialization.msgpack_serialize (msgpack; an
                    array is ext type 1 holding the msgpack array
                    [shape, dtype name, C-order bytes])
 
 The file ends right after the payload. A reader checks the magic, the format, the
-version (it reads version 1 only), the sizes and the hash before decoding the payload.
+version, the sizes and the hashes before decoding the payload. It reads versions 1 and 2:
+version 1 is version 2 without ``metadata_sha256`` (its metadata unchecked).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ __all__ = [
     "brief",
     "checkpoint_steps",
     "config_differences",
+    "metadata_text",
     "naming",
     "read_exported",
     "read_json_object",
@@ -101,7 +105,14 @@ __all__ = [
 EXPORT_FORMAT = "gomoku-jax-params"
 """The ``format`` field of an exported parameter file's header."""
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+_READS_VERSIONS = (1, 2)  # 1: no metadata_sha256
+
+
+def metadata_text(metadata: Mapping) -> str:
+    """The text of an exported file's metadata that ``metadata_sha256`` hashes: JSON with
+    sorted keys, ASCII only, no spaces (the same for the metadata read back)."""
+    return json.dumps(metadata, sort_keys=True, allow_nan=False, separators=(",", ":"))
 """The exported-file format version this module writes and reads."""
 
 EXPORT_MAGIC = b"\x89GMKJAX\n"
@@ -916,12 +927,17 @@ def write_exported(path, metadata: Mapping, variables) -> None:
             raise ValueError(f"variables: {_path_str(leaf_path)} holds NaN or infinite "
                              "values; a broken network is not exported")
     payload = serialization.msgpack_serialize(state, in_place=True)
+    try:
+        digest = hashlib.sha256(metadata_text(dict(metadata)).encode("ascii")).hexdigest()
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"metadata must be JSON-serialisable, got {metadata!r}: {e}") from None
     header = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
         "payload_size": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
         "metadata": dict(metadata),
+        "metadata_sha256": digest,
     }
     try:
         header_bytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
@@ -983,10 +999,10 @@ def read_exported(path) -> tuple[dict, dict]:
             f"not a gomoku-jax params file (header format {found!r}, expected {EXPORT_FORMAT!r})"
         )
     version = header.get("version")
-    if type(version) is not int or version != EXPORT_VERSION:
+    if type(version) is not int or version not in _READS_VERSIONS:
         raise fail(
-            f"written by format version {version!r}, this gomoku-jax reads version "
-            f"{EXPORT_VERSION}"
+            f"written by format version {version!r}, this gomoku-jax reads versions "
+            f"{' and '.join(map(str, _READS_VERSIONS))}"
         )
     size, digest, metadata = (header.get(k) for k in ("payload_size", "payload_sha256", "metadata"))
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -995,6 +1011,18 @@ def read_exported(path) -> tuple[dict, dict]:
         raise fail(f"corrupt header: payload_sha256 must be 64 hex digits, found {digest!r}")
     if not isinstance(metadata, dict):
         raise fail(f"corrupt header: metadata must be a JSON object, found {metadata!r}")
+    if version >= 2:  # the header's settings, hashed as the payload is
+        meta_digest = header.get("metadata_sha256")
+        if not isinstance(meta_digest, str) or len(meta_digest) != 64:
+            raise fail(f"corrupt header: metadata_sha256 must be 64 hex digits, found "
+                       f"{config_lib.clip(repr(meta_digest))}")
+        try:
+            text = metadata_text(metadata)
+        except ValueError:  # NaN: written by no writer of this format
+            text = ""
+        if hashlib.sha256(text.encode("ascii")).hexdigest() != meta_digest.lower():
+            raise fail("corrupt or modified: the metadata (the game, network and search "
+                       "settings) does not match its SHA-256 in the header")
     payload = data[header_end:]
     if len(payload) < size:
         raise fail(f"truncated: the payload should be {size} bytes, only {len(payload)} follow")

@@ -26,6 +26,7 @@ from gomoku_jax.io import (
     Checkpointer,
     _reason,
     checkpoint_steps,
+    metadata_text,
     read_exported,
     write_exported,
 )
@@ -615,8 +616,10 @@ def test_exported_round_trip_and_byte_layout(tmp_path):
     header = json.loads(data[12 : 12 + n].decode("utf-8"))
     payload = data[12 + n :]
     assert header["format"] == EXPORT_FORMAT == "gomoku-jax-params"
-    assert header["version"] == EXPORT_VERSION == 1
+    assert header["version"] == EXPORT_VERSION == 2
     assert header["metadata"] == METADATA
+    assert header["metadata_sha256"] == hashlib.sha256(json.dumps(
+        METADATA, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert header["payload_size"] == len(payload)
     assert header["payload_sha256"] == hashlib.sha256(payload).hexdigest()
     assert not [p for p in tmp_path.iterdir() if p.name != "agent.gjx"]  # no temp files
@@ -633,10 +636,14 @@ def _spliced(path, body: bytes | None = None, payload: bytes | None = None):
 
 
 def _with_header(path, payload: bytes | None = None, **changes):
-    """Rewrites an exported file's header fields (and its payload, when given)."""
+    """Rewrites an exported file's header fields (and its payload, when given); new
+    metadata gets its hash, as a writer would give it (unless the changes give one)."""
     data = path.read_bytes()
     (n,) = struct.unpack("<I", data[8:12])
     header = json.loads(data[12 : 12 + n])
+    if "metadata" in changes and "metadata_sha256" not in changes:
+        changes["metadata_sha256"] = hashlib.sha256(
+            metadata_text(changes["metadata"]).encode()).hexdigest()
     header.update(changes)
     _spliced(path, json.dumps(header).encode(), payload)
 
@@ -658,11 +665,42 @@ def test_exported_wrong_magic_or_format(tmp_path):
 def test_exported_newer_version_is_refused(tmp_path):
     path = tmp_path / "p.bin"
     write_exported(path, METADATA, _variables())
-    _with_header(path, version=2)
+    _with_header(path, version=3)
     with pytest.raises(
-        CheckpointError, match=r"written by format version 2, this gomoku-jax reads version 1"
+        CheckpointError,
+        match=r"written by format version 3, this gomoku-jax reads versions 1 and 2"
     ):
         read_exported(path)
+
+
+def test_exported_metadata_changed_after_writing_is_caught(tmp_path):
+    """The header's settings are hashed as the payload is: one changed value (a bit
+    flipped in a number, a key renamed) is refused; a version 1 file, which has no
+    such hash, reads as it is."""
+    path = tmp_path / "p.gjx"
+    write_exported(path, METADATA, _variables())
+    meta, variables = read_exported(path)
+    assert meta == METADATA
+    (n,) = struct.unpack("<I", path.read_bytes()[8:12])
+    text = path.read_bytes()[12:12 + n]
+    for old, new in ((b'"size": 9', b'"size": 8'), (b'"size"', b'"sizf"')):
+        assert old in text
+        _spliced(path, body=text.replace(old, new, 1))
+        with pytest.raises(CheckpointError, match=rf"{path}: corrupt or modified: the "
+                                                  r"metadata .* does not match its SHA-256"):
+            read_exported(path)
+    _spliced(path, body=text)
+    _with_header(path, metadata_sha256=None)
+    with pytest.raises(CheckpointError, match="metadata_sha256 must be 64 hex digits"):
+        read_exported(path)
+    write_exported(path, METADATA, _variables())
+    header = json.loads(text)
+    del header["metadata_sha256"]
+    header["version"] = 1
+    header["metadata"]["game"]["size"] = 8  # version 1: not checked
+    _spliced(path, body=json.dumps(header).encode())
+    meta, _ = read_exported(path)
+    assert meta["game"]["size"] == 8
 
 
 def test_exported_flipped_payload_byte_is_caught(tmp_path):
@@ -815,14 +853,15 @@ def test_write_exported_bad_arguments(tmp_path):
     assert not path.exists()
 
 
-@pytest.mark.parametrize("version", [0, 2, 99, "1", None])
+@pytest.mark.parametrize("version", [0, 3, 99, "1", "2", None])
 def test_exported_file_of_another_version_is_refused_saying_the_version(tmp_path, version):
     from gomoku_jax import exported
 
     path = tmp_path / "agent.gjx"
     _tiny_agent_file(path)
     _with_header(path, version=version)
-    message = rf"written by format version {version!r}, this gomoku-jax reads version 1"
+    message = (rf"written by format version {version!r}, this gomoku-jax reads versions 1 "
+               "and 2")
     with pytest.raises(CheckpointError, match=message):
         read_exported(path)
     with pytest.raises(CheckpointError, match=rf"{path}: {message}"):
