@@ -457,10 +457,23 @@ def _export(args: argparse.Namespace) -> int:
     state, _ = training.restore(learner, workdir)
     if state is None:
         raise ValueError(f"{workdir} has no checkpoint yet")
+    iteration = int(state.iteration)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    final = workdir / "final.gjx"
+    if final.is_file():  # the run's own export of that checkpoint: its settings may be
+        try:             # newer than config.json (a change stored once the run trains on)
+            data = final.read_bytes()
+            made = gio.read_exported(final)[0].get("iteration")
+        except (OSError, ValueError):
+            made = None  # damaged: exported afresh from the checkpoint
+        if made == iteration:
+            gio.write_atomic(args.out, data)
+            print(f"wrote {args.out} (iteration {iteration}, copied from {final}, the "
+                  "run's agent at that checkpoint)")
+            return 0
     exported.export_agent(args.out, learner, state.variables,
-                          extra={"iteration": int(state.iteration)})
-    print(f"wrote {args.out} (iteration {int(state.iteration)})")
+                          extra={"iteration": iteration})
+    print(f"wrote {args.out} (iteration {iteration})")
     return 0
 
 

@@ -230,6 +230,27 @@ def test_cli_export_and_bad_overrides(uninterrupted, tmp_path, capsys):
     assert cli.main(["export", "--workdir", str(tmp_path / "nothing"), "--out", str(out)]) == 2
 
 
+def test_export_gives_the_runs_final_agent_whose_settings_config_json_may_not_hold_yet(
+        uninterrupted, tmp_path, capsys):
+    """A change stored only once the run trains on (eval.simulations of a finished run)
+    is in final.gjx but not in config.json: export copies final.gjx when it is of the
+    latest checkpoint, and exports that checkpoint afresh when it is not."""
+    straight, report = uninterrupted
+    work = tmp_path / "run"
+    shutil.copytree(straight, work)
+    sims = gio.read_exported(work / "final.gjx")[0]["search"]["num_simulations"]
+    _rewrite_header(work / "final.gjx", work / "final.gjx", search__num_simulations=sims + 4)
+    out = tmp_path / "agent.gjx"
+    assert cli.main(["export", "--workdir", str(work), "--out", str(out)]) == 0
+    assert out.read_bytes() == (work / "final.gjx").read_bytes()
+    assert "copied from" in capsys.readouterr().out
+    # final.gjx of an earlier iteration (a run resumed past it, then stopped): afresh
+    _rewrite_header(work / "final.gjx", work / "final.gjx", iteration=1)
+    assert cli.main(["export", "--workdir", str(work), "--out", str(out), "--force"]) == 0
+    meta = gio.read_exported(out)[0]
+    assert meta["iteration"] == report["iterations"] and meta["search"]["num_simulations"] == sims
+
+
 def test_exported_file_as_an_agent_name_and_a_gomocup_brain(uninterrupted):
     import io as stdio
 
