@@ -462,13 +462,14 @@ def apply_overrides(
     """
     out = json.loads(json.dumps(data))
     overrides = _override_mapping(overrides)
-    for key in overrides:  # one inside another: applied in turn, one would be lost
-        inside = next((k for k in overrides if k.startswith(f"{key}.")), None)
-        if inside is not None:
+    keys = list(overrides)
+    for i, key in enumerate(keys):  # applied in order: a later object replaces it, lost
+        whole = next((k for k in keys[i + 1:] if key.startswith(f"{k}.")), None)
+        if whole is not None:
             raise ConfigError(
-                f"override {inside!r} is inside override {key!r}, which is given too and "
-                f"sets that whole object; give {inside.rsplit('.', 1)[-1]!r} in the object "
-                f"or set single settings with dotted keys only")
+                f"override {key!r} would be lost: the later override {whole!r} sets that "
+                f"whole object; give {key[len(whole) + 1:]!r} in the object, or set it "
+                f"after the object")
     for key, value in overrides.items():
         node = out
         parts = key.split(".")

@@ -10,6 +10,7 @@ import pytest
 from algorithms import alphazero
 from experiments import bench_alphazero as bench
 from gomoku_jax import cli, networks, replay
+from gomoku_jax import config as config_lib
 from gomoku_jax import search as search_lib
 
 
@@ -243,9 +244,12 @@ def test_the_learner_config_takes_the_overrides_after_the_network_in_their_order
     net = ("resnet", {"blocks": 1, "filters": 8})
     cfg = bench.learner_config(*net, ["network.options.filters=4"])
     assert cfg.network.options["filters"] == 4 and cfg.network.options["blocks"] == 1
-    cfg = bench.learner_config(*net, ["network.options.filters=4",
-                                      'network.options={"blocks": 2, "filters": 16}'])
-    assert cfg.network.options == {"blocks": 2, "filters": 16}  # the last word is the last
+    with pytest.raises(config_lib.ConfigError, match="'network.options.filters' would be "
+                                                     "lost: the later override"):
+        bench.learner_config(*net, ["network.options.filters=4",  # the object drops it
+                                    'network.options={"blocks": 2, "filters": 16}'])
+    cfg = bench.learner_config(*net, ['network.options={"blocks": 2, "filters": 16}'])
+    assert cfg.network.options == {"blocks": 2, "filters": 16}  # replaces the benchmark's
     cfg = bench.learner_config(*net, ['network.options={"blocks": 2, "filters": 16}',
                                       "network.options.filters=4"])
     assert cfg.network.options == {"blocks": 2, "filters": 4}

@@ -118,16 +118,20 @@ def test_an_object_for_a_section_that_would_drop_its_settings_is_refused(tmp_pat
         cfglib.load_file(Outer, path, {"inner": {"depth": np.int64(3)}})
 
 
-def test_an_override_inside_another_is_refused_not_silently_dropped(tmp_path):
-    """``inner.depth=2`` and ``inner={...}`` together: whichever comes last would undo or
-    drop the other, so both orders are refused, naming the two."""
+def test_an_override_a_later_object_replaces_is_refused_not_silently_dropped(tmp_path):
+    """``inner.depth=2`` then ``inner={...}``: the object would drop the setting without
+    a word, so it is refused, naming the two; the object first, then the setting, is
+    taken (it refines the object)."""
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"inner": {"depth": 5, "rate": 0.3}}))
     both = ["inner.depth=2", 'inner={"depth": 3, "rate": 0.5}']
-    for overrides in (both, both[::-1], {"inner.depth": 2, "inner": {"depth": 3, "rate": 1}}):
+    for overrides in (both, {"inner.depth": 2, "inner": {"depth": 3, "rate": 1}}):
         with pytest.raises(cfglib.ConfigError, match=re.escape(
-                "override 'inner.depth' is inside override 'inner', which is given too")):
+                "override 'inner.depth' would be lost: the later override 'inner' sets that "
+                "whole object; give 'depth' in the object, or set it after the object")):
             cfglib.load_file(Outer, path, overrides)
+    cfg, _ = cfglib.load_file(Outer, path, both[::-1])
+    assert (cfg.inner.depth, cfg.inner.rate) == (2, 0.5)
     # a key that only starts like another is not inside it
     cfg, _ = cfglib.load_file(Outer, path, ["seed=3", "inner.depth=2"])
     assert (cfg.seed, cfg.inner.depth) == (3, 2)
