@@ -41,9 +41,10 @@ over; a game whose child was never expanded or is terminal, or that restarted, g
 empty tree. Pass it as ``tree=`` to `muzero_policy` (Gumbel's sequential halving assumes
 a root without visits, so `gumbel_muzero_policy` refuses a ``tree``). Capacity: a tree
 keeps its shape (``capacity`` nodes, static, so a jitted loop never recompiles); a game
-that starts with ``n`` nodes writes the node of new simulation ``s`` at index ``n + s``
-and records ``min(num_simulations, capacity - n)`` new simulations (re-expansions at
-``max_depth`` need no slot and always count); the batch runs in lockstep, so a game
+that starts with ``n`` nodes writes its new nodes from index ``n`` on, in the order the
+simulations make them, and records ``min(num_simulations, capacity - n)`` new
+simulations (re-expansions at ``max_depth`` need no slot, so they always count and leave
+none unused); the batch runs in lockstep, so a game
 whose tree is full still takes its turn of every step (its network call included) and
 writes nothing. With the default capacity
 ``num_simulations + 1`` the visits at the root stay about ``num_simulations`` (the kept
@@ -72,7 +73,7 @@ import mctx
 import numpy as np
 
 from gomoku_jax import ops
-from gomoku_jax.config import check_int, check_number
+from gomoku_jax.config import check_int, check_number, clip
 
 __all__ = [
     "NODE_BYTES",
@@ -213,7 +214,14 @@ def _split_over(device) -> tuple[list, int, str]:
     what holds a part)`` for `check_tree_memory`'s ``device``: one device (or None)
     holds the whole batch; a sequence of devices holds equal parts, one each, read from
     this process's devices (another process's memory is not visible here); CPU devices
-    share their host's RAM, so there a part is what one process's devices hold."""
+    share their host's RAM, so there a part is what one process's devices hold. An
+    array of devices (a mesh's ``devices``) is a sequence; a string or a number is no
+    device (a ``ValueError``)."""
+    if isinstance(device, np.ndarray):
+        device = device.ravel().tolist()
+    if isinstance(device, (str, bytes, int, float, complex)):  # bool is an int
+        raise ValueError(f"devices must be a device or a sequence of devices (a list, a "
+                         f"tuple, a mesh's devices array), got {clip(repr(device))}")
     if device is None or not isinstance(device, (list, tuple)):
         return [device], 1, ""
     devices = list(device)
@@ -596,8 +604,8 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     up; 1 before the first), and evaluates the node it stops at, expanded or not: its
     network value is backed up from there as a leaf's, and the node keeps its prior and
     statistics, the value joining its mean as one more visit. A local re-evaluation takes
-    no node slot (with local exploration the nodes are numbered in creation order, not
-    by simulation). The coins come from a key folded from the simulation's, so with
+    no node slot (with local exploration, as from a kept ``tree``, the nodes are numbered
+    in creation order, not by simulation). The coins come from a key folded from the simulation's, so with
     p = 0 (the default) the search is mctx's, key for key.
     """
     num_simulations = check_int("", "num_simulations", num_simulations, 1)
@@ -605,6 +613,7 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     batch, num_actions = _batch_size(root, invalid_actions)
     if invalid_actions is None:
         invalid_actions = jnp.zeros_like(root.prior_logits)
+    kept = tree is not None  # its new nodes numbered as made (mctx's: by simulation)
     if tree is None:
         given = capacity
         capacity = num_simulations + 1 if capacity is None else capacity
@@ -628,23 +637,26 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         interior_action_selection_fn)
     local_p = check_number("", "local_exploration", local_exploration, 0.0, 1.0)
 
+    counting = bool(local_p) or kept  # static: without either the search is mctx's
+
     def body(sim, carry):
-        # with local exploration: the sum of the depths of the nodes this search created,
-        # and their number
+        # counting: the sum of the depths of the nodes this search created, and their
+        # number
         key, tree, *created = carry
         key, simulate_key, expand_key = jax.random.split(key, 3)
         simulate_keys = simulate_key if keyless else jax.random.split(simulate_key, batch)
         limit, local = max_depth, None
         fresh = start + sim  # the node simulation `sim` creates (mctx's numbering)
-        if local_p:  # static: without it the search is mctx's
+        if counting:
             depths, count = created
+            fresh = start + count  # a re-expansion (at max_depth, or local) takes no slot
+        if local_p:
             mean = jnp.where(count > 0, depths / jnp.maximum(count, 1), 1.0)  # [B]
             near = jnp.maximum(1.0, jnp.ceil(mean / 2))
             coin = jax.random.uniform(jax.random.fold_in(simulate_key, _LOCAL),
                                       (batch,)) < local_p
             local = coin & (near < max_depth)
             limit = jnp.where(local, near, float(max_depth))
-            fresh = start + count  # a local re-evaluation takes no slot
         parent, action, depth = _simulate(simulate_keys, tree, root_action_selection_fn,
                                           interior_action_selection_fn, limit)
         child = _gather(tree.children_index, parent, action)
@@ -655,14 +667,14 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
         tree, value = _expand(params, expand_key, tree, recurrent_fn, parent, action, node,
                               write, local)
         tree = _backward(tree, node, write, value)
-        if local is None:
+        if not counting:
             return key, tree
         new = write & (child == _UNVISITED)
         return (key, tree, depths + jnp.where(new, depth, 0.0).astype(depths.dtype),
                 count + new.astype(count.dtype))
 
     created = ((jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), jnp.int32))
-               if local_p else ())
+               if counting else ())
     return loop_fn(0, num_simulations, body, (rng_key, tree, *created))[1]
 
 
@@ -816,7 +828,9 @@ def muzero_policy(params, rng_key: jax.Array, root: mctx.RootFnOutput, recurrent
     Same arguments and result as mctx's; in addition ``tree`` (start from a kept tree,
     see `reuse_subtree`; its root's visits and values are kept, its prior is replaced by
     the noisy ``root.prior_logits``; carried visits to actions now in
-    ``invalid_actions`` stay in the tree but get no weight and are never the action),
+    ``invalid_actions`` stay in the tree but get no weight, so at temperatures up to
+    about 1 they are never the action; as in mctx, a very high ``temperature`` flattens
+    the logits enough to draw any action, an invalid one included),
     ``capacity``, ``memory_limit``, ``devices`` and
     ``local_exploration`` (see `search`).
     """

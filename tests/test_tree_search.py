@@ -797,6 +797,33 @@ def test_a_recurrent_fn_of_the_wrong_shapes_is_named(bad, message):
             policy(params, jax.random.PRNGKey(0), root, broken, 4, invalid_actions=invalid)
 
 
+def test_re_expansions_from_a_kept_tree_take_no_slot():
+    """From a kept tree, with max_depth, a simulation that re-expands a node at max_depth
+    writes no new node, so it leaves no slot unused for the later ones: all simulations
+    count while the tree has room (they used to be dropped from a free slot on)."""
+    prior = jnp.array([[2.0, 0.0, 0.0]])
+    root = mctx.RootFnOutput(prior_logits=prior, value=jnp.zeros(1),
+                             embedding=jnp.zeros((1, 1)))
+
+    def recurrent_fn(params, key, action, embedding):  # action 0 preferred everywhere
+        n = embedding.shape[0]
+        return mctx.RecurrentFnOutput(reward=jnp.zeros(n), discount=-jnp.ones(n),
+                                      prior_logits=jnp.tile(prior, (n, 1)),
+                                      value=jnp.zeros(n)), embedding
+
+    first = ts.muzero_policy(None, jax.random.key(0), root, recurrent_fn, 8,
+                             dirichlet_fraction=0.0).search_tree
+    kept = ts.reuse_subtree(first, jnp.array([0]))
+    used, capacity = int(ts.num_nodes(kept)[0]), kept.node_visits.shape[1]
+    assert used < capacity - 1  # room for the two children the root lacks
+    tree = ts.muzero_policy(None, jax.random.key(1), root, recurrent_fn, 8,
+                            dirichlet_fraction=0.0, tree=kept, max_depth=1).search_tree
+    assert int(tree.node_visits[0, 0]) == int(kept.node_visits[0, 0]) + 8  # all counted
+    assert (np.asarray(tree.children_index[0, 0]) >= 0).all()  # every root action tried
+    visited = np.flatnonzero(np.asarray(tree.node_visits[0]) > 0)
+    np.testing.assert_array_equal(visited, np.arange(used + 2))  # in creation order
+
+
 def test_carried_visits_to_actions_now_invalid_get_no_weight(reuse):
     """A kept root's children were chosen below the previous root, where nothing is
     masked: visits carried to an action that the next search's ``invalid_actions``
@@ -996,6 +1023,13 @@ def test_memory_check_of_a_batch_split_over_devices():
         ts.check_search_memory(64, 800, 81, 300, limit_bytes=2 * half - 1, device=hosts)
     with pytest.raises(ValueError, match="an empty list of devices"):
         ts.check_search_memory(64, 800, 81, 300, device=[])
+    # a mesh's devices array is a sequence of devices, not one device
+    with pytest.raises(ValueError, match=re.escape(f"{ts._size(share)} a device (")):
+        ts.check_search_memory(64, 800, 81, 300, device=np.array(tight).reshape(2, 2))
+    for bad in ("gpu", 3, 2.5, True):  # no device at all
+        with pytest.raises(ValueError, match=r"^devices must be a device or a sequence of "
+                                             r"devices .*, got "):
+            ts.check_search_memory(64, 800, 81, 300, device=bad)
 
 
 def test_reuse_subtree_keeps_each_game_on_its_device(reuse):
