@@ -60,7 +60,8 @@ the shares include the visits carried over, ``carried_visits``; an analysis aske
 ``/api/analyse`` searches from that tree and keeps nothing); for pure MCTS its root visit
 shares and the mean result of its simulations; for an exported Q network its Q-values.
 An agent's move is computed by the same function as its analysis, so the overlay shows
-exactly why it moved. Rule-based agents, alpha-beta searches and ``+killer`` wrappers have no overlay.
+exactly why it moved. Rule-based agents, alpha-beta searches and ``+killer`` wrappers
+have no overlay.
 
 Each (game, agent, budget) is built and compiled once and cached (an exported file again
 once it is written again); the cache keeps the `MAX_PLAYERS` most recently used (a page

@@ -605,8 +605,8 @@ def search(params, rng_key: jax.Array, *, root: mctx.RootFnOutput, recurrent_fn:
     network value is backed up from there as a leaf's, and the node keeps its prior and
     statistics, the value joining its mean as one more visit. A local re-evaluation takes
     no node slot (with local exploration, as from a kept ``tree``, the nodes are numbered
-    in creation order, not by simulation). The coins come from a key folded from the simulation's, so with
-    p = 0 (the default) the search is mctx's, key for key.
+    in creation order, not by simulation). The coins come from a key folded from the
+    simulation's, so with p = 0 (the default) the search is mctx's, key for key.
     """
     num_simulations = check_int("", "num_simulations", num_simulations, 1)
     max_depth = check_int("", "max_depth", max_depth, 1, allow_none=True)

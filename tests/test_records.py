@@ -926,7 +926,7 @@ def test_text_utf8_cannot_write_is_refused_before_writing(tmp_path):
 def test_moves_that_are_no_sequence_are_a_record_error(moves):
     bad = dataclasses.replace(game(BLACK_WIN, 0), moves=moves)
     for check in (records.validate_games, records.positions):
-        with pytest.raises(RecordError, match=rf"game 0: "):
+        with pytest.raises(RecordError, match=r"game 0: "):
             check([bad], ENV)
 
 
