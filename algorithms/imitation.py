@@ -173,7 +173,7 @@ class DataSettings:
                 raise ValueError(f"data.generate writes to data.generate.out or else "
                                  f"data.paths[0], which must be a file name, not a pattern: "
                                  f"{out!r}")
-            if not any(out == p or fnmatch.fnmatch(out, p) for p in self.paths):
+            if not any(out == p or _globbed(out, p) for p in self.paths):
                 raise ValueError(f"data.generate.out ({out!r}) is not among data.paths "
                                  f"{list(self.paths)}")
 
@@ -290,6 +290,16 @@ class Dataset:
     @property
     def size(self) -> int:
         return int(self.player.shape[0])
+
+
+def _globbed(path: str, pattern: str) -> bool:
+    """Whether ``glob.glob(pattern)`` names file ``path`` (were it there): as many path
+    parts, each matched by its part of the pattern (a ``*`` never crosses a ``/``, as
+    `fnmatch` alone lets it; a name starting with a dot only by a part that does too)."""
+    names, parts = Path(path).parts, Path(pattern).parts
+    return len(names) == len(parts) and all(
+        fnmatch.fnmatchcase(name, part) and (part.startswith(".") or not name.startswith("."))
+        for name, part in zip(names, parts))
 
 
 def resolve_paths(patterns) -> list[str]:

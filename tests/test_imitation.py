@@ -528,6 +528,26 @@ def test_generated_records_are_named_when_written_and_when_reused(tmp_path, monk
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("paths, out, taken", [
+    (["h/*.jsonl"], "h/x.jsonl", True),
+    (["h/*.jsonl"], "h/sub/x.jsonl", False),  # glob's * stops at a /, fnmatch's does not
+    (["h/*.jsonl"], "h/.x.jsonl", False),  # glob's * skips hidden names
+    (["h/.*.jsonl"], "h/.x.jsonl", True),
+    (["./h/*.jsonl", "other.jsonl"], "h/y.jsonl", True),
+])
+def test_generated_records_must_land_where_data_paths_read(paths, out, taken):
+    """data.generate.out is taken only where data.paths' globs would read the file
+    back: games written elsewhere would be played at every start and never read."""
+    data = cfglib.apply_overrides(cfglib.to_dict(_config(paths)), {"data.generate": {
+        "games": 2, "black": "random", "white": "random", "out": out}})
+    if taken:
+        assert cfglib.from_dict(im.ImitationConfig, data).data.generate.out == out
+    else:
+        with pytest.raises(cfglib.ConfigError, match=re.escape(
+                f"data.generate.out ({out!r}) is not among data.paths {paths}")):
+            cfglib.from_dict(im.ImitationConfig, data)
+
+
 def test_an_unknown_agent_to_generate_with_is_refused_naming_its_setting(tmp_path,
                                                                          monkeypatch):
     """Refused when the config is built, not when the first iteration would play the
