@@ -462,12 +462,12 @@ def _export(args: argparse.Namespace) -> int:
     final = workdir / "final.gjx"
     if final.is_file():  # the run's own export of that checkpoint: its settings may be
         try:             # newer than config.json (a change stored once the run trains on)
-            data = final.read_bytes()
+            agent = final.read_bytes()
             made = gio.read_exported(final)[0].get("iteration")
         except (OSError, ValueError):
             made = None  # damaged: exported afresh from the checkpoint
         if made == iteration:
-            gio.write_atomic(args.out, data)
+            gio.write_atomic(args.out, agent)
             print(f"wrote {args.out} (iteration {iteration}, copied from {final}, the "
                   "run's agent at that checkpoint)")
             return 0

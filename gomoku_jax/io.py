@@ -106,6 +106,8 @@ EXPORT_FORMAT = "gomoku-jax-params"
 """The ``format`` field of an exported parameter file's header."""
 
 EXPORT_VERSION = 2
+"""The exported-file format version this module writes (it reads `_READS_VERSIONS`)."""
+
 _READS_VERSIONS = (1, 2)  # 1: no metadata_sha256
 
 
@@ -113,7 +115,6 @@ def metadata_text(metadata: Mapping) -> str:
     """The text of an exported file's metadata that ``metadata_sha256`` hashes: JSON with
     sorted keys, ASCII only, no spaces (the same for the metadata read back)."""
     return json.dumps(metadata, sort_keys=True, allow_nan=False, separators=(",", ":"))
-"""The exported-file format version this module writes and reads."""
 
 EXPORT_MAGIC = b"\x89GMKJAX\n"
 """The 8 bytes an exported parameter file starts with."""
@@ -927,7 +928,7 @@ def write_exported(path, metadata: Mapping, variables) -> None:
             raise ValueError(f"variables: {_path_str(leaf_path)} holds NaN or infinite "
                              "values; a broken network is not exported")
     payload = serialization.msgpack_serialize(state, in_place=True)
-    try:
+    try:  # the metadata is the header's only part that may not be JSON
         digest = hashlib.sha256(metadata_text(dict(metadata)).encode("ascii")).hexdigest()
     except (TypeError, ValueError) as e:
         raise ValueError(f"metadata must be JSON-serialisable, got {metadata!r}: {e}") from None
@@ -939,10 +940,7 @@ def write_exported(path, metadata: Mapping, variables) -> None:
         "metadata": dict(metadata),
         "metadata_sha256": digest,
     }
-    try:
-        header_bytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"metadata must be JSON-serialisable, got {metadata!r}: {e}") from None
+    header_bytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
     write_atomic(path, EXPORT_MAGIC + _LENGTH.pack(len(header_bytes)) + header_bytes + payload)
 
 

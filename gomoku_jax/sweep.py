@@ -119,14 +119,6 @@ def _last_metrics(rows: list[dict]) -> dict:
     return out
 
 
-def _diverged(run_dir: pathlib.Path) -> dict | None:
-    """``{"iteration", "reason"}`` of a run that stopped because it diverged
-    (`training.diverged_record`), None otherwise."""
-    from gomoku_jax import training
-
-    return training.diverged_record(run_dir)
-
-
 def _same_config(a, b) -> bool:
     """Whether configs ``a`` and ``b`` train the same run: equal, or equal but for network
     options that build the same network (one restates a default the other leaves out)."""
@@ -353,7 +345,7 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
     rows = []
     for value, cfg, run_dir in zip(values, configs, run_dirs):
         learner = learners.pop(0)  # not kept past its run: it holds the data it loads
-        diverged = _diverged(run_dir)  # diverged before, at this config: not trained again
+        diverged = training.diverged_record(run_dir)  # diverged before, at this config: not trained again
         if (diverged is not None and iterations is not None
                 and isinstance(diverged["iteration"], int) and diverged["iteration"] > iterations):
             diverged = None  # after this sweep's budget: trained to it from its checkpoint
@@ -362,7 +354,8 @@ def sweep(config_path, key: str, values: Sequence[Any], *, iterations: int | Non
                 report = training.run(learner, run_dir, iterations=iterations,
                                       progress=progress, tensorboard=tensorboard)
             except training.TrainingDiverged as err:  # the other values still train
-                diverged = _diverged(run_dir) or {"iteration": None, "reason": str(err)}
+                diverged = training.diverged_record(run_dir) or {"iteration": None,
+                                                                 "reason": str(err)}
         logged = _metrics_rows(run_dir / "metrics.csv")
         row = {"key": key, "value": value, "run": str(run_dir),
                "iterations": diverged["iteration"] if diverged else report["iterations"],

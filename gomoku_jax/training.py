@@ -25,8 +25,8 @@ and ``variables``. The driver adds what lives on the host:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -1139,10 +1139,8 @@ def run(learner, workdir, *, iterations: int | None = None, progress: bool = Tru
         ckpt.store_config()
     # a resumed run that got past where it diverged (other code, a GPU's rounding); one
     # stopped before that iteration (a shorter --iterations) keeps the record
-    diverged = diverged_record(workdir)
-    if lead and diverged is not None and not (
-            isinstance(diverged["iteration"], int)
-            and int(state.iteration) < diverged["iteration"]):
+    at = (diverged_record(workdir) or {}).get("iteration")
+    if lead and not (isinstance(at, int) and int(state.iteration) < at):
         (workdir / DIVERGED).unlink(missing_ok=True)
     return report
 
