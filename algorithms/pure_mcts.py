@@ -459,17 +459,21 @@ class PureMCTSAgent(JaxAgent):
     """Pure MCTS as an agent. In the arena's batched loop it runs its full simulation
     count; on its own (``act``) it also honours a deadline: it searches in chunks and
     answers with the simulations done when the next chunk would overrun. Without a
-    deadline ``act`` runs all the chunks: the same tree as one search, and the same
-    programs as with one, so a move with a deadline compiles all that any move needs (a
-    Gomocup brain's warm-up)."""
+    deadline ``act`` runs every simulation in one call of the chunks' program (its count
+    is traced): the same tree as one search, and the same programs as with a deadline, so
+    a move with a deadline compiles all that any move needs (a Gomocup brain's warm-up)."""
 
     env: Gomoku | None = None
     config: MCTSConfig | None = None
     chunk: int = 50
 
     def act(self, state: State, key: jax.Array, deadline: float | None = None) -> int:
-        tree, _ = self.search_by(state, key, math.inf if deadline is None else deadline)
-        return int(_chunked(self.env, self.config)[2](tree, state))
+        new, run, result = _chunked(self.env, self.config)
+        if deadline is None:  # every simulation in one call of the chunks' program
+            tree = run(new(state), key, 0, self.config.simulations)
+        else:
+            tree, _ = self.search_by(state, key, deadline)
+        return int(result(tree, state))
 
     def search_by(self, state: State, key: jax.Array, deadline: float):
         """The tree of the simulations done by ``deadline`` (a ``time.perf_counter()``
